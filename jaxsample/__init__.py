@@ -1,0 +1,41 @@
+"""jaxsample: a JAX-native vectorized sampler for reinforcement learning.
+
+Environment, agent and buffer writes are pure functions, vmapped over ``B``
+environments and scanned over ``T`` steps, so a whole batch collection compiles
+under ``jax.jit`` into one XLA program. See ``README.md`` and ``DESIGN.md``.
+"""
+
+from jaxsample import agents
+from jaxsample.sampler import Sampler, SamplerState, make_sampler
+from jaxsample.traj_info import summarize
+from jaxsample.types import (
+    AgentInputs,
+    AgentSamples,
+    AgentStep,
+    Batch,
+    BatchSpec,
+    EnvSamples,
+    Samples,
+    SparseFinalObservation,
+    TrajInfo,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentInputs",
+    "AgentSamples",
+    "AgentStep",
+    "Batch",
+    "BatchSpec",
+    "EnvSamples",
+    "Samples",
+    "Sampler",
+    "SamplerState",
+    "SparseFinalObservation",
+    "TrajInfo",
+    "__version__",
+    "agents",
+    "make_sampler",
+    "summarize",
+]

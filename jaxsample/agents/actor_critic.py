@@ -1,0 +1,426 @@
+"""Feedforward actor-critic agents: :class:`CategoricalActorCritic` and
+:class:`GaussianActorCritic`.
+
+Both follow the unbatched agent protocol of :class:`jaxsample.agents.Agent`: every
+function acts on ONE environment (no batch axis); the sampler vmaps them. The
+network is a flax linen MLP with separate actor and critic torsos and CleanRL's
+PPO initialisation (orthogonal kernels, zero biases; hidden layers ``std=sqrt(2)``,
+policy head ``0.01``, value head ``1.0``).
+
+The observation may be any pytree: its leaves are cast to float32, flattened and
+concatenated (in ``jax.tree.leaves`` order) into one feature vector ``[D]``.
+
+``agent_info`` is :class:`ActorCriticInfo` ``(log_prob, value, dist_params)``:
+
+* categorical: ``dist_params`` = logits ``[n]``;
+* Gaussian: ``dist_params`` = ``(mean, log_std)``, both shaped like the action.
+
+The learner-side helpers (``log_prob``, ``entropy``, ``evaluate``,
+``dist_log_prob``, ``dist_entropy``) are unbatched too: ``jax.vmap`` them over
+``[T, B]`` (or a flat minibatch axis) in the loss.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from gymnax.environments import spaces
+
+from jaxsample.types import AgentInputs, AgentStep, PyTree
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+class ActorCriticInfo(NamedTuple):
+    """``agent_info`` of the actor-critic agents (one env; the sampler adds ``[T, B]``).
+
+    Attributes:
+      log_prob: float32 scalar, log-probability of the action taken under the
+        behaviour policy (for a greedy agent: of the greedy action).
+      value: float32 scalar, the critic's value of the inputs.
+      dist_params: the policy's distribution parameters: logits ``[n]`` (float32)
+        for a categorical policy, ``(mean, log_std)`` (each ``[*act]`` float32)
+        for a Gaussian one.
+    """
+
+    log_prob: jax.Array
+    value: jax.Array
+    dist_params: PyTree
+
+
+# ----------------------------------------------------------------------------
+# Distributions (pure, unbatched)
+# ----------------------------------------------------------------------------
+
+
+def categorical_log_prob(logits: jax.Array, action: jax.Array) -> jax.Array:
+    """``log softmax(logits)[action]``; ``logits`` ``[n]``, ``action`` int scalar -> scalar."""
+    return jax.nn.log_softmax(logits)[action]
+
+
+def categorical_entropy(logits: jax.Array) -> jax.Array:
+    """Entropy of ``softmax(logits)``; ``logits`` ``[n]`` -> float32 scalar."""
+    log_p = jax.nn.log_softmax(logits)
+    return -jnp.sum(jnp.exp(log_p) * log_p)
+
+
+def gaussian_log_prob(mean: jax.Array, log_std: jax.Array, action: jax.Array) -> jax.Array:
+    """Log-density of a diagonal Gaussian, summed over all action dimensions.
+
+    ``mean``, ``log_std`` and ``action`` all have the action's shape ``[*act]``;
+    returns a float32 scalar.
+    """
+    z = (action - mean) * jnp.exp(-log_std)
+    return jnp.sum(-0.5 * jnp.square(z) - log_std - 0.5 * _LOG_2PI)
+
+
+def gaussian_entropy(log_std: jax.Array) -> jax.Array:
+    """Entropy of a diagonal Gaussian; ``log_std`` ``[*act]`` -> float32 scalar."""
+    return jnp.sum(log_std + 0.5 * (1.0 + _LOG_2PI))
+
+
+# ----------------------------------------------------------------------------
+# Policy heads: what depends on the action space
+# ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CategoricalHead:
+    """Categorical policy over ``Discrete(n)``; ``dist_params`` = logits ``[n]``."""
+
+    n: int
+    dtype: Any
+
+    @property
+    def num_outputs(self) -> int:
+        return self.n
+
+    def log_prob(self, dist_params: jax.Array, action: jax.Array) -> jax.Array:
+        return categorical_log_prob(dist_params, action)
+
+    def entropy(self, dist_params: jax.Array) -> jax.Array:
+        return categorical_entropy(dist_params)
+
+    def sample(self, dist_params: jax.Array, key: jax.Array) -> jax.Array:
+        return jax.random.categorical(key, dist_params).astype(self.dtype)
+
+    def mode(self, dist_params: jax.Array) -> jax.Array:
+        return jnp.argmax(dist_params).astype(self.dtype)
+
+    def prev_action_features(self, prev_action: jax.Array) -> jax.Array:
+        """One-hot ``[n]`` float32 (the null action 0 maps to action 0's one-hot)."""
+        return jax.nn.one_hot(prev_action, self.n, dtype=jnp.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianHead:
+    """Diagonal Gaussian over a ``Box``; ``dist_params`` = ``(mean, log_std)``."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+
+    @property
+    def num_outputs(self) -> int:
+        return math.prod(self.shape)
+
+    def log_prob(self, dist_params: tuple[jax.Array, jax.Array], action: jax.Array) -> jax.Array:
+        mean, log_std = dist_params
+        return gaussian_log_prob(mean, log_std, action.astype(jnp.float32))
+
+    def entropy(self, dist_params: tuple[jax.Array, jax.Array]) -> jax.Array:
+        return gaussian_entropy(dist_params[1])
+
+    def sample(self, dist_params: tuple[jax.Array, jax.Array], key: jax.Array) -> jax.Array:
+        mean, log_std = dist_params
+        noise = jax.random.normal(key, mean.shape, jnp.float32)
+        return (mean + jnp.exp(log_std) * noise).astype(self.dtype)
+
+    def mode(self, dist_params: tuple[jax.Array, jax.Array]) -> jax.Array:
+        return dist_params[0].astype(self.dtype)
+
+    def prev_action_features(self, prev_action: jax.Array) -> jax.Array:
+        """The raw previous action, flattened to ``[prod(act)]`` float32."""
+        return jnp.ravel(prev_action).astype(jnp.float32)
+
+
+def _space_name(space: Any) -> str:
+    return type(space).__name__
+
+
+def make_head(action_space: Any, allowed: Sequence[type]) -> CategoricalHead | GaussianHead:
+    """The policy head for ``action_space``; TypeError naming ``action_space`` otherwise."""
+    names = " or ".join(f"gymnax.environments.spaces.{t.__name__}" for t in allowed)
+    if not isinstance(action_space, tuple(allowed)):
+        raise TypeError(f"action_space must be {names}, got {_space_name(action_space)}")
+    if isinstance(action_space, spaces.Discrete):
+        if int(action_space.n) < 1:
+            raise ValueError(f"action_space must have at least one action, got n={action_space.n}")
+        return CategoricalHead(n=int(action_space.n), dtype=jnp.dtype(action_space.dtype))
+    shape = action_space.shape
+    shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+    dtype = jnp.dtype(action_space.dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"action_space (a Box) must have a floating dtype, got {dtype}")
+    return GaussianHead(shape=shape, dtype=dtype)
+
+
+# ----------------------------------------------------------------------------
+# Networks
+# ----------------------------------------------------------------------------
+
+
+def flatten_observation(observation: PyTree) -> jax.Array:
+    """One env's observation pytree -> ``[D]`` float32 (leaves raveled, concatenated)."""
+    leaves = jax.tree.leaves(observation)
+    if not leaves:
+        raise ValueError("observation has no array leaves")
+    return jnp.concatenate([jnp.ravel(jnp.asarray(x)).astype(jnp.float32) for x in leaves])
+
+
+def check_features(features: jax.Array, expected: int, what: str = "observation") -> None:
+    """Trace-time check that the flattened inputs match the size the params expect."""
+    if features.shape != (expected,):
+        raise ValueError(
+            f"{what} flattens to {features.shape[0]} features but params expect {expected}: "
+            "agents act on ONE environment's inputs (no batch axis; the sampler vmaps), "
+            "with the same structure as the example given to init"
+        )
+
+
+def orthogonal_dense(features: int, scale: float, name: str | None = None) -> nn.Dense:
+    """A dense layer with CleanRL's init: orthogonal kernel (``scale``), zero bias."""
+    return nn.Dense(
+        features,
+        kernel_init=nn.initializers.orthogonal(scale),
+        bias_init=nn.initializers.zeros,
+        name=name,
+    )
+
+
+class MLPTorso(nn.Module):
+    """``[D] -> [hidden_sizes[-1]]`` (identity when ``hidden_sizes`` is empty)."""
+
+    hidden_sizes: tuple[int, ...]
+    activation: Callable[[jax.Array], jax.Array]
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for i, size in enumerate(self.hidden_sizes):
+            x = self.activation(orthogonal_dense(size, math.sqrt(2.0), name=f"dense_{i}")(x))
+        return x
+
+
+class ActorCriticMLP(nn.Module):
+    """Separate actor and critic MLPs on one feature vector ``[D]``.
+
+    Returns ``(policy_out, log_std, value)``: ``policy_out`` ``[num_outputs]``,
+    ``log_std`` ``[num_outputs]`` (a state-independent parameter) or None when
+    ``gaussian`` is False, ``value`` a float32 scalar.
+    """
+
+    num_outputs: int
+    hidden_sizes: tuple[int, ...]
+    activation: Callable[[jax.Array], jax.Array]
+    gaussian: bool = False
+    log_std_init: float = 0.0
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array | None, jax.Array]:
+        actor = MLPTorso(self.hidden_sizes, self.activation, name="actor")(x)
+        policy_out = orthogonal_dense(self.num_outputs, 0.01, name="policy_head")(actor)
+        critic = MLPTorso(self.hidden_sizes, self.activation, name="critic")(x)
+        value = orthogonal_dense(1, 1.0, name="value_head")(critic)
+        log_std = None
+        if self.gaussian:
+            log_std = self.param(
+                "log_std", nn.initializers.constant(self.log_std_init), (self.num_outputs,)
+            )
+        return policy_out, log_std, jnp.reshape(value, ())
+
+
+def validate_hidden_sizes(hidden_sizes: Sequence[int], name: str = "hidden_sizes") -> tuple:
+    """``hidden_sizes`` as a tuple of positive ints, or a ValueError naming it."""
+    try:
+        sizes = tuple(hidden_sizes)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of ints, got {hidden_sizes!r}") from None
+    for s in sizes:
+        if isinstance(s, bool) or not isinstance(s, int) or s < 1:
+            raise ValueError(f"{name} must contain positive ints, got {hidden_sizes!r}")
+    return sizes
+
+
+def _validate_activation(activation: Any) -> None:
+    if not callable(activation):
+        raise TypeError(f"activation must be callable, got {activation!r}")
+
+
+# ----------------------------------------------------------------------------
+# Agents
+# ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _FeedforwardActorCritic:
+    """Shared implementation; see :class:`CategoricalActorCritic`."""
+
+    action_space: Any
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: Callable[[jax.Array], jax.Array] = nn.tanh
+    greedy: bool = False
+
+    _allowed_spaces = (spaces.Discrete,)
+
+    def __post_init__(self) -> None:
+        head = make_head(self.action_space, self._allowed_spaces)
+        object.__setattr__(self, "hidden_sizes", validate_hidden_sizes(self.hidden_sizes))
+        _validate_activation(self.activation)
+        if not isinstance(self.greedy, bool):
+            raise TypeError(f"greedy must be a bool, got {self.greedy!r}")
+        object.__setattr__(self, "_head", head)
+
+    # -- network -------------------------------------------------------------
+
+    @property
+    def network(self) -> ActorCriticMLP:
+        """The flax module (``apply(params, features[D]) -> (out, log_std, value)``)."""
+        return ActorCriticMLP(
+            num_outputs=self._head.num_outputs,
+            hidden_sizes=self.hidden_sizes,
+            activation=self.activation,
+            gaussian=isinstance(self._head, GaussianHead),
+            log_std_init=getattr(self, "log_std_init", 0.0),
+        )
+
+    def init(self, key: jax.Array, observation: PyTree) -> PyTree:
+        """Parameters (a flax variables dict) from ONE example observation (no batch axis)."""
+        return self.network.init(key, flatten_observation(observation))
+
+    def _expected_features(self, params: PyTree) -> int:
+        p = params["params"]
+        if self.hidden_sizes:
+            return p["actor"]["dense_0"]["kernel"].shape[0]
+        return p["policy_head"]["kernel"].shape[0]
+
+    def _to_dist_params(self, out: jax.Array, log_std: jax.Array | None) -> PyTree:
+        return out
+
+    def forward(self, params: PyTree, observation: PyTree) -> tuple[PyTree, jax.Array]:
+        """``(dist_params, value)`` of one observation."""
+        x = flatten_observation(observation)
+        check_features(x, self._expected_features(params))
+        out, log_std, value = self.network.apply(params, x)
+        return self._to_dist_params(out, log_std), value
+
+    # -- protocol ------------------------------------------------------------
+
+    def initial_state(self, env_rank: jax.Array) -> PyTree:
+        """Feedforward: the state is ``()``."""
+        del env_rank
+        return ()
+
+    def step(
+        self, params: PyTree, inputs: AgentInputs, state: PyTree, key: jax.Array
+    ) -> tuple[AgentStep, PyTree]:
+        """Sample (or, when ``greedy``, take the mode of) the policy at ``inputs.observation``.
+
+        Returns ``(AgentStep(action, ActorCriticInfo(log_prob, value, dist_params)),
+        state)``; the action has the action space's shape and dtype.
+        """
+        dist_params, value = self.forward(params, inputs.observation)
+        if self.greedy:
+            action = self._head.mode(dist_params)
+        else:
+            action = self._head.sample(dist_params, key)
+        info = ActorCriticInfo(
+            log_prob=self._head.log_prob(dist_params, action),
+            value=value,
+            dist_params=dist_params,
+        )
+        return AgentStep(action=action, agent_info=info), state
+
+    def value(self, params: PyTree, inputs: AgentInputs, state: PyTree) -> jax.Array:
+        """The critic's value of ``inputs.observation``: float32 scalar."""
+        del state
+        return self.forward(params, inputs.observation)[1]
+
+    def as_eval(self) -> Any:
+        """The greedy copy of this agent (same params)."""
+        return dataclasses.replace(self, greedy=True)
+
+    # -- learner-side helpers (unbatched; vmap them) -------------------------
+
+    def dist_log_prob(self, dist_params: PyTree, action: jax.Array) -> jax.Array:
+        """Log-probability of ``action`` under stored ``dist_params``: scalar."""
+        return self._head.log_prob(dist_params, action)
+
+    def dist_entropy(self, dist_params: PyTree) -> jax.Array:
+        """Entropy of the distribution with ``dist_params``: scalar."""
+        return self._head.entropy(dist_params)
+
+    def log_prob(self, params: PyTree, observation: PyTree, action: jax.Array) -> jax.Array:
+        """Log-probability of ``action`` at ``observation`` under ``params``: scalar."""
+        return self._head.log_prob(self.forward(params, observation)[0], action)
+
+    def entropy(self, params: PyTree, observation: PyTree) -> jax.Array:
+        """Policy entropy at ``observation``: scalar."""
+        return self._head.entropy(self.forward(params, observation)[0])
+
+    def evaluate(
+        self, params: PyTree, inputs: AgentInputs, action: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(log_prob, entropy, value)`` of ``action`` at ``inputs`` (for PPO): scalars."""
+        dist_params, value = self.forward(params, inputs.observation)
+        return self._head.log_prob(dist_params, action), self._head.entropy(dist_params), value
+
+
+@dataclasses.dataclass(frozen=True)
+class CategoricalActorCritic(_FeedforwardActorCritic):
+    """Categorical MLP actor-critic for a ``Discrete(n)`` action space (one env).
+
+    Attributes:
+      action_space: ``gymnax.environments.spaces.Discrete``; anything else is a
+        TypeError at construction.
+      hidden_sizes: widths of the actor and of the critic torsos (each its own).
+      activation: hidden nonlinearity (default ``tanh``, as CleanRL's PPO).
+      greedy: act with ``argmax(logits)`` instead of sampling (see ``as_eval``).
+
+    ``params`` is the flax variables dict returned by ``init``. The action is a
+    scalar of the space's dtype (int32); ``agent_info`` is
+    ``ActorCriticInfo(log_prob [], value [], dist_params=logits [n])``.
+    """
+
+    _allowed_spaces = (spaces.Discrete,)
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianActorCritic(_FeedforwardActorCritic):
+    """Diagonal-Gaussian MLP actor-critic for a ``Box`` action space (one env).
+
+    The mean comes from the actor MLP; ``log_std`` is a learned, state-independent
+    parameter (initialised to ``log_std_init``). Actions are sampled UNCLIPPED
+    (so ``log_prob`` is exact): the environment clips to the Box bounds (gymnax's
+    continuous envs do), and a learner may clip too. ``agent_info`` is
+    ``ActorCriticInfo(log_prob [], value [], dist_params=(mean, log_std))`` with
+    ``mean`` and ``log_std`` shaped like the action (the Box's shape, float32).
+    A greedy agent acts with the mean.
+    """
+
+    log_std_init: float = 0.0
+
+    _allowed_spaces = (spaces.Box,)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.log_std_init, int | float) or not math.isfinite(self.log_std_init):
+            raise ValueError(f"log_std_init must be a finite float, got {self.log_std_init!r}")
+
+    def _to_dist_params(self, out: jax.Array, log_std: jax.Array | None) -> PyTree:
+        shape = self._head.shape
+        return jnp.reshape(out, shape), jnp.reshape(log_std, shape)

@@ -1,0 +1,624 @@
+"""The vectorized sampler: ``make_sampler(...) -> Sampler(init, collect, examples)``.
+
+One ``collect`` call is one XLA program: the agent step, the environment step and
+the buffer writes of one environment are written unbatched (:meth:`Sampler._env_step`),
+vmapped over ``B`` environments and scanned over ``T`` steps (:meth:`Sampler.collect`).
+
+Key schedule (what a reference implementation must reproduce to get the same
+samples). For the env of global rank ``r``:
+
+* ``init``: ``k_reset, k_decorrelate, k_run = split(fold_in(key, r), 3)``; the env
+  starts from ``env.reset(k_reset)``. Decorrelation draws the number of random
+  steps ``n ~ U{1..max}`` from ``split(k_decorrelate)[0]`` and takes random step
+  ``i`` with ``k_action, k_env = split(fold_in(split(k_decorrelate)[1], i))``.
+* every step of ``collect``: ``k_run, k_agent, k_env = split(k_run, 3)``; the
+  agent acts with ``k_agent`` and the env steps with ``env.step(k_env, ...)``
+  (which auto-resets with its own split of ``k_env``, as gymnax does).
+* ``"episodic"`` mode, at the start of each batch: ``k_run, k_reset = split(k_run)``
+  and the env restarts from ``env.reset(k_reset)``.
+
+Because every key comes from the global rank, never from a split whose shape
+depends on ``B``, the same key gives the same samples whatever the number of
+devices or processes the envs are spread over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from gymnax.environments.environment import Environment
+
+from jaxsample.agents.base import Agent, action_spec, null_action
+from jaxsample.traj_info import TrajAccumulator
+from jaxsample.types import (
+    AgentInputs,
+    AgentSamples,
+    Batch,
+    BatchSpec,
+    EnvSamples,
+    PyTree,
+    Samples,
+    SparseFinalObservation,
+    TrajInfo,
+)
+
+ResetMode = Literal["auto", "wait", "episodic"]
+RESET_MODES = ("auto", "wait", "episodic")
+FINAL_OBSERVATION_STORES = ("sparse", "dense")
+# Keys of gymnax's info dict that have fields of their own in EnvSamples.
+_INFO_KEYS_WITH_FIELDS = ("final_observation", "terminated", "truncated")
+
+
+@struct.dataclass
+class SamplerState:
+    """Everything that carries over between ``collect`` calls; leaves ``[B, ...]``.
+
+    Attributes:
+      env_state: the gymnax env states.
+      observation: ``[B, *obs]`` what the agent sees next.
+      prev_action: ``[B, *act]`` the agent's previous action (null after a reset).
+      prev_reward: ``[B]`` float32.
+      agent_state: the agent's recurrent state.
+      key: ``[B]`` per-env key chains.
+      traj: per-env :class:`~jaxsample.traj_info.TrajAccumulator`.
+      idle: ``[B]`` bool, the env finished its episode in this batch and waits
+        (``"wait"``/``"episodic"`` modes only).
+      env_rank: ``[B]`` int32 global rank of each env.
+    """
+
+    env_state: PyTree
+    observation: PyTree
+    prev_action: PyTree
+    prev_reward: jax.Array
+    agent_state: PyTree
+    key: jax.Array
+    traj: TrajAccumulator
+    idle: jax.Array
+    env_rank: jax.Array
+
+
+class _StepOut(struct.PyTreeNode):
+    """What one step of one env writes into the batch (before stacking)."""
+
+    observation: PyTree
+    reward: jax.Array
+    prev_reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    done: jax.Array
+    env_info: PyTree
+    final_observation: PyTree  # () unless final_observation="dense"
+    action: PyTree
+    prev_action: PyTree
+    agent_info: PyTree
+    valid: jax.Array
+    traj: TrajInfo
+
+
+def _tree_where(cond: jax.Array, x: PyTree, y: PyTree) -> PyTree:
+    """``where(cond, x, y)`` leaf by leaf, for a scalar bool ``cond``."""
+    return jax.tree.map(lambda a, b: jnp.where(cond, a, b), x, y)
+
+
+def _specs(tree: PyTree) -> PyTree:
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), tree)
+
+
+def _describe(tree: PyTree) -> str:
+    return str(jax.tree.map(lambda s: f"{s.dtype}{list(s.shape)}", _specs(tree)))
+
+
+def _check_same(what: str, expected: PyTree, got: PyTree, hint: str) -> None:
+    e, g = _specs(expected), _specs(got)
+    if jax.tree.structure(e) != jax.tree.structure(g) or any(
+        a.shape != b.shape or a.dtype != b.dtype
+        for a, b in zip(jax.tree.leaves(e), jax.tree.leaves(g), strict=True)
+    ):
+        raise ValueError(f"{what} mismatch: expected {_describe(e)}, got {_describe(g)}. {hint}")
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def truncation_bound(env: Any, env_params: Any, T: int) -> int:
+    """Upper bound on the truncations of one env in ``T`` auto-reset steps.
+
+    gymnax truncates when ``state.time >= params.max_steps_in_episode``, so two
+    truncations of one env are at least that many steps apart. For an env that
+    overrides ``is_truncated`` or ``step``, or whose time limit is not a
+    concrete number, the bound is ``T``.
+    """
+    if not isinstance(env, Environment):
+        return T
+    cls = type(env)
+    if cls.is_truncated is not Environment.is_truncated or cls.step is not Environment.step:
+        return T
+    limit = getattr(env_params, "max_steps_in_episode", None)
+    try:
+        limit = float(np.asarray(limit))
+    except (TypeError, ValueError, jax.errors.ConcretizationTypeError):
+        return T
+    if not math.isfinite(limit) or limit < 1:
+        return T
+    return max(1, min(T, math.ceil(T / math.ceil(limit))))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Sampler:
+    """A compiled-collection sampler; build it with :func:`make_sampler`.
+
+    ``init`` and ``collect`` are pure and jittable; ``examples`` describes one
+    step of :class:`~jaxsample.types.Samples` (leaves ``jax.ShapeDtypeStruct``, no
+    ``T``/``B`` axes, ``final_store`` holding one dense final observation) to
+    allocate replay buffers from.
+    """
+
+    env: Any
+    env_params: Any
+    agent: Agent
+    batch_spec: BatchSpec
+    reset_mode: ResetMode
+    max_decorrelation_steps: int
+    discount: float
+    bootstrap_value: bool
+    final_observation: str
+    env_ranks: tuple[int, ...]
+    global_B: int
+    examples: Samples
+    _action_space: Any
+    _null_action: PyTree
+    _slots: int  # K of the sparse final-observation store
+    _agent_state_spec: PyTree
+
+    # ----------------------------------------------------------------- init
+    def init(self, key: jax.Array, agent_params: PyTree) -> SamplerState:
+        """Start ``B`` envs (and decorrelate them); pure and jittable.
+
+        Args:
+          key: a ``jax.random.key``.
+          agent_params: the agent's parameters (only their structure is used
+            here; the agent does not act during decorrelation).
+
+        Returns:
+          The :class:`SamplerState` to pass to :meth:`collect`.
+        """
+        del agent_params  # decorrelation takes random actions, not the agent's
+        _check_key(key)
+        ranks = jnp.asarray(self.env_ranks, jnp.int32)
+        return jax.vmap(self._init_env, in_axes=(None, 0))(key, ranks)
+
+    def _init_env(self, key: jax.Array, rank: jax.Array) -> SamplerState:
+        k_reset, k_decorrelate, k_run = jax.random.split(jax.random.fold_in(key, rank), 3)
+        obs, env_state = self.env.reset(k_reset, self.env_params)
+        state = SamplerState(
+            env_state=env_state,
+            observation=obs,
+            prev_action=self._null_action,
+            prev_reward=jnp.zeros((), jnp.float32),
+            agent_state=self._initial_agent_state(rank),
+            key=k_run,
+            traj=TrajAccumulator.zeros(),
+            idle=jnp.zeros((), bool),
+            env_rank=rank,
+        )
+        if self.max_decorrelation_steps == 0:
+            return state
+        k_count, k_steps = jax.random.split(k_decorrelate)
+        n_steps = jax.random.randint(k_count, (), 1, self.max_decorrelation_steps + 1)
+
+        def random_step(i: jax.Array, s: SamplerState) -> SamplerState:
+            k_action, k_env = jax.random.split(jax.random.fold_in(k_steps, i))
+            action = self._action_space.sample(k_action)
+            obs, env_state, reward, terminated, truncated, _ = self.env.step(
+                k_env, s.env_state, action, self.env_params
+            )
+            reward = jnp.asarray(reward, jnp.float32)
+            done = jnp.logical_or(terminated, truncated)
+            moved = s.replace(
+                env_state=env_state,
+                observation=obs,
+                prev_action=_tree_where(done, self._null_action, action),
+                prev_reward=jnp.where(done, 0.0, reward),
+                traj=_tree_where(done, TrajAccumulator.zeros(), s.traj.add(reward, self.discount)),
+            )
+            return _tree_where(i < n_steps, moved, s)
+
+        return jax.lax.fori_loop(0, self.max_decorrelation_steps, random_step, state)
+
+    # -------------------------------------------------------------- collect
+    def collect(self, state: SamplerState, agent_params: PyTree) -> tuple[SamplerState, Batch]:
+        """Collect one ``[T, B]`` batch; pure and jittable (donate ``state``).
+
+        Args:
+          state: from :meth:`init` or the previous ``collect``.
+          agent_params: the agent's parameters for this batch.
+
+        Returns:
+          ``(state, batch)``: the state to continue from, and a
+          :class:`~jaxsample.types.Batch` whose arrays are ``[T, B, ...]``.
+        """
+        T, B = self.batch_spec
+        _check_state(state, B)
+        if self.reset_mode == "episodic":
+            state = jax.vmap(self._restart_env)(state)
+        elif self.reset_mode == "wait":
+            state = state.replace(idle=jnp.zeros_like(state.idle))
+        initial_agent_state = state.agent_state
+        slots = jax.tree.map(
+            lambda o: jnp.zeros((B, self._slots, *o.shape[1:]), o.dtype), state.observation
+        )
+        n_truncated = jnp.zeros((B,), jnp.int32)
+        step = jax.vmap(self._env_step, in_axes=(0, None, None))
+
+        def body(carry, t):
+            state, slots, n_truncated = carry
+            new_state, out, (k_env, action) = step(state, agent_params, t)
+            if self.final_observation == "sparse":
+                slots, n_truncated = jax.lax.cond(
+                    jnp.any(out.truncated),
+                    self._store_truncated,
+                    lambda *a: a[:2],
+                    slots,
+                    n_truncated,
+                    out.truncated,
+                    k_env,
+                    state.env_state,
+                    action,
+                )
+            return (new_state, slots, n_truncated), out
+
+        (state, slots, _), out = jax.lax.scan(
+            body, (state, slots, n_truncated), jnp.arange(T, dtype=jnp.int32)
+        )
+        if self.final_observation == "sparse":
+            final_store = SparseFinalObservation(next_observation=state.observation, slots=slots)
+        else:
+            final_store = out.final_observation
+        bootstrap = None
+        if self.bootstrap_value:
+            inputs = AgentInputs(state.observation, state.prev_action, state.prev_reward)
+            bootstrap = jax.vmap(self.agent.value, in_axes=(None, 0, 0))(
+                agent_params, inputs, state.agent_state
+            )
+            bootstrap = jnp.asarray(bootstrap, jnp.float32)
+        samples = Samples(
+            env=EnvSamples(
+                observation=out.observation,
+                reward=out.reward,
+                prev_reward=out.prev_reward,
+                terminated=out.terminated,
+                truncated=out.truncated,
+                done=out.done,
+                env_info=out.env_info,
+                final_store=final_store,
+            ),
+            agent=AgentSamples(
+                action=out.action,
+                prev_action=out.prev_action,
+                agent_info=out.agent_info,
+                initial_state=initial_agent_state,
+            ),
+            valid=out.valid,
+            bootstrap_value=bootstrap,
+        )
+        return state, Batch(samples=samples, traj_infos=out.traj)
+
+    def _initial_agent_state(self, rank: jax.Array) -> PyTree:
+        """``agent.initial_state(rank)`` with the dtypes fixed (no weak types in the carry)."""
+        return jax.tree.map(
+            lambda x, spec: jnp.asarray(x, spec.dtype),
+            self.agent.initial_state(rank),
+            self._agent_state_spec,
+        )
+
+    def _restart_env(self, s: SamplerState) -> SamplerState:
+        """``"episodic"`` mode: every env starts a new episode with the batch."""
+        k_run, k_reset = jax.random.split(s.key)
+        obs, env_state = self.env.reset(k_reset, self.env_params)
+        return s.replace(
+            env_state=env_state,
+            observation=obs,
+            prev_action=self._null_action,
+            prev_reward=jnp.zeros((), jnp.float32),
+            agent_state=self._initial_agent_state(s.env_rank),
+            key=k_run,
+            traj=TrajAccumulator.zeros(),
+            idle=jnp.zeros((), bool),
+        )
+
+    def _env_step(
+        self, s: SamplerState, agent_params: PyTree, t: jax.Array
+    ) -> tuple[SamplerState, _StepOut, tuple[jax.Array, PyTree]]:
+        """One step of one env (unbatched): agent acts, env steps, resets on done."""
+        k_run, k_agent, k_env = jax.random.split(s.key, 3)
+        inputs = AgentInputs(s.observation, s.prev_action, s.prev_reward)
+        agent_step, agent_state = self.agent.step(agent_params, inputs, s.agent_state, k_agent)
+        action = agent_step.action
+        _check_same(
+            "agent action",
+            self._null_action,
+            action,
+            f"The action must fit env.action_space: {self._action_space}.",
+        )
+        _check_same(
+            "agent state",
+            self._agent_state_spec,
+            agent_state,
+            "agent.step must return a state with the structure of agent.initial_state.",
+        )
+        obs, env_state, reward, terminated, truncated, info = self.env.step(
+            k_env, s.env_state, action, self.env_params
+        )
+        reward = jnp.asarray(reward, jnp.float32)
+        terminated = jnp.asarray(terminated, bool)
+        truncated = jnp.asarray(truncated, bool)
+        if self.reset_mode == "episodic":  # every batch is one T-step episode
+            truncated = truncated | ((t == self.batch_spec.T - 1) & ~terminated)
+        done = terminated | truncated
+        traj = s.traj.add(reward, self.discount)
+        env_info = {k: v for k, v in info.items() if k not in _INFO_KEYS_WITH_FIELDS}
+        out = _StepOut(
+            observation=s.observation,
+            reward=reward,
+            prev_reward=s.prev_reward,
+            terminated=terminated,
+            truncated=truncated,
+            done=done,
+            env_info=env_info,
+            final_observation=info["final_observation"]
+            if self.final_observation == "dense"
+            else (),
+            action=action,
+            prev_action=s.prev_action,
+            agent_info=agent_step.agent_info,
+            valid=jnp.ones((), bool),
+            traj=traj.info(completed=done),
+        )
+        new = s.replace(
+            env_state=env_state,
+            observation=obs,
+            prev_action=_tree_where(done, self._null_action, action),
+            prev_reward=jnp.where(done, 0.0, reward),
+            agent_state=_tree_where(done, self._initial_agent_state(s.env_rank), agent_state),
+            key=k_run,
+            traj=_tree_where(done, TrajAccumulator.zeros(), traj),
+        )
+        if self.reset_mode != "auto":
+            # An idle env (finished earlier in this batch) keeps its state and
+            # writes zeros with valid=False and done=True.
+            idle = s.idle
+            new = _tree_where(idle, s.replace(key=k_run), new.replace(idle=done))
+            blank = jax.tree.map(jnp.zeros_like, out).replace(done=jnp.ones((), bool))
+            out = _tree_where(idle, blank, out)
+        return new, out, (k_env, action)
+
+    def _store_truncated(
+        self,
+        slots: PyTree,
+        n_truncated: jax.Array,
+        truncated: jax.Array,
+        k_env: jax.Array,
+        env_state: PyTree,
+        action: PyTree,
+    ) -> tuple[PyTree, jax.Array]:
+        """Keep the true final observations of the envs truncated at this step.
+
+        Run only at steps where some env truncated: the step is recomputed from
+        the same keys (gymnax envs are pure functions), so the common path never
+        materializes the final observation next to the observation.
+        """
+        final = jax.vmap(self.env.step, in_axes=(0, 0, 0, None))(
+            k_env, env_state, action, self.env_params
+        )[5]["final_observation"]
+        B = truncated.shape[0]
+        index = jnp.where(truncated, n_truncated, self._slots)  # out of range: dropped
+        slots = jax.tree.map(
+            lambda buf, x: buf.at[jnp.arange(B), index].set(x, mode="drop"), slots, final
+        )
+        return slots, n_truncated + truncated.astype(jnp.int32)
+
+
+def _check_key(key: Any) -> None:
+    if not (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)):
+        raise TypeError(
+            f"key must be a typed PRNG key from jax.random.key(seed), got {type(key).__name__}"
+            f"{getattr(key, 'dtype', '')}"
+        )
+    if key.shape != ():
+        raise ValueError(f"key must be a single key (shape ()), got shape {key.shape}")
+
+
+def _check_state(state: Any, B: int) -> None:
+    if not isinstance(state, SamplerState):
+        raise TypeError(f"state must be the SamplerState from sampler.init, got {type(state)}")
+    if state.idle.shape != (B,):
+        raise ValueError(
+            f"state holds {state.idle.shape[0] if state.idle.ndim else 0} envs, "
+            f"but this sampler's BatchSpec has B={B}"
+        )
+
+
+def make_sampler(
+    env: Any,
+    env_params: Any,
+    agent: Agent,
+    batch_spec: BatchSpec,
+    *,
+    max_decorrelation_steps: int = 0,
+    reset_mode: ResetMode = "auto",
+    discount: float = 0.99,
+    bootstrap_value: bool = False,
+    final_observation: Literal["sparse", "dense"] = "sparse",
+    env_ranks: Sequence[int] | None = None,
+    global_B: int | None = None,
+    agent_params: PyTree = None,
+) -> Sampler:
+    """Build a sampler of ``batch_spec.T`` steps of ``batch_spec.B`` envs.
+
+    Args:
+      env, env_params: a gymnax (>= 1.0) environment and its parameters.
+      agent: an :class:`~jaxsample.agents.Agent` (unbatched functions).
+      batch_spec: ``BatchSpec(T, B)``, both positive.
+      max_decorrelation_steps: before the first batch each env takes a random
+        number ``1..max`` of uniformly random actions, so that the ``B`` envs are
+        at different points of their episodes (rlpyt's decorrelation). Episodes
+        that end during decorrelation are not reported; the one in progress
+        when it ends keeps counting, so its reported length and return cover all
+        its steps since its real start, random ones included. 0 disables it;
+        it must be 0 with ``reset_mode="episodic"``.
+      reset_mode: ``"auto"``, ``"wait"`` or ``"episodic"`` (see README).
+      discount: in ``[0, 1]``, for ``TrajInfo.discounted_return``.
+      bootstrap_value: also return ``samples.bootstrap_value`` ``[B]``.
+      final_observation: ``"sparse"`` (default) keeps the true next observation
+        of every step that can be bootstrapped from (not done, or truncated) at
+        almost no cost; ``"dense"`` also keeps it on terminated steps, for
+        learners that need it (e.g. models of the dynamics), at the cost of a
+        second ``[T, B, *obs]`` array.
+      env_ranks: the global rank of each of the ``B`` envs (default
+        ``range(B)``); keys and ``agent.initial_state`` depend on it.
+      global_B: the number of envs over all devices and processes (default
+        ``max(env_ranks) + 1``).
+      agent_params: an example of the agent's parameters (arrays or
+        ``jax.ShapeDtypeStruct``), used only to check the agent and build
+        ``examples``. Defaults to ``jax.eval_shape(agent.init, key, observation)``
+        when the agent has an ``init`` method.
+
+    Raises:
+      TypeError, ValueError: for bad arguments, or an agent whose action does not
+      fit the action space, or whose state or agent_info changes structure.
+    """
+    T = _check_int("batch_spec.T", getattr(batch_spec, "T", None), 1)
+    B = _check_int("batch_spec.B", getattr(batch_spec, "B", None), 1)
+    batch_spec = BatchSpec(T, B)
+    if reset_mode not in RESET_MODES:
+        raise ValueError(f"reset_mode must be one of {RESET_MODES}, got {reset_mode!r}")
+    max_decorrelation_steps = _check_int("max_decorrelation_steps", max_decorrelation_steps, 0)
+    if reset_mode == "episodic" and max_decorrelation_steps:
+        raise ValueError(
+            "max_decorrelation_steps must be 0 with reset_mode='episodic' "
+            "(every batch resets all envs, so there is nothing to decorrelate)"
+        )
+    if isinstance(discount, bool) or not isinstance(discount, (int, float)):
+        raise TypeError(f"discount must be a float, got {discount!r}")
+    if not 0.0 <= discount <= 1.0:
+        raise ValueError(f"discount must be in [0, 1], got {discount}")
+    if not isinstance(bootstrap_value, bool):
+        raise TypeError(f"bootstrap_value must be a bool, got {bootstrap_value!r}")
+    if final_observation not in FINAL_OBSERVATION_STORES:
+        raise ValueError(
+            f"final_observation must be one of {FINAL_OBSERVATION_STORES}, "
+            f"got {final_observation!r}"
+        )
+    if env_ranks is None:
+        env_ranks = tuple(range(B))
+    else:
+        env_ranks = tuple(_check_int("env_ranks[i]", r, 0) for r in env_ranks)
+        if len(env_ranks) != B:
+            raise ValueError(f"env_ranks has {len(env_ranks)} entries, but B={B}")
+        if len(set(env_ranks)) != B:
+            raise ValueError("env_ranks must be distinct")
+    if global_B is None:
+        global_B = max(env_ranks) + 1
+    global_B = _check_int("global_B", global_B, 1)
+    if max(env_ranks) >= global_B:
+        raise ValueError(f"env_ranks must be < global_B={global_B}, got {max(env_ranks)}")
+    for name in ("initial_state", "step", "value"):
+        if not callable(getattr(agent, name, None)):
+            raise TypeError(f"agent must have a method {name}(...), see jaxsample.agents.Agent")
+    for name in ("step", "reset", "action_space"):
+        if not callable(getattr(env, name, None)):
+            raise TypeError(f"env must be a gymnax environment with {name}(...)")
+
+    space = env.action_space(env_params)
+    key = jax.random.key(0)
+    obs_spec, env_state_spec = jax.eval_shape(env.reset, key, env_params)
+    act_spec = action_spec(space)
+    step_spec = jax.eval_shape(env.step, key, env_state_spec, act_spec, env_params)
+    if not (isinstance(step_spec, tuple) and len(step_spec) == 6):
+        raise TypeError(
+            "env.step must return (obs, state, reward, terminated, truncated, info) "
+            "as gymnax >= 1.0 does"
+        )
+    info_spec = step_spec[5]
+    if not isinstance(info_spec, dict) or "final_observation" not in info_spec:
+        raise TypeError("env.step's info must be a dict with 'final_observation' (gymnax >= 1.0)")
+    for i, name in ((2, "reward"), (3, "terminated"), (4, "truncated")):
+        if step_spec[i].shape != ():
+            raise ValueError(f"env.step's {name} must be a scalar, got shape {step_spec[i].shape}")
+
+    if agent_params is None and callable(getattr(agent, "init", None)):
+        agent_params = jax.eval_shape(agent.init, key, obs_spec)
+    null = null_action(space)
+    agent_state_spec = jax.eval_shape(agent.initial_state, jnp.zeros((), jnp.int32))
+    inputs = AgentInputs(obs_spec, act_spec, jax.ShapeDtypeStruct((), jnp.float32))
+    (agent_step, next_state) = jax.eval_shape(
+        agent.step, agent_params, inputs, agent_state_spec, key
+    )
+    _check_same(
+        "agent action", act_spec, agent_step.action, f"The action must fit the env's {space}."
+    )
+    _check_same(
+        "agent state",
+        agent_state_spec,
+        next_state,
+        "agent.step must return a state with the structure of agent.initial_state.",
+    )
+    if bootstrap_value:
+        value_spec = jax.eval_shape(agent.value, agent_params, inputs, agent_state_spec)
+        if value_spec.shape != ():
+            raise ValueError(f"agent.value must return a scalar, got shape {value_spec.shape}")
+
+    f32, boolean = jax.ShapeDtypeStruct((), jnp.float32), jax.ShapeDtypeStruct((), bool)
+    examples = Samples(
+        env=EnvSamples(
+            observation=obs_spec,
+            reward=f32,
+            prev_reward=f32,
+            terminated=boolean,
+            truncated=boolean,
+            done=boolean,
+            env_info=_specs(
+                {k: v for k, v in info_spec.items() if k not in _INFO_KEYS_WITH_FIELDS}
+            ),
+            final_store=obs_spec,
+        ),
+        agent=AgentSamples(
+            action=act_spec,
+            prev_action=act_spec,
+            agent_info=_specs(agent_step.agent_info),
+            initial_state=agent_state_spec,
+        ),
+        valid=boolean,
+        bootstrap_value=f32 if bootstrap_value else None,
+    )
+    slots = 1 if reset_mode != "auto" else truncation_bound(env, env_params, T)
+    return Sampler(
+        env=env,
+        env_params=env_params,
+        agent=agent,
+        batch_spec=batch_spec,
+        reset_mode=reset_mode,
+        max_decorrelation_steps=max_decorrelation_steps,
+        discount=float(discount),
+        bootstrap_value=bootstrap_value,
+        final_observation=final_observation,
+        env_ranks=env_ranks,
+        global_B=global_B,
+        examples=examples,
+        _action_space=space,
+        _null_action=null,
+        _slots=slots,
+        _agent_state_spec=agent_state_spec,
+    )

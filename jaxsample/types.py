@@ -1,0 +1,198 @@
+"""Data types shared by the sampler, the agents and the learners.
+
+Every batch array is time-major, ``[T, B, ...]`` (rlpyt's convention): ``T`` time
+steps of ``B`` environments. Per-step pytrees such as ``sampler.examples`` have no
+``T`` or ``B`` axis.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+PyTree = Any
+
+
+class BatchSpec(NamedTuple):
+    """Shape of one collected batch: ``T`` time steps of ``B`` environments."""
+
+    T: int
+    B: int
+
+    @property
+    def size(self) -> int:
+        """Number of environment steps in one batch, ``T * B``."""
+        return self.T * self.B
+
+
+class AgentInputs(NamedTuple):
+    """What the agent sees at one step of one environment.
+
+    ``observation`` (``*obs``), ``prev_action`` (``*act``: the null action, zeros,
+    right after a reset) and ``prev_reward`` (scalar float32, 0 after a reset).
+    """
+
+    observation: PyTree
+    prev_action: PyTree
+    prev_reward: jax.Array
+
+
+class AgentStep(NamedTuple):
+    """What the agent returns for one step of one environment."""
+
+    action: PyTree
+    agent_info: PyTree
+
+
+@struct.dataclass
+class SparseFinalObservation:
+    """Compact store of the true next observations of one batch.
+
+    The true next observation of step ``t`` equals ``observation[t + 1]`` unless
+    the episode ended at ``t``, so only the episode ends need storing. Of those,
+    only truncated ends can be bootstrapped from, so only those are kept:
+
+    * ``next_observation``: ``[B, *obs]``, the observation after the last step
+      (``observation[T]`` if the batch were one step longer);
+    * ``slots``: ``[B, K, *obs]``, the final observations of env ``b``'s
+      truncated steps in the batch, in time order (K is an upper bound on the
+      number of truncations of one env in one batch, derived from the env's
+      time limit).
+    """
+
+    next_observation: PyTree
+    slots: PyTree
+
+
+@struct.dataclass
+class EnvSamples:
+    """Environment side of a batch; leaves are ``[T, B, ...]``.
+
+    Attributes:
+      observation: ``[T, B, *obs]`` what the agent saw at step ``t``.
+      reward: ``[T, B]`` float32, the reward for ``action[t]``.
+      prev_reward: ``[T, B]`` float32, ``reward[t - 1]`` or 0 after a reset.
+      terminated: ``[T, B]`` bool, the episode reached a terminal state.
+      truncated: ``[T, B]`` bool, the episode was cut by a time limit (or the end
+        of an ``"episodic"`` batch); bootstrap from ``final_observation``.
+      done: ``[T, B]`` bool, ``terminated | truncated``; held True on the idle
+        steps of the ``"wait"`` and ``"episodic"`` modes.
+      env_info: pytree ``[T, B, ...]``, the env's ``info`` without the keys that
+        have fields of their own (``terminated``, ``truncated``,
+        ``final_observation``).
+      final_store: where the true next observations are kept; read them
+        through :attr:`final_observation`.
+    """
+
+    observation: PyTree
+    reward: jax.Array
+    prev_reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    done: jax.Array
+    env_info: PyTree
+    final_store: PyTree
+
+    @property
+    def final_observation(self) -> PyTree:
+        """``[T, B, *obs]`` the true next observation of every step.
+
+        With the default ``final_observation="sparse"`` store it is exact on every
+        step that can be bootstrapped from (not done, or truncated); on
+        terminated steps (whose value is zero by definition) and on idle steps it
+        is zeros. With ``final_observation="dense"`` it is exact on every valid
+        step, terminated ones included. Inside ``jax.jit`` XLA fuses this lookup
+        into whatever consumes it.
+        """
+        store = self.final_store
+        if not isinstance(store, SparseFinalObservation):
+            return store
+        truncated, done = self.truncated, self.done
+        # Index of the truncation slot of each step: truncations before it.
+        slot = jnp.cumsum(truncated, axis=0, dtype=jnp.int32) - truncated
+
+        def one(obs: jax.Array, nxt: jax.Array, slots: jax.Array) -> jax.Array:
+            shifted = jnp.concatenate([obs[1:], nxt[None]], axis=0)
+            # slots: [B, K, *obs] -> per step [T, B, *obs]
+            b = jnp.arange(slots.shape[0])[None, :]
+            k = jnp.minimum(slot, slots.shape[1] - 1)
+            from_slot = slots[b, k]
+            expand = (...,) + (None,) * (obs.ndim - 2)
+            out = jnp.where(truncated[expand], from_slot, shifted)
+            return jnp.where((done & ~truncated)[expand], jnp.zeros_like(out), out)
+
+        return jax.tree.map(one, self.observation, store.next_observation, store.slots)
+
+
+@struct.dataclass
+class AgentSamples:
+    """Agent side of a batch.
+
+    Attributes:
+      action: pytree ``[T, B, *act]``.
+      prev_action: pytree ``[T, B, *act]``, ``action[t - 1]``, or the null action
+        (zeros) right after a reset.
+      agent_info: pytree ``[T, B, ...]`` returned by ``agent.step`` (e.g. logits,
+        value); zeros on idle steps.
+      initial_state: pytree ``[B, ...]``, the agent's recurrent state at the
+        start of the batch (what a recurrent learner unrolls from).
+    """
+
+    action: PyTree
+    prev_action: PyTree
+    agent_info: PyTree
+    initial_state: PyTree
+
+
+@struct.dataclass
+class Samples:
+    """One batch of experience.
+
+    Attributes:
+      env: :class:`EnvSamples`.
+      agent: :class:`AgentSamples`.
+      valid: ``[T, B]`` bool; False on the idle steps of the ``"wait"`` and
+        ``"episodic"`` modes (always True in ``"auto"`` mode).
+      bootstrap_value: ``[B]`` float32, the agent's value of the inputs after
+        the last step, or None when the sampler was built with
+        ``bootstrap_value=False``.
+    """
+
+    env: EnvSamples
+    agent: AgentSamples
+    valid: jax.Array
+    bootstrap_value: jax.Array | None = None
+
+
+@struct.dataclass
+class TrajInfo:
+    """Per-trajectory statistics; in a batch each field is ``[T, B]``.
+
+    A field holds the running value of the current trajectory at that step; where
+    ``completed`` is True a trajectory ended at that step and the fields are its
+    totals.
+
+    Attributes:
+      completed: bool, a trajectory ended at this step.
+      length: int32, number of steps in the trajectory so far.
+      episode_return: float32, undiscounted sum of rewards.
+      discounted_return: float32, ``sum_k discount**k * reward_k``.
+      nonzero_rewards: int32, number of steps with a nonzero reward.
+    """
+
+    completed: jax.Array
+    length: jax.Array
+    episode_return: jax.Array
+    discounted_return: jax.Array
+    nonzero_rewards: jax.Array
+
+
+@struct.dataclass
+class Batch:
+    """What one ``collect`` call returns: the samples and the trajectory infos."""
+
+    samples: Samples
+    traj_infos: TrajInfo

@@ -85,21 +85,22 @@ class SamplerState:
 
 
 class _StepOut(struct.PyTreeNode):
-    """What one step of one env writes into the batch (before stacking)."""
+    """What one step of one env writes inside the scan (before stacking).
+
+    Only what the env and the agent produce; fields that follow from these
+    (``done``, ``prev_action``, ``prev_reward``, TrajInfo) are computed after the
+    scan over whole ``[T, B]`` arrays, which keeps the scanned body small.
+    """
 
     observation: PyTree
     reward: jax.Array
-    prev_reward: jax.Array
     terminated: jax.Array
     truncated: jax.Array
-    done: jax.Array
     env_info: PyTree
     final_observation: PyTree  # () unless final_observation="dense"
     action: PyTree
-    prev_action: PyTree
     agent_info: PyTree
-    valid: jax.Array
-    traj: TrajInfo
+    valid: jax.Array  # () in "auto" mode, where every step is valid
 
 
 def _tree_where(cond: jax.Array, x: PyTree, y: PyTree) -> PyTree:
@@ -255,7 +256,6 @@ class Sampler:
             state = jax.vmap(self._restart_env)(state)
         elif self.reset_mode == "wait":
             state = state.replace(idle=jnp.zeros_like(state.idle))
-        initial_agent_state = state.agent_state
         slots = jax.tree.map(
             lambda o: jnp.zeros((B, self._slots, *o.shape[1:]), o.dtype), state.observation
         )
@@ -279,9 +279,26 @@ class Sampler:
                 )
             return (new_state, slots, n_truncated), out
 
+        start = state
         (state, slots, _), out = jax.lax.scan(
             body, (state, slots, n_truncated), jnp.arange(T, dtype=jnp.int32)
         )
+        valid = jnp.ones((T, B), bool) if self.reset_mode == "auto" else out.valid
+        ended = out.terminated | out.truncated
+        done = ended | ~valid
+        traj, traj_infos = jax.vmap(self._trajectories, in_axes=(0, 1, 1, 1), out_axes=(0, 1))(
+            start.traj, out.reward, ended, valid
+        )
+        state = state.replace(traj=traj)
+
+        def previous(first: jax.Array, x: jax.Array, null: jax.Array) -> jax.Array:
+            """``x[t - 1]``, ``null`` after an episode end, ``first`` at t = 0."""
+            cond = done[:-1].reshape(done[:-1].shape + (1,) * (x.ndim - 2))
+            shifted = jnp.where(cond, null, x[:-1])
+            return jnp.concatenate([first[None], shifted], axis=0)
+
+        prev_action = jax.tree.map(previous, start.prev_action, out.action, self._null_action)
+        prev_reward = previous(start.prev_reward, out.reward, jnp.zeros((), jnp.float32))
         if self.final_observation == "sparse":
             final_store = SparseFinalObservation(next_observation=state.observation, slots=slots)
         else:
@@ -297,23 +314,39 @@ class Sampler:
             env=EnvSamples(
                 observation=out.observation,
                 reward=out.reward,
-                prev_reward=out.prev_reward,
+                prev_reward=prev_reward,
                 terminated=out.terminated,
                 truncated=out.truncated,
-                done=out.done,
+                done=done,
                 env_info=out.env_info,
                 final_store=final_store,
             ),
             agent=AgentSamples(
                 action=out.action,
-                prev_action=out.prev_action,
+                prev_action=prev_action,
                 agent_info=out.agent_info,
-                initial_state=initial_agent_state,
+                initial_state=start.agent_state,
             ),
-            valid=out.valid,
+            valid=valid,
             bootstrap_value=bootstrap,
         )
-        return state, Batch(samples=samples, traj_infos=out.traj)
+        return state, Batch(samples=samples, traj_infos=traj_infos)
+
+    def _trajectories(
+        self, acc: TrajAccumulator, reward: jax.Array, ended: jax.Array, valid: jax.Array
+    ) -> tuple[TrajAccumulator, TrajInfo]:
+        """TrajInfo of one env over a batch (inputs ``[T]``), from its accumulator."""
+
+        def step(acc: TrajAccumulator, x: tuple[jax.Array, ...]):
+            reward, ended, valid = x
+            moved = acc.add(reward, self.discount)
+            info = jax.tree.map(
+                lambda v: jnp.where(valid, v, jnp.zeros_like(v)), moved.info(completed=ended)
+            )
+            acc = _tree_where(ended, TrajAccumulator.zeros(), _tree_where(valid, moved, acc))
+            return acc, info
+
+        return jax.lax.scan(step, acc, (reward, ended, valid))
 
     def _initial_agent_state(self, rank: jax.Array) -> PyTree:
         """``agent.initial_state(rank)`` with the dtypes fixed (no weak types in the carry)."""
@@ -367,24 +400,19 @@ class Sampler:
         if self.reset_mode == "episodic":  # every batch is one T-step episode
             truncated = truncated | ((t == self.batch_spec.T - 1) & ~terminated)
         done = terminated | truncated
-        traj = s.traj.add(reward, self.discount)
         env_info = {k: v for k, v in info.items() if k not in _INFO_KEYS_WITH_FIELDS}
         out = _StepOut(
             observation=s.observation,
             reward=reward,
-            prev_reward=s.prev_reward,
             terminated=terminated,
             truncated=truncated,
-            done=done,
             env_info=env_info,
             final_observation=info["final_observation"]
             if self.final_observation == "dense"
             else (),
             action=action,
-            prev_action=s.prev_action,
             agent_info=agent_step.agent_info,
-            valid=jnp.ones((), bool),
-            traj=traj.info(completed=done),
+            valid=jnp.ones((), bool) if self.reset_mode != "auto" else (),
         )
         new = s.replace(
             env_state=env_state,
@@ -393,15 +421,13 @@ class Sampler:
             prev_reward=jnp.where(done, 0.0, reward),
             agent_state=_tree_where(done, self._initial_agent_state(s.env_rank), agent_state),
             key=k_run,
-            traj=_tree_where(done, TrajAccumulator.zeros(), traj),
         )
         if self.reset_mode != "auto":
             # An idle env (finished earlier in this batch) keeps its state and
-            # writes zeros with valid=False and done=True.
+            # writes zeros with valid=False (done is held True after the scan).
             idle = s.idle
             new = _tree_where(idle, s.replace(key=k_run), new.replace(idle=done))
-            blank = jax.tree.map(jnp.zeros_like, out).replace(done=jnp.ones((), bool))
-            out = _tree_where(idle, blank, out)
+            out = _tree_where(idle, jax.tree.map(jnp.zeros_like, out), out)
         return new, out, (k_env, action)
 
     def _store_truncated(

@@ -1,5 +1,38 @@
 """Agents following the unbatched protocol of :class:`jaxsample.agents.Agent`."""
 
+from jaxsample.agents.actor_critic import (
+    ActorCriticInfo,
+    CategoricalActorCritic,
+    GaussianActorCritic,
+    categorical_entropy,
+    categorical_log_prob,
+    flatten_observation,
+    gaussian_entropy,
+    gaussian_log_prob,
+)
 from jaxsample.agents.base import Agent, RandomAgent, action_spec, null_action
+from jaxsample.agents.epsilon_greedy import (
+    EpsilonGreedyAgent,
+    EpsilonGreedyInfo,
+    EpsilonGreedyParams,
+)
+from jaxsample.agents.recurrent import RecurrentActorCritic
 
-__all__ = ["Agent", "RandomAgent", "action_spec", "null_action"]
+__all__ = [
+    "ActorCriticInfo",
+    "Agent",
+    "CategoricalActorCritic",
+    "EpsilonGreedyAgent",
+    "EpsilonGreedyInfo",
+    "EpsilonGreedyParams",
+    "GaussianActorCritic",
+    "RandomAgent",
+    "RecurrentActorCritic",
+    "action_spec",
+    "categorical_entropy",
+    "categorical_log_prob",
+    "flatten_observation",
+    "gaussian_entropy",
+    "gaussian_log_prob",
+    "null_action",
+]

@@ -115,6 +115,7 @@ class CategoricalHead:
 
     def prev_action_features(self, prev_action: jax.Array) -> jax.Array:
         """One-hot ``[n]`` float32 (the null action 0 maps to action 0's one-hot)."""
+        _check_prev_action(prev_action, ())
         return jax.nn.one_hot(prev_action, self.n, dtype=jnp.float32)
 
 
@@ -146,7 +147,17 @@ class GaussianHead:
 
     def prev_action_features(self, prev_action: jax.Array) -> jax.Array:
         """The raw previous action, flattened to ``[prod(act)]`` float32."""
+        _check_prev_action(prev_action, self.shape)
         return jnp.ravel(prev_action).astype(jnp.float32)
+
+
+def _check_prev_action(prev_action: jax.Array, shape: tuple[int, ...]) -> None:
+    if jnp.shape(prev_action) != shape:
+        raise ValueError(
+            f"prev_action must have the action's shape {shape}: agents act on ONE "
+            f"environment's inputs (no batch axis; the sampler vmaps), got "
+            f"{jnp.shape(prev_action)}"
+        )
 
 
 def _space_name(space: Any) -> str:

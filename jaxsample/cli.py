@@ -1,0 +1,179 @@
+"""Command line: ``jaxsample collect`` and ``jaxsample bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+
+import jax
+
+
+def _collect(args: argparse.Namespace) -> int:
+    import gymnax
+
+    from jaxsample.agents.base import RandomAgent
+    from jaxsample.sampler import make_sampler
+    from jaxsample.traj_info import summarize
+    from jaxsample.types import BatchSpec
+
+    if args.batches < 1:
+        raise SystemExit("--batches must be >= 1")
+    try:
+        env, env_params = gymnax.make(args.env)
+    except Exception as e:  # gymnax raises bare ValueErrors for unknown names
+        raise SystemExit(f"--env {args.env!r}: {e}") from None
+    agent = RandomAgent(env.action_space(env_params))
+    sampler = make_sampler(
+        env,
+        env_params,
+        agent,
+        BatchSpec(args.T, args.B),
+        max_decorrelation_steps=args.decorrelation,
+        reset_mode=args.reset_mode,
+        discount=args.discount,
+    )
+    print(
+        f"jaxsample collect: {args.env}, T={args.T} x B={args.B}, reset_mode={args.reset_mode}, "
+        f"backend={jax.default_backend()} ({jax.device_count()} device(s))",
+        flush=True,
+    )
+    init = jax.jit(sampler.init)
+    collect = jax.jit(sampler.collect, donate_argnums=0)
+    key = jax.random.key(args.seed)
+
+    t0 = time.perf_counter()
+    state = jax.block_until_ready(init(key, ()))
+    init_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled = collect.lower(state, ()).compile()
+    compile_s = time.perf_counter() - t0
+    print(f"  init (compile + decorrelation): {init_s:.2f} s, collect compile: {compile_s:.2f} s")
+
+    summarize_jit = jax.jit(summarize)
+    stats = []
+    times = []
+    for i in range(args.batches):
+        t0 = time.perf_counter()
+        state, batch = compiled(state, ())
+        summary = jax.device_get(summarize_jit(batch.traj_infos))
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        stats.append(summary)
+        print(
+            f"  batch {i + 1}/{args.batches}: {args.T * args.B / dt:,.0f} steps/s, "
+            f"{int(summary['n_trajectories'])} trajectories, "
+            f"return {summary['episode_return_mean']:.2f}, "
+            f"length {summary['length_mean']:.1f}",
+            flush=True,
+        )
+    steady = sorted(times[1:] or times)[len(times[1:] or times) // 2]
+    n = sum(float(s["n_trajectories"]) for s in stats)
+
+    def mean(name: str) -> float:
+        tot = sum(
+            float(s[f"{name}_mean"]) * float(s["n_trajectories"])
+            for s in stats
+            if s["n_trajectories"]
+        )
+        return tot / n if n else math.nan
+
+    result = {
+        "env": args.env,
+        "T": args.T,
+        "B": args.B,
+        "reset_mode": args.reset_mode,
+        "compile_seconds": compile_s,
+        "median_batch_seconds": steady,
+        "steps_per_second": args.T * args.B / steady,
+        "trajectories": n,
+        "episode_return_mean": mean("episode_return"),
+        "length_mean": mean("length"),
+    }
+    print(
+        f"done: {result['steps_per_second']:,.0f} steps/s (median batch), "
+        f"compile {compile_s:.2f} s, "
+        f"{int(n)} trajectories, mean return {result['episode_return_mean']:.2f}, "
+        f"mean length {result['length_mean']:.1f}"
+    )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from jaxsample import bench
+
+    results = []
+    print(
+        f"jaxsample bench: collect (RandomAgent, defaults) vs bare scan(vmap(env.step)), "
+        f"B={args.B}, T={args.T}, {args.reps} interleaved reps, backend={jax.default_backend()}"
+    )
+    print(
+        f"{'env':<20} {'sampler steps/s':>16} {'bare steps/s':>14} {'ratio':>6} "
+        f"{'compile s (s/b)':>16} {'peak/batch':>10}"
+    )
+    for env_name in args.envs:
+        r = bench.overhead(env_name, B=args.B, T=args.T, reps=args.reps)
+        results.append(r)
+        peak = r["peak_over_batch"]
+        print(
+            f"{env_name:<20} {r['steps_per_s']['sampler']:>16,.0f} "
+            f"{r['steps_per_s']['bare']:>14,.0f} "
+            f"{r['ratio']:>6.3f} {r['compile_s']['sampler']:>7.2f}/{r['compile_s']['bare']:<8.2f} "
+            f"{'n/a' if peak is None else f'{peak:.2f}':>10}",
+            flush=True,
+        )
+    if args.compile_scaling:
+        scaling = bench.compile_scaling(Ts=(16, 1024))
+        print(
+            "collect compile time vs T (CartPole-v1, B=64): "
+            + ", ".join(f"T={t}: {s:.2f} s" for t, s in scaling.items())
+        )
+        results.append({"compile_scaling": scaling})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2, default=str)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``jaxsample`` command."""
+    parser = argparse.ArgumentParser(prog="jaxsample", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser(
+        "collect", help="compile a sampler, collect a few batches, print speed and stats"
+    )
+    p.add_argument("--env", default="CartPole-v1", help="a gymnax environment name")
+    p.add_argument("--B", type=int, default=1024, help="number of environments")
+    p.add_argument("--T", type=int, default=128, help="time steps per batch")
+    p.add_argument("--batches", type=int, default=5)
+    p.add_argument("--reset-mode", default="auto", choices=("auto", "wait", "episodic"))
+    p.add_argument("--decorrelation", type=int, default=0, help="max_decorrelation_steps")
+    p.add_argument("--discount", type=float, default=0.99)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="write the figures to this JSON file")
+    p.set_defaults(func=_collect)
+
+    p = sub.add_parser("bench", help="collect vs a bare scan(vmap(env.step)), side by side")
+    p.add_argument("--envs", nargs="+", default=["CartPole-v1", "Breakout-MinAtar"])
+    p.add_argument("--B", type=int, default=1024)
+    p.add_argument("--T", type=int, default=128)
+    p.add_argument("--reps", type=int, default=9)
+    p.add_argument(
+        "--compile-scaling", action="store_true", help="also time compile at T=16 vs 1024"
+    )
+    p.add_argument("--json", default=None)
+    p.set_defaults(func=_bench)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

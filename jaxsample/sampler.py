@@ -11,11 +11,14 @@ samples). For the env of global rank ``r``:
   starts from ``env.reset(k_reset)``. Decorrelation draws the number of random
   steps ``n ~ U{1..max}`` from ``split(k_decorrelate)[0]`` and takes random step
   ``i`` with ``k_action, k_env = split(fold_in(split(k_decorrelate)[1], i))``.
-* every step of ``collect``: ``k_run, k_agent, k_env = split(k_run, 3)``; the
-  agent acts with ``k_agent`` and the env steps with ``env.step(k_env, ...)``
-  (which auto-resets with its own split of ``k_env``, as gymnax does).
-* ``"episodic"`` mode, at the start of each batch: ``k_run, k_reset = split(k_run)``
-  and the env restarts from ``env.reset(k_reset)``.
+* at the start of each ``collect``: ``k_run, k_batch = split(k_run)``, or in
+  ``"episodic"`` mode ``k_run, k_batch, k_reset = split(k_run, 3)`` and the env
+  restarts from ``env.reset(k_reset)``.
+* step ``t`` of the batch: the agent acts with ``k_agent = fold_in(k_batch, 2 t)``
+  and the env steps with ``env.step(fold_in(k_batch, 2 t + 1), ...)`` (which
+  auto-resets with its own split of that key, as gymnax does). Two ``fold_in``
+  per step are much cheaper than a per-env ``split``, and ``t < T`` never
+  overflows however long the run.
 
 Because every key comes from the global rank, never from a split whose shape
 depends on ``B``, the same key gives the same samples whatever the number of
@@ -252,19 +255,16 @@ class Sampler:
         """
         T, B = self.batch_spec
         _check_state(state, B)
-        if self.reset_mode == "episodic":
-            state = jax.vmap(self._restart_env)(state)
-        elif self.reset_mode == "wait":
-            state = state.replace(idle=jnp.zeros_like(state.idle))
+        state, k_batch = jax.vmap(self._start_batch)(state)
         slots = jax.tree.map(
             lambda o: jnp.zeros((B, self._slots, *o.shape[1:]), o.dtype), state.observation
         )
         n_truncated = jnp.zeros((B,), jnp.int32)
-        step = jax.vmap(self._env_step, in_axes=(0, None, None))
+        step = jax.vmap(self._env_step, in_axes=(0, 0, None, None))
 
         def body(carry, t):
             state, slots, n_truncated = carry
-            new_state, out, (k_env, action) = step(state, agent_params, t)
+            new_state, out = step(state, k_batch, agent_params, t)
             if self.final_observation == "sparse":
                 slots, n_truncated = jax.lax.cond(
                     jnp.any(out.truncated),
@@ -273,9 +273,10 @@ class Sampler:
                     slots,
                     n_truncated,
                     out.truncated,
-                    k_env,
+                    k_batch,
+                    t,
                     state.env_state,
-                    action,
+                    out.action,
                 )
             return (new_state, slots, n_truncated), out
 
@@ -356,11 +357,19 @@ class Sampler:
             self._agent_state_spec,
         )
 
-    def _restart_env(self, s: SamplerState) -> SamplerState:
-        """``"episodic"`` mode: every env starts a new episode with the batch."""
-        k_run, k_reset = jax.random.split(s.key)
+    def _start_batch(self, s: SamplerState) -> tuple[SamplerState, jax.Array]:
+        """Per env, at the start of ``collect``: the batch key, and resets.
+
+        ``"episodic"``: every env starts a new episode with the batch. ``"wait"``:
+        an env that finished in the last batch already holds its reset state
+        and stops idling.
+        """
+        if self.reset_mode != "episodic":
+            k_run, k_batch = jax.random.split(s.key)
+            return s.replace(key=k_run, idle=jnp.zeros((), bool)), k_batch
+        k_run, k_batch, k_reset = jax.random.split(s.key, 3)
         obs, env_state = self.env.reset(k_reset, self.env_params)
-        return s.replace(
+        s = s.replace(
             env_state=env_state,
             observation=obs,
             prev_action=self._null_action,
@@ -370,12 +379,14 @@ class Sampler:
             traj=TrajAccumulator.zeros(),
             idle=jnp.zeros((), bool),
         )
+        return s, k_batch
 
     def _env_step(
-        self, s: SamplerState, agent_params: PyTree, t: jax.Array
-    ) -> tuple[SamplerState, _StepOut, tuple[jax.Array, PyTree]]:
+        self, s: SamplerState, k_batch: jax.Array, agent_params: PyTree, t: jax.Array
+    ) -> tuple[SamplerState, _StepOut]:
         """One step of one env (unbatched): agent acts, env steps, resets on done."""
-        k_run, k_agent, k_env = jax.random.split(s.key, 3)
+        k_agent = jax.random.fold_in(k_batch, 2 * t)
+        k_env = _env_key(k_batch, t)
         inputs = AgentInputs(s.observation, s.prev_action, s.prev_reward)
         agent_step, agent_state = self.agent.step(agent_params, inputs, s.agent_state, k_agent)
         action = agent_step.action
@@ -420,22 +431,22 @@ class Sampler:
             prev_action=_tree_where(done, self._null_action, action),
             prev_reward=jnp.where(done, 0.0, reward),
             agent_state=_tree_where(done, self._initial_agent_state(s.env_rank), agent_state),
-            key=k_run,
         )
         if self.reset_mode != "auto":
             # An idle env (finished earlier in this batch) keeps its state and
             # writes zeros with valid=False (done is held True after the scan).
             idle = s.idle
-            new = _tree_where(idle, s.replace(key=k_run), new.replace(idle=done))
+            new = _tree_where(idle, s, new.replace(idle=done))
             out = _tree_where(idle, jax.tree.map(jnp.zeros_like, out), out)
-        return new, out, (k_env, action)
+        return new, out
 
     def _store_truncated(
         self,
         slots: PyTree,
         n_truncated: jax.Array,
         truncated: jax.Array,
-        k_env: jax.Array,
+        k_batch: jax.Array,
+        t: jax.Array,
         env_state: PyTree,
         action: PyTree,
     ) -> tuple[PyTree, jax.Array]:
@@ -445,6 +456,7 @@ class Sampler:
         the same keys (gymnax envs are pure functions), so the common path never
         materializes the final observation next to the observation.
         """
+        k_env = jax.vmap(_env_key, in_axes=(0, None))(k_batch, t)
         final = jax.vmap(self.env.step, in_axes=(0, 0, 0, None))(
             k_env, env_state, action, self.env_params
         )[5]["final_observation"]
@@ -454,6 +466,11 @@ class Sampler:
             lambda buf, x: buf.at[jnp.arange(B), index].set(x, mode="drop"), slots, final
         )
         return slots, n_truncated + truncated.astype(jnp.int32)
+
+
+def _env_key(k_batch: jax.Array, t: jax.Array) -> jax.Array:
+    """The key of the env step at step ``t`` of a batch (module docstring)."""
+    return jax.random.fold_in(k_batch, 2 * t + 1)
 
 
 def _check_key(key: Any) -> None:

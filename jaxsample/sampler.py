@@ -292,14 +292,15 @@ class Sampler:
         )
         state = state.replace(traj=traj)
 
-        def previous(first: jax.Array, x: jax.Array, null: jax.Array) -> jax.Array:
-            """``x[t - 1]``, ``null`` after an episode end, ``first`` at t = 0."""
+        def previous(first: jax.Array, x: jax.Array) -> jax.Array:
+            """``x[t - 1]``, zeros (the null action / reward) after an episode
+            end, ``first`` at ``t = 0``."""
             cond = done[:-1].reshape(done[:-1].shape + (1,) * (x.ndim - 2))
-            shifted = jnp.where(cond, null, x[:-1])
+            shifted = jnp.where(cond, jnp.zeros_like(x[:-1]), x[:-1])
             return jnp.concatenate([first[None], shifted], axis=0)
 
-        prev_action = jax.tree.map(previous, start.prev_action, out.action, self._null_action)
-        prev_reward = previous(start.prev_reward, out.reward, jnp.zeros((), jnp.float32))
+        prev_action = jax.tree.map(previous, start.prev_action, out.action)
+        prev_reward = previous(start.prev_reward, out.reward)
         if self.final_observation == "sparse":
             final_store = SparseFinalObservation(next_observation=state.observation, slots=slots)
         else:

@@ -1,13 +1,11 @@
 """Tests of the learning agents (unbatched protocol, vmapped here over a few envs)."""
 
 import dataclasses
+import functools
 import math
 
-import jax
-
-jax.config.update("jax_numpy_rank_promotion", "raise")
-
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -15,6 +13,9 @@ from gymnax.environments import spaces
 
 import jaxsample.agents as A
 from jaxsample.types import AgentInputs, AgentStep
+
+# conftest.py sets this too; repeated so the file is strict when run on its own.
+jax.config.update("jax_numpy_rank_promotion", "raise")
 
 B = 5
 N_ACTIONS = 4
@@ -73,8 +74,16 @@ def one(tree, i: int = 0):
     return jax.tree.map(lambda x: x[i], tree)
 
 
+@functools.cache
+def make_agent(name: str):
+    """One shared instance per name, so jitted functions are compiled once per file."""
+    return AGENTS[name]()
+
+
+@functools.cache
 def setup(name: str, seed: int = 0):
-    agent = AGENTS[name]()
+    """``(agent, params, inputs [B], states [B], keys [B])`` (shared: arrays are immutable)."""
+    agent = make_agent(name)
     params = agent.init(jax.random.key(seed), OBS)
     inputs = random_inputs(agent, jax.random.key(seed + 100))
     states = jax.vmap(agent.initial_state)(jnp.arange(B, dtype=jnp.int32))
@@ -82,12 +91,17 @@ def setup(name: str, seed: int = 0):
     return agent, params, inputs, states, keys
 
 
-def vstep(agent):
-    return jax.vmap(agent.step, in_axes=(None, 0, 0, 0))
+@functools.cache
+def vstep(agent, jit: bool = True):
+    """``agent.step`` vmapped over envs (jitted unless ``jit=False``: eager is slow)."""
+    fn = jax.vmap(agent.step, in_axes=(None, 0, 0, 0))
+    return jax.jit(fn) if jit else fn
 
 
-def vvalue(agent):
-    return jax.vmap(agent.value, in_axes=(None, 0, 0))
+@functools.cache
+def vvalue(agent, jit: bool = True):
+    fn = jax.vmap(agent.value, in_axes=(None, 0, 0))
+    return jax.jit(fn) if jit else fn
 
 
 def assert_trees_close(a, b, rtol=1e-5, atol=1e-6):
@@ -124,7 +138,8 @@ def np_mlp(p: dict, x: np.ndarray, n_hidden: int, head: str, torso: str) -> np.n
 def test_shapes_and_dtypes_under_vmap(name):
     agent, params, inputs, states, keys = setup(name)
     assert isinstance(agent, A.Agent)
-    out, next_states = vstep(agent)(params, inputs, states, keys)
+    # Traced only (jax.eval_shape): the values are checked by the other tests.
+    out, next_states = jax.eval_shape(vstep(agent, jit=False), params, inputs, states, keys)
     assert isinstance(out, AgentStep)
     space = agent.action_space
     act_shape = () if isinstance(space, spaces.Discrete) else BOX_SHAPE
@@ -148,7 +163,7 @@ def test_shapes_and_dtypes_under_vmap(name):
             mean, log_std = info.dist_params
             assert mean.shape == log_std.shape == (B, *BOX_SHAPE)
             assert mean.dtype == log_std.dtype == jnp.float32
-    value = vvalue(agent)(params, inputs, states)
+    value = jax.eval_shape(vvalue(agent, jit=False), params, inputs, states)
     assert value.shape == (B,) and value.dtype == jnp.float32
     # The sampler's own check: one env, traced with abstract inputs.
     spec = jax.eval_shape(agent.value, params, one(inputs), one(states))
@@ -162,7 +177,7 @@ def test_jit_matches_eager_and_does_not_retrace(name):
 
     def fn(p, inp, st, k):
         traces.append(None)
-        return vstep(agent)(p, inp, st, k), vvalue(agent)(p, inp, st)
+        return vstep(agent, jit=False)(p, inp, st, k), vvalue(agent, jit=False)(p, inp, st)
 
     eager = fn(params, inputs, states, keys)
     jitted = jax.jit(fn)
@@ -179,7 +194,7 @@ def test_same_key_same_action(name):
     a2 = vstep(agent)(params, inputs, states, keys)[0].action
     np.testing.assert_array_equal(a1, a2)
     # Different keys give different behaviour somewhere (the policy is stochastic).
-    many = jax.vmap(lambda k: agent.step(params, one(inputs), one(states), k)[0].action)(
+    many = jax.jit(jax.vmap(lambda k: agent.step(params, one(inputs), one(states), k)[0].action))(
         jax.random.split(jax.random.key(3), 64)
     )
     assert len(np.unique(np.asarray(many), axis=0)) > 1
@@ -217,38 +232,44 @@ def test_eval_agent_is_deterministic_and_greedy(name):
 def test_batched_observation_is_a_clear_error(name):
     agent, params, inputs, states, keys = setup(name)
     with pytest.raises(ValueError, match="ONE environment"):
-        agent.step(params, inputs, one(states), keys[0])
+        jax.eval_shape(agent.step, params, inputs, one(states), keys[0])
 
 
 def test_works_with_gymnax_envs():
+    """Agent and env fit together (traced only: shapes and dtypes, no compilation)."""
     import gymnax
 
     for env_name, make in (
         ("CartPole-v1", lambda s: A.CategoricalActorCritic(s)),
         ("Pendulum-v1", lambda s: A.GaussianActorCritic(s)),
         ("CartPole-v1", lambda s: A.RecurrentActorCritic(s, hidden_size=8)),
+        ("Pendulum-v1", lambda s: A.RecurrentActorCritic(s, hidden_size=8, cell="lstm")),
         ("CartPole-v1", lambda s: A.EpsilonGreedyAgent(s, global_B=B)),
     ):
         env, env_params = gymnax.make(env_name)
         space = env.action_space(env_params)
         agent = make(space)
-        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
-            jax.random.split(jax.random.key(0), B), env_params
-        )
-        params = agent.init(jax.random.key(1), one(obs))
-        null = A.null_action(space)
-        inputs = AgentInputs(
-            obs,
-            jnp.broadcast_to(null, (B, *null.shape)),
-            jnp.zeros((B,), jnp.float32),
-        )
-        states = jax.vmap(agent.initial_state)(jnp.arange(B, dtype=jnp.int32))
-        out, _ = vstep(agent)(params, inputs, states, jax.random.split(jax.random.key(2), B))
+
+        def rollout_step(key, agent=agent, env=env, env_params=env_params, space=space):
+            keys = jax.random.split(key, 4)
+            obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
+                jax.random.split(keys[0], B), env_params
+            )
+            params = agent.init(keys[1], one(obs))
+            null = A.null_action(space)
+            inputs = AgentInputs(
+                obs, jnp.broadcast_to(null, (B, *null.shape)), jnp.zeros((B,), jnp.float32)
+            )
+            states = jax.vmap(agent.initial_state)(jnp.arange(B, dtype=jnp.int32))
+            out, _ = vstep(agent, jit=False)(params, inputs, states, jax.random.split(keys[2], B))
+            env_out = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(keys[3], B), env_state, out.action, env_params
+            )
+            return out, env_out
+
+        out, _ = jax.eval_shape(rollout_step, jax.random.key(0))
         assert out.action.shape == (B, *A.action_spec(space).shape)
         assert out.action.dtype == A.action_spec(space).dtype
-        jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-            jax.random.split(jax.random.key(3), B), env_state, out.action, env_params
-        )
 
 
 # ----------------------------------------------------------------------------
@@ -287,15 +308,14 @@ def test_categorical_matches_numpy():
 
 
 def test_categorical_sampling_frequencies():
-    agent = A.CategoricalActorCritic(discrete(), hidden_sizes=(8,))
-    params = agent.init(jax.random.key(0), OBS)
+    agent, params, *_ = setup("categorical")
     # Make the logits a known constant: zero policy kernel, chosen bias.
     bias = jnp.asarray([0.0, 1.0, -1.0, 0.5], jnp.float32)
     head = {"kernel": jnp.zeros_like(params["params"]["policy_head"]["kernel"]), "bias": bias}
     params = {"params": {**params["params"], "policy_head": head}}
     n = 8000
     inputs = AgentInputs(OBS, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32))
-    actions = jax.vmap(lambda k: agent.step(params, inputs, (), k)[0].action)(
+    actions = jax.jit(jax.vmap(lambda k: agent.step(params, inputs, (), k)[0].action))(
         jax.random.split(jax.random.key(1), n)
     )
     freq = np.bincount(np.asarray(actions), minlength=N_ACTIONS) / n
@@ -334,7 +354,7 @@ def test_gaussian_matches_formula():
 
 @pytest.mark.parametrize("name", ["categorical", "gaussian"])
 def test_cleanrl_orthogonal_init(name):
-    agent, params, *_ = setup(name)
+    _, params, *_ = setup(name)
     p = params["params"]
 
     def check(layer, scale):
@@ -373,11 +393,12 @@ RECURRENT = pytest.mark.parametrize(
 def loop_of_steps(agent, params, inputs, state0, reset, keys):
     """Reference: a Python loop of ``step`` with resets (one env, time-major)."""
     state = state0
+    step = jax.jit(agent.step)
     infos, actions = [], []
     for t in range(reset.shape[0]):
         if bool(reset[t]):
             state = agent.initial_state(jnp.zeros((), jnp.int32))
-        out, state = agent.step(params, one(inputs, t), state, keys[t])
+        out, state = step(params, one(inputs, t), state, keys[t])
         infos.append(out.agent_info)
         actions.append(out.action)
     stack = lambda xs: jax.tree.map(lambda *x: jnp.stack(x), *xs)  # noqa: E731
@@ -399,15 +420,23 @@ def test_recurrent_unroll_equals_loop_of_steps(space_fn, cell):
     keys = jax.random.split(jax.random.key(3), T)
     infos, actions, final = loop_of_steps(agent, params, inputs, state0, reset, keys)
 
-    dist_params, values, final_u = jax.jit(agent.unroll)(params, inputs, state0, reset)
+    @jax.jit
+    def learner(params, inputs, state0, reset, actions):
+        no_reset = jnp.zeros_like(reset)
+        return (
+            agent.unroll(params, inputs, state0, reset),
+            agent.unroll(params, inputs, state0, no_reset)[1],
+            agent.evaluate_sequence(params, inputs, state0, reset, actions),
+        )
+
+    unrolled, values_nr, evaluated = learner(params, inputs, state0, reset, actions)
+    dist_params, values, final_u = unrolled
     assert values.shape == (T,) and values.dtype == jnp.float32
     assert_trees_close(dist_params, infos.dist_params, rtol=1e-5, atol=1e-6)
     assert_trees_close(values, infos.value, rtol=1e-5, atol=1e-6)
     assert_trees_close(final_u, final, rtol=1e-5, atol=1e-6)
-    # The same without jit.
-    assert_trees_close(agent.unroll(params, inputs, state0, reset)[1], values)
 
-    log_prob, entropy, value = agent.evaluate_sequence(params, inputs, state0, reset, actions)
+    log_prob, entropy, value = evaluated
     assert log_prob.shape == entropy.shape == value.shape == (T,)
     np.testing.assert_allclose(log_prob, infos.log_prob, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(value, infos.value, rtol=1e-5, atol=1e-6)
@@ -415,8 +444,6 @@ def test_recurrent_unroll_equals_loop_of_steps(space_fn, cell):
     np.testing.assert_allclose(entropy, step_entropy, rtol=1e-5, atol=1e-6)
 
     # Without resets the result differs (the state carries information).
-    no_reset = jnp.zeros((T,), bool)
-    values_nr = agent.unroll(params, inputs, state0, no_reset)[1]
     assert not np.allclose(values_nr[3:], values[3:])
     np.testing.assert_allclose(values_nr[:3], values[:3], rtol=1e-6)
 
@@ -425,18 +452,22 @@ def test_recurrent_unroll_vmaps_over_envs():
     T = 6
     agent = A.RecurrentActorCritic(discrete(), hidden_size=8, cell="lstm")
     params = agent.init(jax.random.key(0), OBS)
-    inputs = jax.vmap(lambda k: random_inputs(agent, k, T))(jax.random.split(jax.random.key(1), B))
+    inputs = jax.jit(jax.vmap(lambda k: random_inputs(agent, k, T)))(
+        jax.random.split(jax.random.key(1), B)
+    )
     state0 = jax.vmap(agent.initial_state)(jnp.arange(B, dtype=jnp.int32))
     reset = jax.random.bernoulli(jax.random.key(2), 0.3, (B, T))
     actions = jax.random.randint(jax.random.key(3), (B, T), 0, N_ACTIONS, jnp.int32)
-    batched = jax.vmap(agent.evaluate_sequence, in_axes=(None, 0, 0, 0, 0))
+    batched = jax.jit(jax.vmap(agent.evaluate_sequence, in_axes=(None, 0, 0, 0, 0)))
     lp, ent, val = batched(params, inputs, state0, reset, actions)
     assert lp.shape == ent.shape == val.shape == (B, T)
+    one_env = jax.jit(agent.evaluate_sequence)
     for b in range(B):
-        lp_b = agent.evaluate_sequence(
-            params, one(inputs, b), one(state0, b), reset[b], actions[b]
-        )[0]
+        lp_b = one_env(params, one(inputs, b), one(state0, b), reset[b], actions[b])[0]
         np.testing.assert_allclose(lp[b], lp_b, rtol=1e-5, atol=1e-6)
+    # Eager (unjitted) gives the same.
+    eager = agent.evaluate_sequence(params, one(inputs), one(state0), reset[0], actions[0])
+    assert_trees_close(eager, tuple(x[0] for x in (lp, ent, val)))
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
@@ -466,25 +497,24 @@ def test_recurrent_state_and_value(cell):
 @pytest.mark.parametrize("space_fn", [discrete, box])
 def test_recurrent_prev_action_and_reward_inputs(space_fn):
     key = jax.random.key(0)
-    for use_a in (True, False):
-        for use_r in (True, False):
-            agent = A.RecurrentActorCritic(
-                space_fn(), hidden_size=8, use_prev_action=use_a, use_prev_reward=use_r
-            )
-            params = agent.init(key, OBS)
-            state = agent.initial_state(jnp.zeros((), jnp.int32))
-            base = one(random_inputs(agent, jax.random.key(1)))
-            other_action = base._replace(prev_action=agent.action_space.sample(jax.random.key(9)))
-            if isinstance(agent.action_space, spaces.Discrete):
-                other_action = base._replace(prev_action=(base.prev_action + 1) % N_ACTIONS)
-            other_reward = base._replace(prev_reward=base.prev_reward + 1.0)
-            v = agent.value(params, base, state)
-            changed_a = not np.isclose(agent.value(params, other_action, state), v)
-            changed_r = not np.isclose(agent.value(params, other_reward, state), v)
-            assert changed_a == use_a
-            assert changed_r == use_r
-            n_feat = 7 + (N_ACTIONS if space_fn is discrete else 2) * use_a + use_r
-            assert agent.features(base).shape == (n_feat,)
+    for use_a, use_r in ((True, False), (False, True)):
+        agent = A.RecurrentActorCritic(
+            space_fn(), hidden_size=8, use_prev_action=use_a, use_prev_reward=use_r
+        )
+        params = agent.init(key, OBS)
+        state = agent.initial_state(jnp.zeros((), jnp.int32))
+        base = one(random_inputs(agent, jax.random.key(1)))
+        other_action = base._replace(prev_action=agent.action_space.sample(jax.random.key(9)))
+        if isinstance(agent.action_space, spaces.Discrete):
+            other_action = base._replace(prev_action=(base.prev_action + 1) % N_ACTIONS)
+        other_reward = base._replace(prev_reward=base.prev_reward + 1.0)
+        v = agent.value(params, base, state)
+        changed_a = not np.isclose(agent.value(params, other_action, state), v)
+        changed_r = not np.isclose(agent.value(params, other_reward, state), v)
+        assert changed_a == use_a
+        assert changed_r == use_r
+        n_feat = 7 + (N_ACTIONS if space_fn is discrete else 2) * use_a + use_r
+        assert agent.features(base).shape == (n_feat,)
 
 
 def test_recurrent_unroll_checks_reset():
@@ -530,21 +560,14 @@ def test_epsilon_per_rank_matches_numpy_logspace():
 
 
 def test_epsilon_decay_interpolates():
-    agent = A.EpsilonGreedyAgent(
-        discrete(), global_B=4, epsilon_init=0.8, epsilon_final=0.1, epsilon_final_min=0.01
-    )
-    params = agent.init(jax.random.key(0), OBS)
+    agent, params, inputs, states, keys = setup("epsilon-greedy")  # init 0.5, finals 1e-3..0.1
     assert params.decay.shape == () and params.decay.dtype == jnp.float32
     assert float(params.decay) == 0.0
-    finals = agent.final_epsilons()
-    states = jax.vmap(agent.initial_state)(jnp.arange(4, dtype=jnp.int32))
-    inputs = random_inputs(agent, jax.random.key(1), 4)
-    step = jax.jit(jax.vmap(agent.step, in_axes=(None, 0, 0, 0)))
-    keys = jax.random.split(jax.random.key(2), 4)
+    finals = np.logspace(-3, -1, B)
     for decay in (0.0, 0.25, 1.0):
         p = params.replace(decay=jnp.asarray(decay, jnp.float32))
-        info = step(p, inputs, states, keys)[0].agent_info
-        np.testing.assert_allclose(info.epsilon, 0.8 + decay * (finals - 0.8), rtol=1e-5)
+        info = vstep(agent)(p, inputs, states, keys)[0].agent_info
+        np.testing.assert_allclose(info.epsilon, 0.5 + decay * (finals - 0.5), rtol=1e-5)
 
 
 def test_epsilon_greedy_action_frequencies():

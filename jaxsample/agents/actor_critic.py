@@ -417,7 +417,8 @@ class GaussianActorCritic(_FeedforwardActorCritic):
     The mean comes from the actor MLP; ``log_std`` is a learned, state-independent
     parameter (initialised to ``log_std_init``). Actions are sampled UNCLIPPED
     (so ``log_prob`` is exact): the environment clips to the Box bounds (gymnax's
-    continuous envs do), and a learner may clip too. ``agent_info`` is
+    continuous envs do), and a learner may clip too. The action has the Box's
+    shape and dtype (which must be floating; float32 for gymnax's Box). ``agent_info`` is
     ``ActorCriticInfo(log_prob [], value [], dist_params=(mean, log_std))`` with
     ``mean`` and ``log_std`` shaped like the action (the Box's shape, float32).
     A greedy agent acts with the mean.

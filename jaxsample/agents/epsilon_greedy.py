@@ -202,7 +202,8 @@ class EpsilonGreedyAgent:
             )
         decay = jnp.clip(decay.astype(jnp.float32), 0.0, 1.0)
         init = jnp.asarray(self.epsilon_init, jnp.float32)
-        return init + decay * (state - init)
+        # == init + decay * (state - init), written so that decay = 1 gives state exactly.
+        return (1.0 - decay) * init + decay * state
 
     # -- protocol ------------------------------------------------------------
 

@@ -1,0 +1,295 @@
+"""Step metrics (ALF's NumberOfEpisodes, EnvironmentSteps, AverageReturn,
+AverageEpisodeLength) as a pure state, and host observers.
+
+:class:`StepMetrics` is a ``flax.struct`` state updated from each collected
+:class:`~jaxsample.types.Batch` inside ``jax.jit``::
+
+    metrics = js.StepMetrics.init(window=10)
+    ...
+    state, batch = collect(state, params)
+    metrics = metrics.update(batch)          # pure, jittable, O(T * B)
+    js.metrics.as_dict(metrics)              # on the host: exact Python numbers
+
+Counters never overflow in JAX's default 32-bit mode: a run of more than
+``2**31`` environment steps is normal on an accelerator, so each count is kept
+as two ``uint32`` words (:class:`Counter`, exact up to ``2**64 - 1``) and read
+out exactly on the host.
+
+Observers (:func:`make_observer`, :func:`observe`) run Python callbacks on the
+host from inside jitted code, once per call, in program order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxsample.types import Batch, PyTree
+
+__all__ = ["Counter", "Observer", "StepMetrics", "as_dict", "make_observer", "observe"]
+
+_WORD = 2**32
+
+
+@struct.dataclass
+class Counter:
+    """An exact non-negative count below ``2**64`` in two ``uint32`` words.
+
+    The value is ``hi * 2**32 + lo``. :meth:`add` carries from ``lo`` into
+    ``hi`` with 32-bit arithmetic only, so it works (and cannot overflow for
+    ``2**32`` times longer than an int32 could) with ``jax_enable_x64`` off.
+
+    Attributes:
+      hi: uint32 ``[]``, the high word.
+      lo: uint32 ``[]``, the low word.
+    """
+
+    hi: jax.Array
+    lo: jax.Array
+
+    @classmethod
+    def zeros(cls) -> Counter:
+        """The count 0."""
+        return cls(hi=jnp.zeros((), jnp.uint32), lo=jnp.zeros((), jnp.uint32))
+
+    @classmethod
+    def of(cls, value: int) -> Counter:
+        """The count ``value`` (a Python int in ``[0, 2**64)``), e.g. to restore a run."""
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"value must be an int, got {value!r}")
+        value = int(value)
+        if not 0 <= value < _WORD * _WORD:
+            raise ValueError(f"value must be in [0, 2**64), got {value}")
+        return cls(
+            hi=jnp.asarray(value // _WORD, jnp.uint32), lo=jnp.asarray(value % _WORD, jnp.uint32)
+        )
+
+    def add(self, n: jax.Array) -> Counter:
+        """The count plus ``n``, a non-negative integer scalar below ``2**32``."""
+        n = jnp.asarray(n).astype(jnp.uint32)
+        lo = self.lo + n  # wraps modulo 2**32
+        carry = (lo < n).astype(jnp.uint32)
+        return Counter(hi=self.hi + carry, lo=lo)
+
+    def to_float(self) -> jax.Array:
+        """float32 ``[]`` approximation of the count (relative error ~6e-8); jittable."""
+        return self.hi.astype(jnp.float32) * jnp.float32(_WORD) + self.lo.astype(jnp.float32)
+
+    def to_int(self) -> int:
+        """The exact count as a Python int (on the host; not jittable)."""
+        return int(np.asarray(self.hi)) * _WORD + int(np.asarray(self.lo))
+
+
+@struct.dataclass
+class StepMetrics:
+    """ALF's step metrics as a pure state; build it with :meth:`init`.
+
+    Attributes:
+      number_of_episodes: :class:`Counter` of completed episodes
+        (``traj_infos.completed``).
+      environment_steps: :class:`Counter` of valid environment steps
+        (``samples.valid``; idle steps of the ``"wait"``/``"episodic"`` modes do
+        not count).
+      returns: float32 ``[window]``, ring of the returns of the last ``window``
+        completed episodes.
+      lengths: int32 ``[window]``, ring of their lengths.
+      position: int32 ``[]``, the ring slot the next episode goes to, kept
+        modulo ``window`` (cannot overflow).
+      filled: int32 ``[]``, episodes in the ring, saturating at ``window``.
+
+    Episodes enter the ring in time order, then env order within a step
+    (row-major over the batch's ``[T, B]``), batch after batch; the averages are
+    over the most recent ``min(window, episodes so far)`` of them.
+    """
+
+    number_of_episodes: Counter
+    environment_steps: Counter
+    returns: jax.Array
+    lengths: jax.Array
+    position: jax.Array
+    filled: jax.Array
+
+    @classmethod
+    def init(cls, window: int = 10) -> StepMetrics:
+        """Zero counters and an empty ring of ``window`` episodes (ALF's default 10)."""
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)):
+            raise TypeError(f"window must be an int, got {window!r}")
+        if not 1 <= window < 2**30:
+            raise ValueError(f"window must be in [1, 2**30), got {window}")
+        window = int(window)
+        return cls(
+            number_of_episodes=Counter.zeros(),
+            environment_steps=Counter.zeros(),
+            returns=jnp.zeros((window,), jnp.float32),
+            lengths=jnp.zeros((window,), jnp.int32),
+            position=jnp.zeros((), jnp.int32),
+            filled=jnp.zeros((), jnp.int32),
+        )
+
+    @property
+    def window(self) -> int:
+        """The number of episodes the averages are over (static)."""
+        return self.returns.shape[0]
+
+    def update(self, batch: Batch) -> StepMetrics:
+        """Account for one collected batch; pure, jittable, ``O(T * B)``.
+
+        Args:
+          batch: a :class:`~jaxsample.types.Batch`; its ``traj_infos`` fields and
+            ``samples.valid`` are ``[T, B]``.
+
+        Returns:
+          The updated state. Usable as ``StepMetrics.update(state, batch)``.
+        """
+        if not isinstance(batch, Batch):
+            raise TypeError(f"batch must be a jaxsample Batch, got {type(batch).__name__}")
+        info = batch.traj_infos
+        completed = jnp.asarray(info.completed)
+        valid = jnp.asarray(batch.samples.valid)
+        if completed.ndim != 2 or completed.dtype != jnp.bool_:
+            raise ValueError(
+                "batch.traj_infos.completed must be bool [T, B], got "
+                f"{completed.dtype}{list(completed.shape)}"
+            )
+        for name, x in (
+            ("traj_infos.episode_return", info.episode_return),
+            ("traj_infos.length", info.length),
+            ("samples.valid", valid),
+        ):
+            if jnp.shape(x) != completed.shape:
+                raise ValueError(
+                    f"batch.{name} must have the shape of traj_infos.completed "
+                    f"{list(completed.shape)}, got {list(jnp.shape(x))}"
+                )
+        if completed.size >= 2**31:
+            raise ValueError(f"a batch of {completed.size} steps is too large (>= 2**31)")
+        N = self.window
+        done = completed.reshape(-1)  # time-major order: t, then b
+        k = jnp.sum(done, dtype=jnp.int32)
+        rank = jnp.cumsum(done, dtype=jnp.int32) - 1  # order of each episode in the batch
+        keep = done & (rank >= k - N)  # only the last N can survive in the ring
+        slot = jnp.where(keep, (self.position + rank % N) % N, N)  # N: dropped
+        returns = self.returns.at[slot].set(
+            jnp.asarray(info.episode_return, jnp.float32).reshape(-1), mode="drop"
+        )
+        lengths = self.lengths.at[slot].set(
+            jnp.asarray(info.length, jnp.int32).reshape(-1), mode="drop"
+        )
+        return StepMetrics(
+            number_of_episodes=self.number_of_episodes.add(k),
+            environment_steps=self.environment_steps.add(jnp.sum(valid, dtype=jnp.int32)),
+            returns=returns,
+            lengths=lengths,
+            position=(self.position + k % N) % N,
+            filled=jnp.minimum(self.filled + jnp.minimum(k, N), N),
+        )
+
+    def summary(self) -> dict[str, jax.Array]:
+        """float32 scalars for logging inside jit (counts approximate above ``2**24``).
+
+        Keys: ``number_of_episodes``, ``environment_steps``, ``average_return``,
+        ``average_episode_length`` (NaN before the first completed episode).
+        """
+        mask = jnp.arange(self.window) < self.filled
+        n = self.filled.astype(jnp.float32)
+        some = self.filled > 0
+        nan = jnp.float32(jnp.nan)
+
+        def mean(x: jax.Array) -> jax.Array:
+            total = jnp.sum(jnp.where(mask, x.astype(jnp.float32), 0.0))
+            return jnp.where(some, total / jnp.maximum(n, 1.0), nan)
+
+        return {
+            "number_of_episodes": self.number_of_episodes.to_float(),
+            "environment_steps": self.environment_steps.to_float(),
+            "average_return": mean(self.returns),
+            "average_episode_length": mean(self.lengths),
+        }
+
+    def as_dict(self) -> dict[str, int | float]:
+        """Exact values as Python numbers, on the host (not jittable).
+
+        ``number_of_episodes`` and ``environment_steps`` are exact ints;
+        ``average_return`` and ``average_episode_length`` are float64 means over
+        the ring (``nan`` before the first completed episode).
+        """
+        filled = int(np.asarray(self.filled))
+        returns = np.asarray(self.returns, np.float64)[:filled]
+        lengths = np.asarray(self.lengths, np.float64)[:filled]
+        return {
+            "number_of_episodes": self.number_of_episodes.to_int(),
+            "environment_steps": self.environment_steps.to_int(),
+            "average_return": float(returns.mean()) if filled else float("nan"),
+            "average_episode_length": float(lengths.mean()) if filled else float("nan"),
+        }
+
+
+def as_dict(state: StepMetrics) -> dict[str, int | float]:
+    """``state.as_dict()``: exact Python numbers on the host (see :meth:`StepMetrics.as_dict`)."""
+    if not isinstance(state, StepMetrics):
+        raise TypeError(f"state must be a StepMetrics, got {type(state).__name__}")
+    return state.as_dict()
+
+
+def _to_host(data: PyTree) -> PyTree:
+    return jax.tree.map(np.asarray, data)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Observer:
+    """Host callbacks run from inside jitted code; build it with :func:`make_observer`.
+
+    Calling ``observer(data)`` (inside or outside ``jax.jit``, e.g. once per
+    collected batch in a ``lax.scan`` training loop) sends ``data`` to the host
+    and calls each function of ``fns`` on it, in order, with numpy leaves. It
+    uses ``jax.debug.callback(..., ordered=True)``: the calls happen once per
+    execution of the call site, in program order (across ``lax.scan``
+    iterations and across jitted calls). Call ``jax.effects_barrier()`` to wait
+    for pending calls before reading what they recorded.
+
+    Cost: each call is a device-to-host transfer of ``data`` and a host round
+    trip that ordered effects serialize, so pass small summaries (a
+    :class:`StepMetrics`, ``js.summarize(batch.traj_infos)``) rather than whole
+    batches. Ordered callbacks cannot be used under ``jax.vmap`` (JAX raises);
+    observe outside the vmapped function. An exception raised by a function
+    surfaces as a runtime error from JAX.
+
+    Attributes:
+      fns: the host functions, called in this order with the same ``data``.
+    """
+
+    fns: tuple[Callable[[Any], None], ...]
+
+    def __call__(self, data: PyTree) -> None:
+        """Run the functions on the host with ``data`` (a pytree of arrays)."""
+        jax.debug.callback(self._run, data, ordered=True)
+
+    def _run(self, data: PyTree) -> None:
+        data = _to_host(data)
+        for fn in self.fns:
+            fn(data)
+
+
+def make_observer(*fns: Callable[[Any], None]) -> Observer:
+    """An :class:`Observer` that calls ``fns`` (at least one) in order on the host."""
+    if not fns:
+        raise ValueError("make_observer needs at least one function")
+    for i, fn in enumerate(fns):
+        if not callable(fn):
+            raise TypeError(f"fns[{i}] must be callable, got {fn!r}")
+    return Observer(tuple(fns))
+
+
+def observe(data: PyTree, *fns: Callable[[Any], None]) -> None:
+    """Call ``fns`` on the host with ``data``, from inside jit: ``make_observer(*fns)(data)``.
+
+    Costs a device-to-host transfer and a host round trip per call (see
+    :class:`Observer`).
+    """
+    make_observer(*fns)(data)

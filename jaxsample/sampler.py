@@ -103,6 +103,7 @@ class _StepOut(struct.PyTreeNode):
     final_observation: PyTree  # () unless final_observation="dense"
     action: PyTree
     agent_info: PyTree
+    agent_state: PyTree  # () unless store_agent_state
     valid: jax.Array  # () in "auto" mode, where every step is valid
 
 
@@ -178,6 +179,7 @@ class Sampler:
     discount: float
     bootstrap_value: bool
     final_observation: str
+    store_agent_state: bool
     env_ranks: tuple[int, ...]
     global_B: int
     examples: Samples
@@ -328,6 +330,7 @@ class Sampler:
                 prev_action=prev_action,
                 agent_info=out.agent_info,
                 initial_state=start.agent_state,
+                state=out.agent_state if self.store_agent_state else None,
             ),
             valid=valid,
             bootstrap_value=bootstrap,
@@ -424,6 +427,7 @@ class Sampler:
             else (),
             action=action,
             agent_info=agent_step.agent_info,
+            agent_state=s.agent_state if self.store_agent_state else (),
             valid=jnp.ones((), bool) if self.reset_mode != "auto" else (),
         )
         new = s.replace(
@@ -505,6 +509,7 @@ def make_sampler(
     discount: float = 0.99,
     bootstrap_value: bool = False,
     final_observation: Literal["sparse", "dense"] = "sparse",
+    store_agent_state: bool = False,
     env_ranks: Sequence[int] | None = None,
     global_B: int | None = None,
     agent_params: PyTree = None,
@@ -530,6 +535,8 @@ def make_sampler(
         almost no cost; ``"dense"`` also keeps it on terminated steps, for
         learners that need it (e.g. models of the dynamics), at the cost of a
         second ``[T, B, *obs]`` array.
+      store_agent_state: also return the agent's state before every step,
+        ``samples.agent.state`` ``[T, B, ...]`` (ALF's ``use_rollout_state``).
       env_ranks: the global rank of each of the ``B`` envs (default
         ``range(B)``); keys and ``agent.initial_state`` depend on it.
       global_B: the number of envs over all devices and processes (default
@@ -560,6 +567,8 @@ def make_sampler(
         raise ValueError(f"discount must be in [0, 1], got {discount}")
     if not isinstance(bootstrap_value, bool):
         raise TypeError(f"bootstrap_value must be a bool, got {bootstrap_value!r}")
+    if not isinstance(store_agent_state, bool):
+        raise TypeError(f"store_agent_state must be a bool, got {store_agent_state!r}")
     if final_observation not in FINAL_OBSERVATION_STORES:
         raise ValueError(
             f"final_observation must be one of {FINAL_OBSERVATION_STORES}, "
@@ -643,6 +652,7 @@ def make_sampler(
             prev_action=act_spec,
             agent_info=_specs(agent_step.agent_info),
             initial_state=agent_state_spec,
+            state=agent_state_spec if store_agent_state else None,
         ),
         valid=boolean,
         bootstrap_value=f32 if bootstrap_value else None,
@@ -658,6 +668,7 @@ def make_sampler(
         discount=float(discount),
         bootstrap_value=bootstrap_value,
         final_observation=final_observation,
+        store_agent_state=store_agent_state,
         env_ranks=env_ranks,
         global_B=global_B,
         examples=examples,

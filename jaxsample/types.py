@@ -139,17 +139,26 @@ class AgentSamples:
         value); zeros on idle steps.
       initial_state: pytree ``[B, ...]``, the agent's recurrent state at the
         start of the batch (what a recurrent learner unrolls from).
+      state: pytree ``[T, B, ...]``, the agent's state before each step (ALF's
+        ``use_rollout_state``), or None unless the sampler was built with
+        ``store_agent_state=True``.
     """
 
     action: PyTree
     prev_action: PyTree
     agent_info: PyTree
     initial_state: PyTree
+    state: PyTree = None
 
 
 @struct.dataclass
 class Samples:
     """One batch of experience.
+
+    In a batch, per-step leaves are ``[T, B, ...]``; ``agent.initial_state`` and
+    ``bootstrap_value`` are per batch, ``[B, ...]``. In ``sampler.examples`` every
+    leaf describes one env (no ``T``/``B`` axis), so a replay buffer allocates
+    ``[B, capacity, ...]`` for the per-step fields and treats those two apart.
 
     Attributes:
       env: :class:`EnvSamples`.

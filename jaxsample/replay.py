@@ -305,9 +305,9 @@ class Replayer:
           agent_state: with ``store_agent_state=True``, the agent's recurrent
             state before each step, leaves ``[T, B, *state]`` matching
             ``examples.agent.initial_state`` (the state ``agent.step`` was given
-            at step ``t``). The sampler reports only the state at the start of
-            a batch, so compute these with the learner's unroll, or have the
-            agent copy its state into ``agent_info``. Must be None otherwise.
+            at step ``t``). Defaults to ``samples.agent.state``, which a sampler
+            built with ``store_agent_state=True`` fills. Must be None when the
+            replayer does not store agent states.
 
         Returns:
           The new state.
@@ -334,10 +334,13 @@ class Replayer:
         state_spec = self._agent_state_spec()
         if self.store_agent_state:
             if agent_state is None:
+                agent_state = samples.agent.state  # sampler's store_agent_state=True
+            if agent_state is None:
                 if jax.tree.leaves(state_spec):
                     raise TypeError(
                         "replay add: store_agent_state=True needs agent_state, the agent's "
-                        "recurrent state before each step with leaves [T, B, *state]"
+                        "recurrent state before each step with leaves [T, B, *state]: build "
+                        "the sampler with store_agent_state=True or pass agent_state"
                     )
                 agent_state = state_spec
         elif agent_state is not None:
@@ -513,7 +516,7 @@ class Replayer:
         return _specs(
             Samples(
                 env=ex.env,
-                agent=ex.agent.replace(initial_state=self._agent_state_spec()),
+                agent=ex.agent.replace(initial_state=self._agent_state_spec(), state=None),
                 valid=ex.valid,
                 bootstrap_value=None,
             )

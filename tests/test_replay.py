@@ -488,3 +488,29 @@ def test_episode_mask_with_idle_and_padding_steps() -> None:
     want = np.array([[0, 1, 1, 1], [1, 1, 1, 1], [1, 0, 1, 1], [1, 0, 0, 1], [1, 0, 0, 1]], bool)
     np.testing.assert_array_equal(np.asarray(same), want)
     np.testing.assert_array_equal(np.asarray(crosses), [False, True, True, False])
+
+
+def test_store_agent_state_from_sampler() -> None:
+    """A sampler built with store_agent_state=True feeds the replayer directly."""
+    env, env_params = gymnax.make("CartPole-v1")
+    agent = js.agents.RecurrentActorCritic(env.action_space(env_params), hidden_size=4)
+    params = agent.init(jax.random.key(1), env.reset(jax.random.key(0), env_params)[0])
+    sampler = js.make_sampler(env, env_params, agent, js.BatchSpec(6, 3), store_agent_state=True)
+    state = sampler.init(jax.random.key(0), params)
+    collect = jax.jit(sampler.collect)
+    rep = replay.uniform(sampler.examples, 3, 12, store_agent_state=True)
+    buf = rep.init()
+    batches = []
+    for _ in range(2):
+        state, batch = collect(state, params)
+        batches.append(batch)
+        buf = jax.jit(rep.add)(buf, batch)
+    want = np.concatenate([np.asarray(b.samples.agent.state) for b in batches], axis=0)
+    # The state before step 0 of a batch is the batch's initial state.
+    np.testing.assert_array_equal(want[6], np.asarray(batches[1].samples.agent.initial_state))
+    stored, _ = rep.replay_all(buf)
+    np.testing.assert_array_equal(np.asarray(stored.agent.initial_state), want[0])
+    seq, info = rep.sample(buf, jax.random.key(3), 16, 4)
+    starts, envs = np.asarray(info.start), np.asarray(info.env_index)
+    np.testing.assert_array_equal(np.asarray(seq.agent.initial_state), want[starts, envs])
+    assert len(set(starts.tolist())) > 1

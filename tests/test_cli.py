@@ -1,0 +1,39 @@
+"""The command line runs end to end at tiny sizes and writes what it says."""
+
+import json
+import math
+
+import pytest
+
+from jaxsample.cli import main
+
+
+def test_collect_prints_and_writes_json(tmp_path, capsys) -> None:
+    out = tmp_path / "collect.json"
+    assert main(["collect", "--B", "4", "--T", "8", "--batches", "3", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "collect compile" in printed and "steps/s" in printed
+    result = json.loads(out.read_text())
+    assert result["T"] == 8 and result["B"] == 4
+    assert result["compile_seconds"] > 0 and result["steps_per_second"] > 0
+    # 3 batches of 4 random CartPole envs x 8 steps: some episodes finish.
+    assert result["trajectories"] >= 1
+    assert math.isfinite(result["episode_return_mean"]) and result["episode_return_mean"] >= 1
+
+
+def test_collect_rejects_unknown_env() -> None:
+    with pytest.raises(SystemExit, match="--env"):
+        main(["collect", "--env", "NoSuchEnv-v0", "--B", "2", "--T", "2"])
+
+
+def test_bench_reports_ratio_and_memory(tmp_path, capsys) -> None:
+    out = tmp_path / "bench.json"
+    args = ["bench", "--envs", "CartPole-v1", "--B", "8", "--T", "4", "--reps", "1"]
+    assert main([*args, "--json", str(out)]) == 0
+    assert "ratio" in capsys.readouterr().out
+    (row,) = json.loads(out.read_text())
+    assert row["env"] == "CartPole-v1" and row["B"] == 8 and row["T"] == 4
+    assert row["ratio"] > 0 and row["steps_per_s"]["sampler"] > 0
+    assert row["compile_s"]["sampler"] > 0 and row["compile_s"]["bare"] > 0
+    # The batch the sampler returns: obs 4 floats and 12 more step fields per env-step.
+    assert row["batch_bytes"] > 8 * 4 * 16

@@ -5,7 +5,9 @@ environments and scanned over ``T`` steps, so a whole batch collection compiles
 under ``jax.jit`` into one XLA program. See ``README.md`` and ``DESIGN.md``.
 """
 
-from jaxsample import agents
+from jaxsample import agents, metrics, replay
+from jaxsample.evaluation import EvalStats, Evaluator, make_evaluator
+from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import Sampler, SamplerState, make_sampler
 from jaxsample.traj_info import summarize
 from jaxsample.types import (
@@ -29,13 +31,19 @@ __all__ = [
     "Batch",
     "BatchSpec",
     "EnvSamples",
+    "EvalStats",
+    "Evaluator",
     "Sampler",
     "SamplerState",
     "Samples",
     "SparseFinalObservation",
+    "StepMetrics",
     "TrajInfo",
     "__version__",
     "agents",
+    "make_evaluator",
     "make_sampler",
+    "metrics",
+    "replay",
     "summarize",
 ]

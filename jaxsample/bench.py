@@ -156,3 +156,88 @@ def compile_scaling(env_name: str = "CartPole-v1", B: int = 64, Ts: Sequence[int
         fn.lower(state).compile()
         out[T] = time.perf_counter() - t0
     return out
+
+
+def evaluator_scaling(
+    env_name: str = "CartPole-v1",
+    *,
+    n_envs: int = 16,
+    max_trajectories: int | None = 16,
+    mode: str = "rlpyt",
+    max_T: int = 500,
+    factors: Sequence[int] = (1, 10, 100),
+    reps: int = 9,
+    scan_baseline: bool = True,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Run time of ``make_evaluator(...).run`` as ``max_steps`` grows, the wanted
+    trajectories fixed: its ``lax.while_loop`` stops once they are in, so the
+    time should stay flat while the budget grows ``factors``-fold.
+
+    For each factor ``f`` the evaluator gets ``max_steps = n_envs * max_T * f``
+    (RandomAgent, the same key, so the same trajectories and steps taken). As a
+    contrast, ``scan_baseline`` also times :func:`bare_rollout` over the whole
+    budget (``max_T * f`` steps of ``n_envs`` envs), what a fixed-length scan
+    pays. Repetitions are interleaved over the factors; medians are reported.
+
+    Returns:
+      A dict with the settings and ``rows``: one dict per factor with
+      ``max_steps``, ``max_T``, ``steps_taken`` (steps per env the loop ran),
+      ``n_completed``, ``compile_s``, ``run_s`` (median), ``run_s_min``,
+      ``run_s_max`` and, with ``scan_baseline``, ``scan_s`` (median).
+    """
+    from jaxsample.evaluation import make_evaluator
+
+    env, env_params = gymnax.make(env_name)
+    agent = RandomAgent(env.action_space(env_params))
+    key = jax.random.key(seed)
+    runs, scans, rows = {}, {}, {}
+    for f in factors:
+        ev = make_evaluator(
+            env,
+            env_params,
+            agent,
+            n_envs=n_envs,
+            max_steps=n_envs * max_T * f,
+            max_trajectories=max_trajectories,
+            mode=mode,
+        )
+        fn = jax.jit(lambda k, ev=ev: ev.run_with_stats(k, ()))
+        t0 = time.perf_counter()
+        runs[f] = fn.lower(key).compile()
+        compile_s = time.perf_counter() - t0
+        _, stats = jax.block_until_ready(runs[f](key))  # warm-up
+        rows[f] = {
+            "factor": f,
+            "max_steps": ev.max_steps,
+            "max_T": ev.max_T,
+            "steps_taken": int(stats.steps),
+            "n_completed": int(stats.n_completed),
+            "compile_s": compile_s,
+        }
+        if scan_baseline:
+            init, run = bare_rollout(env, env_params, ev.max_T, n_envs)
+            scans[f] = (jax.jit(init)(key), jax.jit(run))
+            jax.block_until_ready(scans[f][1](scans[f][0]))  # compile + warm-up
+    times: dict[int, list[float]] = {f: [] for f in factors}
+    scan_times: dict[int, list[float]] = {f: [] for f in factors}
+    for _ in range(reps):
+        for f in factors:
+            times[f].append(_time_call(runs[f], key)[1])
+            if scan_baseline:
+                carry, run = scans[f]
+                scan_times[f].append(_time_call(run, carry)[1])
+    for f in factors:
+        rows[f]["run_s"] = statistics.median(times[f])
+        rows[f]["run_s_min"] = min(times[f])
+        rows[f]["run_s_max"] = max(times[f])
+        if scan_baseline:
+            rows[f]["scan_s"] = statistics.median(scan_times[f])
+    return {
+        "env": env_name,
+        "n_envs": n_envs,
+        "max_trajectories": max_trajectories,
+        "mode": mode,
+        "reps": reps,
+        "rows": [rows[f] for f in factors],
+    }

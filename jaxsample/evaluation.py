@@ -1,0 +1,430 @@
+"""Policy evaluation: ``make_evaluator(...) -> Evaluator(run, run_with_stats)``.
+
+The evaluator runs ``n_envs`` environments with the agent in its evaluation
+(greedy) behaviour, ``agent.as_eval()``, and returns the statistics of finished
+trajectories as a :class:`~jaxsample.types.TrajInfo` whose fields have one flat
+axis ``[N]`` (``N = evaluator.capacity``, static) and a ``completed`` mask.
+
+One step of one env is written unbatched (:meth:`Evaluator._env_step`), vmapped
+over the ``n_envs`` envs, and repeated by a ``lax.while_loop`` that stops as soon
+as the wanted trajectories are in, or when the step budget
+``max_T = max_steps // n_envs`` steps per env (rlpyt's ``max_T``) is spent. A run
+therefore costs the steps it needs, not ``max_steps``.
+
+Modes (which trajectories are reported):
+
+* ``"first_per_env"`` (default, unbiased): the ``M`` trajectories reported are
+  fixed before the run: the first ``M`` in (episode number, env rank) order,
+  i.e. env ``b`` contributes its first ``ceil((M - b) / n_envs)`` episodes,
+  where ``M = max_trajectories`` (default ``n_envs``: every env one episode,
+  all started together from a fresh reset). Slot ``j * n_envs + b`` holds the
+  ``j``-th episode of env ``b``. The run stops when all of them have finished
+  or the budget is spent; an episode cut by the budget is reported with
+  ``completed=False`` (and its running totals).
+* ``"rlpyt"`` (rlpyt's eval collectors): every env keeps resetting and each
+  trajectory that finishes is recorded, in order of its end step and then env
+  rank, until ``max_trajectories`` are in or the budget is spent; episodes
+  still running at the end are dropped.
+
+Why ``"first_per_env"`` is the default: which trajectories ``"rlpyt"`` keeps
+depends on their lengths. Stopping at the first ``max_trajectories`` to finish
+keeps the earliest finishers, and the budget drops the episodes still running,
+so short episodes are over-represented (rlpyt issue #93); where return and
+length are correlated (CartPole: return == length) the average return is
+biased. In ``"first_per_env"`` the set of episodes is chosen in advance and
+each is an independent episode from a fresh reset, so their mean is an
+unbiased estimate as long as they all finish (``EvalStats.budget_exhausted`` is
+False; otherwise raise ``max_steps``).
+
+Key schedule (what a reference implementation must reproduce). For the env of
+rank ``b`` (``0 .. n_envs - 1``):
+
+* ``k_reset, k_run = split(fold_in(key, b))``; the env starts from
+  ``env.reset(k_reset)``;
+* at step ``t`` of the run (``0 <= t < max_T``, counted from the start, across
+  episodes) the agent acts with ``k_agent = fold_in(k_run, 2 t)`` and the env
+  steps with ``env.step(fold_in(k_run, 2 t + 1), ...)``, which auto-resets
+  with its own split of that key, as gymnax does.
+
+After an episode end the agent's inputs restart as DESIGN.md says: the reset
+observation, the null previous action, ``prev_reward = 0`` and
+``agent.initial_state(b)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxsample.agents.base import Agent, action_spec, null_action
+from jaxsample.sampler import _check_int, _check_key, _check_same, _tree_where
+from jaxsample.traj_info import TrajAccumulator
+from jaxsample.types import AgentInputs, PyTree, TrajInfo
+
+EvalMode = Literal["first_per_env", "rlpyt"]
+EVAL_MODES = ("first_per_env", "rlpyt")
+# Steps are counted in int32 and per-step keys use fold_in(k, 2 t + 1) < 2**32.
+_MAX_STEPS_LIMIT = 2**31 - 1
+
+
+@struct.dataclass
+class EvalStats:
+    """Diagnostics of one evaluation run (int32 / bool scalars).
+
+    Attributes:
+      steps: loop iterations, i.e. steps taken by each env (``<= max_T``).
+      env_steps: ``steps * n_envs``, the environment steps paid for.
+      n_completed: number of ``completed`` entries in the returned TrajInfo.
+      budget_exhausted: the loop ran all ``max_T`` steps without collecting every
+        wanted trajectory. In ``"first_per_env"`` mode the estimate is then
+        biased towards short episodes (some were cut): raise ``max_steps``.
+        (In ``"rlpyt"`` mode without ``max_trajectories`` the budget is the only
+        stop, so it is True unless every env finished at every step.)
+    """
+
+    steps: jax.Array
+    env_steps: jax.Array
+    n_completed: jax.Array
+    budget_exhausted: jax.Array
+
+
+@struct.dataclass
+class _EnvState:
+    """One env inside the loop (leaves scalars per env; ``[n_envs, ...]`` vmapped)."""
+
+    env_state: PyTree
+    observation: PyTree
+    prev_action: PyTree
+    prev_reward: jax.Array
+    agent_state: PyTree
+    traj: TrajAccumulator
+    key: jax.Array  # k_run of the key schedule
+    env_rank: jax.Array  # int32
+    n_done: jax.Array  # int32, episodes recorded so far ("first_per_env")
+
+
+@struct.dataclass
+class _Loop:
+    """The ``lax.while_loop`` carry."""
+
+    t: jax.Array  # int32, steps taken
+    envs: _EnvState  # [n_envs, ...]
+    out: TrajInfo  # fields [N]
+    count: jax.Array  # int32, trajectories recorded
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Evaluator:
+    """Runs an agent's greedy behaviour and reports finished trajectories.
+
+    Build it with :func:`make_evaluator`. ``run`` and ``run_with_stats`` are pure
+    and jittable; everything else is static configuration.
+
+    Attributes:
+      agent: the evaluation agent (``agent.as_eval()`` of the one given).
+      n_envs, max_steps, max_trajectories, mode, discount: as given.
+      max_T: ``max_steps // n_envs``, the step budget of each env.
+      capacity: ``N``, the static length of the returned TrajInfo fields:
+        ``min(max_trajectories, n_envs * max_T)``; when ``max_trajectories`` is
+        None, ``n_envs`` in ``"first_per_env"`` mode and ``n_envs * max_T``
+        (every env finishing at every step) in ``"rlpyt"`` mode.
+    """
+
+    env: Any
+    env_params: Any
+    agent: Agent
+    n_envs: int
+    max_steps: int
+    max_trajectories: int | None
+    mode: EvalMode
+    discount: float
+    max_T: int
+    capacity: int
+    _null_action: PyTree
+    _action_space: Any
+    _agent_state_spec: PyTree
+    _quota: tuple[int, ...]  # "first_per_env": episodes wanted from each env
+
+    def run(self, key: jax.Array, agent_params: PyTree) -> TrajInfo:
+        """Evaluate ``agent_params``; pure and jittable.
+
+        Args:
+          key: a ``jax.random.key`` (shape ``()``).
+          agent_params: the agent's parameters.
+
+        Returns:
+          A :class:`~jaxsample.types.TrajInfo` with fields ``[N]``
+          (``N = capacity``): ``completed`` (bool), ``length`` (int32),
+          ``episode_return`` and ``discounted_return`` (float32),
+          ``nonzero_rewards`` (int32). Entries with ``completed`` True are
+          finished trajectories, never more than ``max_trajectories``. In
+          ``"first_per_env"`` mode entry ``j * n_envs + b`` is episode ``j`` of
+          env ``b`` (an episode cut by the budget holds its running totals with
+          ``completed`` False); in ``"rlpyt"`` mode entries are in order of end
+          step, then env rank, and unused entries are zeros. Reduce it with
+          :func:`jaxsample.summarize`.
+        """
+        return self.run_with_stats(key, agent_params)[0]
+
+    def run_with_stats(self, key: jax.Array, agent_params: PyTree) -> tuple[TrajInfo, EvalStats]:
+        """:meth:`run` plus :class:`EvalStats` (steps taken, budget exhausted)."""
+        _check_key(key)
+        B, N = self.n_envs, self.capacity
+        ranks = jnp.arange(B, dtype=jnp.int32)
+        envs = jax.vmap(self._init_env, in_axes=(None, 0))(key, ranks)
+        zeros = TrajAccumulator.zeros().info(jnp.zeros((), bool))
+        out = jax.tree.map(lambda x: jnp.zeros((N,), x.dtype), zeros)
+        start = _Loop(
+            t=jnp.zeros((), jnp.int32), envs=envs, out=out, count=jnp.zeros((), jnp.int32)
+        )
+        quota = jnp.asarray(self._quota, jnp.int32)
+        step = jax.vmap(self._env_step, in_axes=(0, None, None))
+
+        def wanted(c: _Loop) -> jax.Array:
+            """Some wanted trajectory has not finished yet."""
+            if self.mode == "rlpyt":
+                return c.count < N
+            return jnp.any(c.envs.n_done < quota)
+
+        def cond(c: _Loop) -> jax.Array:
+            return (c.t < self.max_T) & wanted(c)
+
+        def body(c: _Loop) -> _Loop:
+            envs, done, info = step(c.envs, agent_params, c.t)
+            if self.mode == "rlpyt":
+                record = done
+                before = jnp.cumsum(done, dtype=jnp.int32) - done.astype(jnp.int32)
+                slot = c.count + before  # slots >= N are dropped below
+            else:
+                record = done & (c.envs.n_done < quota)
+                slot = c.envs.n_done * B + ranks
+                envs = envs.replace(n_done=c.envs.n_done + record.astype(jnp.int32))
+            out = _scatter(c.out, jnp.where(record, slot, N), info)
+            count = jnp.minimum(c.count + jnp.sum(record, dtype=jnp.int32), N)
+            return _Loop(t=c.t + 1, envs=envs, out=out, count=count)
+
+        end = jax.lax.while_loop(cond, body, start)
+        out = end.out
+        if self.mode == "first_per_env":
+            # Episodes cut by the budget: running totals, completed=False.
+            cut = end.envs.n_done < quota
+            partial = jax.vmap(lambda a: a.info(jnp.zeros((), bool)))(end.envs.traj)
+            out = _scatter(out, jnp.where(cut, end.envs.n_done * B + ranks, N), partial)
+        stats = EvalStats(
+            steps=end.t,
+            env_steps=end.t * B,
+            n_completed=end.count,
+            budget_exhausted=wanted(end),
+        )
+        return out, stats
+
+    # ------------------------------------------------------------ internals
+    def _init_env(self, key: jax.Array, rank: jax.Array) -> _EnvState:
+        k_reset, k_run = jax.random.split(jax.random.fold_in(key, rank))
+        obs, env_state = self.env.reset(k_reset, self.env_params)
+        return _EnvState(
+            env_state=env_state,
+            observation=obs,
+            prev_action=self._null_action,
+            prev_reward=jnp.zeros((), jnp.float32),
+            agent_state=self._initial_agent_state(rank),
+            traj=TrajAccumulator.zeros(),
+            key=k_run,
+            env_rank=rank,
+            n_done=jnp.zeros((), jnp.int32),
+        )
+
+    def _initial_agent_state(self, rank: jax.Array) -> PyTree:
+        """``agent.initial_state(rank)`` with fixed dtypes (no weak types in the carry)."""
+        return jax.tree.map(
+            lambda x, spec: jnp.asarray(x, spec.dtype),
+            self.agent.initial_state(rank),
+            self._agent_state_spec,
+        )
+
+    def _env_step(
+        self, s: _EnvState, agent_params: PyTree, t: jax.Array
+    ) -> tuple[_EnvState, jax.Array, TrajInfo]:
+        """Step ``t`` of one env (unbatched): the agent acts, the env steps, resets on done.
+
+        Returns the next state, ``done`` (bool scalar) and the TrajInfo of the
+        step (the trajectory's totals where ``done``).
+        """
+        i = 2 * t.astype(jnp.uint32)
+        k_agent = jax.random.fold_in(s.key, i)
+        k_env = jax.random.fold_in(s.key, i + 1)
+        inputs = AgentInputs(s.observation, s.prev_action, s.prev_reward)
+        agent_step, agent_state = self.agent.step(agent_params, inputs, s.agent_state, k_agent)
+        action = agent_step.action
+        _check_same(
+            "agent action",
+            self._null_action,
+            action,
+            f"The action must fit env.action_space: {self._action_space}.",
+        )
+        _check_same(
+            "agent state",
+            self._agent_state_spec,
+            agent_state,
+            "agent.step must return a state with the structure of agent.initial_state.",
+        )
+        obs, env_state, reward, terminated, truncated, _ = self.env.step(
+            k_env, s.env_state, action, self.env_params
+        )
+        reward = jnp.asarray(reward, jnp.float32)
+        done = jnp.asarray(terminated, bool) | jnp.asarray(truncated, bool)
+        moved = s.traj.add(reward, self.discount)
+        new = s.replace(
+            env_state=env_state,
+            observation=obs,
+            prev_action=_tree_where(done, self._null_action, action),
+            prev_reward=jnp.where(done, jnp.float32(0), reward),
+            agent_state=_tree_where(done, self._initial_agent_state(s.env_rank), agent_state),
+            traj=_tree_where(done, TrajAccumulator.zeros(), moved),
+        )
+        return new, done, moved.info(done)
+
+
+def _scatter(out: TrajInfo, slot: jax.Array, values: TrajInfo) -> TrajInfo:
+    """``out[slot[b]] = values[b]`` field by field; slots ``>= N`` are dropped."""
+    return jax.tree.map(lambda buf, v: buf.at[slot].set(v, mode="drop"), out, values)
+
+
+def make_evaluator(
+    env: Any,
+    env_params: Any,
+    agent: Agent,
+    *,
+    n_envs: int,
+    max_steps: int,
+    max_trajectories: int | None = None,
+    mode: EvalMode = "first_per_env",
+    discount: float = 0.99,
+    agent_params: PyTree = None,
+) -> Evaluator:
+    """Build an evaluator of ``agent.as_eval()`` on ``n_envs`` envs.
+
+    Args:
+      env, env_params: a gymnax (>= 1.0) environment and its parameters.
+      agent: an :class:`~jaxsample.agents.Agent`; the evaluator acts with
+        ``agent.as_eval()`` (its greedy behaviour).
+      n_envs: number of envs stepped together, >= 1 (their ranks are
+        ``0 .. n_envs - 1``).
+      max_steps: total env-step budget, >= ``n_envs``: each env takes at most
+        ``max_T = max_steps // n_envs`` steps (rlpyt's ``eval_max_steps``).
+      max_trajectories: the number of trajectories wanted, >= 1 (rlpyt's
+        ``eval_max_trajectories``); the run stops once they are in. Default:
+        ``n_envs`` in ``"first_per_env"`` mode (one episode per env); no limit
+        but the budget in ``"rlpyt"`` mode (then the output has
+        ``n_envs * max_T`` entries: give a limit to bound its memory). In
+        ``"first_per_env"`` mode a value below ``n_envs`` leaves the envs of
+        rank ``>= max_trajectories`` unused.
+      mode: ``"first_per_env"`` (default; unbiased: the episodes reported are
+        chosen before the run, each env's first ones, all envs starting
+        together) or ``"rlpyt"`` (the first trajectories to finish; biased
+        towards short episodes). See the module docstring.
+      discount: in ``[0, 1]``, for ``TrajInfo.discounted_return``.
+      agent_params: an example of the agent's parameters (arrays or
+        ``jax.ShapeDtypeStruct``), used only to check the agent. Defaults to
+        ``jax.eval_shape(agent.init, key, observation)`` when the agent has an
+        ``init`` method.
+
+    Returns:
+      An :class:`Evaluator`; call ``evaluator.run(key, agent_params)`` (under
+      ``jax.jit`` or not).
+
+    Raises:
+      TypeError, ValueError: naming the offending argument, for bad arguments
+      or an agent whose action does not fit the action space.
+    """
+    n_envs = _check_int("n_envs", n_envs, 1)
+    max_steps = _check_int("max_steps", max_steps, n_envs)
+    if max_steps > _MAX_STEPS_LIMIT:
+        raise ValueError(f"max_steps must be <= {_MAX_STEPS_LIMIT}, got {max_steps}")
+    if max_trajectories is not None:
+        max_trajectories = _check_int("max_trajectories", max_trajectories, 1)
+    if mode not in EVAL_MODES:
+        raise ValueError(f"mode must be one of {EVAL_MODES}, got {mode!r}")
+    if isinstance(discount, bool) or not isinstance(discount, (int, float)):
+        raise TypeError(f"discount must be a float, got {discount!r}")
+    if not 0.0 <= discount <= 1.0:
+        raise ValueError(f"discount must be in [0, 1], got {discount}")
+    for name in ("step", "reset", "action_space"):
+        if not callable(getattr(env, name, None)):
+            raise TypeError(f"env must be a gymnax environment with {name}(...)")
+    if not callable(getattr(agent, "as_eval", None)):
+        raise TypeError("agent must have a method as_eval() giving its greedy behaviour")
+    eval_agent = agent.as_eval()
+    for name in ("initial_state", "step"):
+        if not callable(getattr(eval_agent, name, None)):
+            raise TypeError(
+                f"agent.as_eval() must have a method {name}(...), see jaxsample.agents.Agent"
+            )
+
+    max_T = max_steps // n_envs
+    space = env.action_space(env_params)
+    key = jax.random.key(0)
+    obs_spec, env_state_spec = jax.eval_shape(env.reset, key, env_params)
+    act_spec = action_spec(space)
+    step_spec = jax.eval_shape(env.step, key, env_state_spec, act_spec, env_params)
+    if not (isinstance(step_spec, tuple) and len(step_spec) == 6):
+        raise TypeError(
+            "env.step must return (obs, state, reward, terminated, truncated, info) "
+            "as gymnax >= 1.0 does"
+        )
+    for i, name in ((2, "reward"), (3, "terminated"), (4, "truncated")):
+        if step_spec[i].shape != ():
+            raise ValueError(f"env.step's {name} must be a scalar, got shape {step_spec[i].shape}")
+    _check_same(
+        "env.step observation",
+        obs_spec,
+        step_spec[0],
+        "env.step must return observations like env.reset's.",
+    )
+
+    if agent_params is None and callable(getattr(eval_agent, "init", None)):
+        agent_params = jax.eval_shape(eval_agent.init, key, obs_spec)
+    agent_state_spec = jax.eval_shape(eval_agent.initial_state, jnp.zeros((), jnp.int32))
+    inputs = AgentInputs(obs_spec, act_spec, jax.ShapeDtypeStruct((), jnp.float32))
+    agent_step, next_state = jax.eval_shape(
+        eval_agent.step, agent_params, inputs, agent_state_spec, key
+    )
+    _check_same(
+        "agent action", act_spec, agent_step.action, f"The action must fit the env's {space}."
+    )
+    _check_same(
+        "agent state",
+        agent_state_spec,
+        next_state,
+        "agent.step must return a state with the structure of agent.initial_state.",
+    )
+
+    most = n_envs * max_T  # at most one trajectory per env per step
+    if max_trajectories is None:
+        wanted = n_envs if mode == "first_per_env" else most
+    else:
+        wanted = max_trajectories
+    capacity = min(wanted, most)
+    # Slot j * n_envs + b < capacity is episode j of env b.
+    quota = tuple(max(0, math.ceil((capacity - b) / n_envs)) for b in range(n_envs))
+    return Evaluator(
+        env=env,
+        env_params=env_params,
+        agent=eval_agent,
+        n_envs=n_envs,
+        max_steps=max_steps,
+        max_trajectories=max_trajectories,
+        mode=mode,
+        discount=float(discount),
+        max_T=max_T,
+        capacity=capacity,
+        _null_action=null_action(space),
+        _action_space=space,
+        _agent_state_spec=agent_state_spec,
+        _quota=quota,
+    )

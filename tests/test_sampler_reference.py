@@ -1,0 +1,473 @@
+"""An independent reference for ``jaxsample.make_sampler``.
+
+The reference below steps ONE gymnax environment at a time, in a plain Python
+loop, with gymnax's own public ``env.reset`` / ``env.step`` (no vmap, no scan and
+no jaxsample code). It re-derives every per-env key from the schedule given in
+the docstring of ``jaxsample.sampler`` and implements the data conventions and
+reset modes of DESIGN.md from scratch in numpy; every field of every ``Batch``
+the sampler returns is then compared with it, over several consecutive
+``collect`` calls (so the stream must also continue exactly across batches).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
+import gymnax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxsample as js
+
+# ----------------------------------------------------------------------------
+# Agents. RandomAgent is jaxsample's; CounterAgent is defined here so that its
+# value and state are known functions of its inputs.
+# ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CounterAgent:
+    """Random actions, a step counter as recurrent state, a known value.
+
+    * state: int32 counter, ``100 * env_rank`` at the start of an episode, +1 per
+      step (so a missed reset or a wrong env_rank shows);
+    * value: ``w * sum(observation) + prev_reward + 0.01 * counter``;
+    * agent_info: the counter before the step and the value of the inputs.
+    """
+
+    action_space: Any
+
+    def initial_state(self, env_rank):
+        return jnp.asarray(env_rank, jnp.int32) * 100
+
+    def step(self, params, inputs, state, key):
+        action = self.action_space.sample(key)
+        info = {"count": state, "value": self.value(params, inputs, state)}
+        return js.AgentStep(action=action, agent_info=info), state + 1
+
+    def value(self, params, inputs, state):
+        obs_sum = jnp.sum(jnp.asarray(inputs.observation, jnp.float32))
+        return params["w"] * obs_sum + inputs.prev_reward + 0.01 * state.astype(jnp.float32)
+
+
+def counter_value(w: float, obs: np.ndarray, prev_reward: float, count: int) -> float:
+    """The reference's own (numpy) value of CounterAgent."""
+    return float(w) * float(np.sum(np.asarray(obs, np.float64))) + prev_reward + 0.01 * count
+
+
+# ----------------------------------------------------------------------------
+# The reference: one env at a time, in Python.
+# ----------------------------------------------------------------------------
+
+
+def _split(key, n=2):
+    return list(jax.random.split(key, n))
+
+
+def _np(x) -> np.ndarray:
+    return np.asarray(jax.device_get(x))
+
+
+class _Traj:
+    """The running statistics of one trajectory, from scratch (float64)."""
+
+    def __init__(self, discount: float):
+        self.discount = discount
+        self.rewards: list[float] = []
+
+    def add(self, reward: float) -> None:
+        self.rewards.append(float(reward))
+
+    def info(self, completed: bool) -> dict[str, Any]:
+        r = np.asarray(self.rewards, np.float64)
+        return {
+            "completed": completed,
+            "length": len(r),
+            "episode_return": float(r.sum()),
+            "discounted_return": float(np.sum(self.discount ** np.arange(len(r)) * r)),
+            "nonzero_rewards": int(np.count_nonzero(r)),
+        }
+
+
+class RefEnv:
+    """One environment of global rank ``rank`` driven exactly as DESIGN.md says."""
+
+    def __init__(self, env, env_params, key, rank, *, max_decorrelation_steps, discount, sample):
+        self.env, self.env_params, self.rank = env, env_params, rank
+        self.discount, self.sample = discount, sample
+        a = _np(self.sample(jax.random.key(0)))
+        self.null = np.zeros(a.shape, a.dtype)
+
+        k_reset, k_decorrelate, self.k_run = _split(jax.random.fold_in(key, rank), 3)
+        self.obs, self.env_state = env.reset(k_reset, env_params)
+        self._after_reset()
+        self.idle = False
+        if max_decorrelation_steps:
+            k_count, k_steps = _split(k_decorrelate)
+            n = int(jax.random.randint(k_count, (), 1, max_decorrelation_steps + 1))
+            assert 1 <= n <= max_decorrelation_steps
+            for i in range(n):
+                k_action, k_env = _split(jax.random.fold_in(k_steps, i))
+                action = self.sample(k_action)
+                obs, env_state, reward, terminated, truncated, _ = env.step(
+                    k_env, self.env_state, action, env_params
+                )
+                # Trajectory statistics keep running through decorrelation; the
+                # agent does not act, so its state stays initial.
+                self.traj.add(float(reward))
+                self._advance(obs, env_state, action, reward, bool(terminated or truncated))
+
+    def _after_reset(self) -> None:
+        self.prev_action = self.null
+        self.prev_reward = 0.0
+        self.count = 100 * self.rank  # CounterAgent's initial state
+        self.traj = _Traj(self.discount)
+
+    def _advance(self, obs, env_state, action, reward, done) -> None:
+        self.obs, self.env_state = obs, env_state
+        if done:
+            self._after_reset()
+        else:
+            self.prev_action = _np(action)
+            self.prev_reward = float(reward)
+
+    def start_batch(self, mode: str) -> int:
+        """Returns the agent state at the start of the batch."""
+        self.idle = False
+        if mode == "episodic":
+            self.k_run, self.k_batch, k_reset = _split(self.k_run, 3)
+            self.obs, self.env_state = self.env.reset(k_reset, self.env_params)
+            self._after_reset()
+        else:
+            self.k_run, self.k_batch = _split(self.k_run)
+        return self.count
+
+    def step(self, t: int, T: int, mode: str, w: float) -> dict[str, Any]:
+        k_agent = jax.random.fold_in(self.k_batch, 2 * t)
+        k_env = jax.random.fold_in(self.k_batch, 2 * t + 1)
+        if self.idle:
+            return None
+        obs = _np(self.obs)
+        action = self.sample(k_agent)  # both agents sample the action space
+        count = self.count
+        value = counter_value(w, obs, self.prev_reward, count)
+        next_obs, env_state, reward, terminated, truncated, info = self.env.step(
+            k_env, self.env_state, action, self.env_params
+        )
+        reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
+        if mode == "episodic" and t == T - 1 and not terminated:
+            truncated = True
+        done = terminated or truncated
+        self.traj.add(reward)
+        rec = {
+            "observation": obs,
+            "action": _np(action),
+            "prev_action": self.prev_action,
+            "prev_reward": self.prev_reward,
+            "reward": reward,
+            "terminated": terminated,
+            "truncated": truncated,
+            "done": done,
+            "valid": True,
+            "final_observation": _np(info["final_observation"]),
+            "env_info": {
+                k: _np(v)
+                for k, v in info.items()
+                if k not in ("final_observation", "terminated", "truncated")
+            },
+            "count": count,
+            "value": value,
+            "traj": self.traj.info(completed=done),
+        }
+        self.count = count + 1
+        self._advance(next_obs, env_state, action, reward, done)
+        if done and mode != "auto":
+            self.idle = True
+        return rec
+
+
+class RefBatch(NamedTuple):
+    fields: dict[str, Any]  # [T, B, ...] numpy arrays (env_info and traj: dicts)
+    initial_count: np.ndarray  # [B]
+    bootstrap_value: np.ndarray  # [B]
+
+
+def _stack(records: list[list[dict | None]], blank: dict) -> dict[str, Any]:
+    """records[t][b] (None on idle steps) -> dict of [T, B, ...] arrays."""
+
+    def get(rec, path):
+        for p in path:
+            rec = rec[p]
+        return rec
+
+    def leaf_paths(d, prefix=()):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                yield from leaf_paths(v, (*prefix, k))
+            else:
+                yield (*prefix, k)
+
+    out: dict[str, Any] = {}
+    for path in leaf_paths(blank):
+        zero = np.zeros_like(np.asarray(get(blank, path)))
+        arr = np.stack(
+            [
+                np.stack([zero if r is None else np.asarray(get(r, path)) for r in row])
+                for row in records
+            ]
+        )
+        node = out
+        for p in path[:-1]:
+            node = node.setdefault(p, {})
+        node[path[-1]] = arr
+    return out
+
+
+def reference_rollout(
+    env, env_params, key, *, T, B, n_batches, mode, max_decorrelation_steps, discount, ws
+) -> list[RefBatch]:
+    sample = jax.jit(env.action_space(env_params).sample)
+    envs = [
+        RefEnv(
+            env,
+            env_params,
+            key,
+            rank,
+            max_decorrelation_steps=max_decorrelation_steps,
+            discount=discount,
+            sample=sample,
+        )
+        for rank in range(B)
+    ]
+    batches = []
+    for k in range(n_batches):
+        initial = np.asarray([e.start_batch(mode) for e in envs], np.int32)
+        records = [[e.step(t, T, mode, ws[k]) for e in envs] for t in range(T)]
+        blank = next(r for row in records for r in row if r is not None)
+        fields = _stack(records, blank)
+        boot = np.asarray([counter_value(ws[k], _np(e.obs), e.prev_reward, e.count) for e in envs])
+        batches.append(RefBatch(fields, initial, boot))
+    return batches
+
+
+# ----------------------------------------------------------------------------
+# Comparison
+# ----------------------------------------------------------------------------
+
+
+def _close(name: str, actual, expected, dtype=None) -> None:
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    assert actual.shape == expected.shape, f"{name}: shape {actual.shape} != {expected.shape}"
+    if dtype is not None:
+        assert actual.dtype == np.dtype(dtype), f"{name}: dtype {actual.dtype} != {dtype}"
+    if np.issubdtype(actual.dtype, np.floating):
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5, err_msg=name)
+    else:
+        np.testing.assert_array_equal(actual, expected.astype(actual.dtype), err_msg=name)
+
+
+def check_batch(batch: js.Batch, ref: RefBatch, *, store: str, counter: bool, boot: bool):
+    f = ref.fields
+    s = batch.samples
+    env, agent = s.env, s.agent
+    obs_dtype = f["observation"].dtype
+    _close("observation", env.observation, f["observation"], obs_dtype)
+    _close("reward", env.reward, f["reward"], jnp.float32)
+    _close("prev_reward", env.prev_reward, f["prev_reward"], jnp.float32)
+    _close("terminated", env.terminated, f["terminated"], bool)
+    _close("truncated", env.truncated, f["truncated"], bool)
+    _close("done", env.done, f["done"] | ~f["valid"], bool)  # held True on idle steps
+    _close("valid", s.valid, f["valid"], bool)
+    _close("action", agent.action, f["action"], f["action"].dtype)
+    _close("prev_action", agent.prev_action, f["prev_action"], f["action"].dtype)
+    assert set(env.env_info) == set(f["env_info"]), (set(env.env_info), set(f["env_info"]))
+    for k, v in f["env_info"].items():
+        _close(f"env_info[{k!r}]", env.env_info[k], v, v.dtype)
+
+    # True next observations. Exact on every valid step with the dense store; the
+    # sparse store keeps the valid steps that can be bootstrapped from (not
+    # terminated, or truncated: a step can be both) and gives zeros elsewhere.
+    keep = f["valid"]
+    if store == "sparse":
+        keep = keep & (~f["terminated"] | f["truncated"])
+    expand = (...,) + (None,) * (f["observation"].ndim - 2)
+    expected = np.where(keep[expand], f["final_observation"], 0)
+    _close("final_observation", env.final_observation, expected, obs_dtype)
+
+    ti = batch.traj_infos
+    _close("traj.completed", ti.completed, f["traj"]["completed"], bool)
+    _close("traj.length", ti.length, f["traj"]["length"], jnp.int32)
+    _close("traj.episode_return", ti.episode_return, f["traj"]["episode_return"], jnp.float32)
+    _close(
+        "traj.discounted_return",
+        ti.discounted_return,
+        f["traj"]["discounted_return"],
+        jnp.float32,
+    )
+    _close("traj.nonzero_rewards", ti.nonzero_rewards, f["traj"]["nonzero_rewards"], jnp.int32)
+
+    if counter:
+        _close("agent_info['count']", agent.agent_info["count"], f["count"], jnp.int32)
+        _close("agent_info['value']", agent.agent_info["value"], f["value"], jnp.float32)
+        _close("initial_state", agent.initial_state, ref.initial_count, jnp.int32)
+    else:
+        assert agent.agent_info == ()
+    if boot:
+        _close("bootstrap_value", s.bootstrap_value, ref.bootstrap_value, jnp.float32)
+    else:
+        assert s.bootstrap_value is None
+
+
+# ----------------------------------------------------------------------------
+# Cases
+# ----------------------------------------------------------------------------
+
+
+class Case(NamedTuple):
+    env_name: str
+    mode: str
+    limit: int | None  # max_steps_in_episode override
+    decorrelation: int
+    counter: bool  # CounterAgent (else RandomAgent)
+    store: str
+    T: int = 24
+    B: int = 3
+    n_batches: int = 3
+    discount: float = 0.9
+
+
+CASES = {
+    # Default time limit: terminations only; decorrelation; bootstrap values.
+    "auto-decorrelate-counter": Case("CartPole-v1", "auto", None, 30, True, "sparse"),
+    # Limit 5 < T/2: up to ceil(T / 5) truncations per env per batch.
+    "auto-limit5-decorrelate": Case("CartPole-v1", "auto", 5, 7, False, "sparse"),
+    # Limit 12: truncations and terminations, every true final obs kept.
+    "auto-limit12-dense": Case("CartPole-v1", "auto", 12, 0, True, "dense"),
+    "wait-limit15-decorrelate": Case("CartPole-v1", "wait", 15, 20, True, "sparse"),
+    "wait-limit12-dense": Case("CartPole-v1", "wait", 12, 0, False, "dense"),
+    "episodic-default-counter": Case("CartPole-v1", "episodic", None, 0, True, "sparse"),
+    "episodic-limit15-dense": Case("CartPole-v1", "episodic", 15, 0, True, "dense"),
+    "breakout-auto": Case("Breakout-MinAtar", "auto", None, 5, False, "sparse", 6, 2, 2),
+}
+
+
+def _ws(n: int) -> list[float]:
+    # New agent params every batch, so the params given to collect must be used.
+    return [1.0, -0.5, 2.0, 0.25][:n]
+
+
+@functools.cache
+def _run(name: str):
+    c = CASES[name]
+    env, env_params = gymnax.make(c.env_name)
+    if c.limit is not None:
+        env_params = env_params.replace(max_steps_in_episode=c.limit)
+    space = env.action_space(env_params)
+    agent = CounterAgent(space) if c.counter else js.agents.RandomAgent(space)
+    ws = _ws(c.n_batches)
+    params = [{"w": jnp.float32(w)} for w in ws] if c.counter else [()] * c.n_batches
+    sampler = js.make_sampler(
+        env,
+        env_params,
+        agent,
+        js.BatchSpec(c.T, c.B),
+        max_decorrelation_steps=c.decorrelation,
+        reset_mode=c.mode,
+        discount=c.discount,
+        bootstrap_value=c.counter,
+        final_observation=c.store,
+        agent_params=params[0] if c.counter else None,
+    )
+    key = jax.random.key(1234)
+    state = jax.jit(sampler.init)(key, params[0])
+    collect = jax.jit(sampler.collect)
+    batches = []
+    for p in params:
+        state, batch = collect(state, p)
+        batches.append(jax.device_get(batch))
+    refs = reference_rollout(
+        env,
+        env_params,
+        key,
+        T=c.T,
+        B=c.B,
+        n_batches=c.n_batches,
+        mode=c.mode,
+        max_decorrelation_steps=c.decorrelation,
+        discount=c.discount,
+        ws=ws,
+    )
+    return batches, refs
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_reference(name):
+    c = CASES[name]
+    batches, refs = _run(name)
+    for k, (batch, ref) in enumerate(zip(batches, refs, strict=True)):
+        try:
+            check_batch(batch, ref, store=c.store, counter=c.counter, boot=c.counter)
+        except AssertionError as e:
+            raise AssertionError(f"batch {k}: {e}") from None
+
+
+def _all(name: str, *path: str) -> np.ndarray:
+    """A reference field over all batches, [n_batches, T, B]."""
+    _, refs = _run(name)
+    out = []
+    for r in refs:
+        x = r.fields
+        for p in path:
+            x = x[p]
+        out.append(x)
+    return np.stack(out)
+
+
+def test_cases_exercise_what_they_claim():
+    """Guards against vacuous comparisons: the events the cases are for happen."""
+    # Terminations (the sparse store gives zeros there), no time limit hit.
+    assert _all("auto-decorrelate-counter", "terminated").any()
+    assert not _all("auto-decorrelate-counter", "truncated").any()
+    # Limit 5: ceil(24 / 5) = 5 truncations of one env in one batch happen
+    # (every slot of the sparse store is used).
+    trunc = _all("auto-limit5-decorrelate", "truncated")
+    assert trunc.sum(axis=1).max() == 5, trunc.sum(axis=1)
+    assert (trunc.sum(axis=1) >= 4).all()
+    # Limit 12: both kinds of episode end (dense store: final obs on both).
+    for name in ("auto-limit12-dense", "wait-limit12-dense"):
+        assert _all(name, "terminated").any(), name
+        assert _all(name, "truncated").any(), name
+    # Wait mode: idle steps, and a truncation ends some episode.
+    for name in ("wait-limit15-decorrelate", "wait-limit12-dense"):
+        assert (~_all(name, "valid")).any(), name
+    assert _all("wait-limit15-decorrelate", "truncated").any()
+    # Episodic: some env survives to the forced truncation at T-1, some
+    # terminates early; with limit 15 the time limit truncates mid-batch.
+    assert _all("episodic-default-counter", "truncated")[:, -1].any()
+    assert _all("episodic-default-counter", "terminated").any()
+    assert _all("episodic-limit15-dense", "truncated")[:, :-1].any()
+    # Decorrelation leaves trajectories in progress: batch 0 step 0 lengths > 1.
+    for name in ("auto-decorrelate-counter", "wait-limit15-decorrelate"):
+        assert (_all(name, "traj", "length")[0, 0] > 1).any(), name
+    # Breakout: image observations that change over the batch.
+    obs = _all("breakout-auto", "observation")
+    assert obs.shape[-3:] == (10, 10, 4)
+    assert not np.array_equal(obs[:, 0], obs[:, -1])
+
+
+def test_episodic_reference_properties():
+    """DESIGN.md's episodic guarantees, read off the sampler's batches."""
+    batches, _ = _run("episodic-default-counter")
+    for b in batches:
+        env = b.samples.env
+        assert np.all(env.done[-1])
+        assert np.all(b.traj_infos.length[0] == 1)
+        assert np.all(env.prev_reward[0] == 0)
+        assert np.all(b.samples.agent.prev_action[0] == 0)
+        # CounterAgent restarts each batch at 100 * rank.
+        np.testing.assert_array_equal(b.samples.agent.initial_state, 100 * np.arange(3))

@@ -1,0 +1,759 @@
+"""Semantics of ``jaxsample.make_sampler`` that follow from DESIGN.md alone.
+
+Unlike ``test_sampler_reference.py`` these tests do not reproduce the key
+schedule: they check the env's own dynamics, the seams between steps and
+batches, jit vs eager, retracing, determinism, every registered gymnax env,
+input validation, ``summarize`` and the "wait" / "episodic" reset modes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import chex
+import gymnax
+import gymnax.utils.load_mnist
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gymnax.environments.classic_control.cartpole import EnvState
+
+import jaxsample as js
+
+T, B = 8, 4
+LIMIT = 14  # CartPole time limit: truncations as well as terminations
+DECORRELATION = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class CounterAgent:
+    """Random actions; state: an int32 step counter starting at ``100 * env_rank``.
+
+    value = ``w * sum(observation) + prev_reward + 0.01 * counter``; agent_info
+    holds the counter before the step and that value.
+    """
+
+    action_space: Any
+
+    def initial_state(self, env_rank):
+        return jnp.asarray(env_rank, jnp.int32) * 100
+
+    def step(self, params, inputs, state, key):
+        action = self.action_space.sample(key)
+        info = {"count": state, "value": self.value(params, inputs, state)}
+        return js.AgentStep(action=action, agent_info=info), state + 1
+
+    def value(self, params, inputs, state):
+        obs_sum = jnp.sum(jnp.asarray(inputs.observation, jnp.float32))
+        return params["w"] * obs_sum + inputs.prev_reward + 0.01 * state.astype(jnp.float32)
+
+
+def np_value(w, obs, prev_reward, count):
+    return w * np.sum(np.asarray(obs, np.float64), axis=-1) + prev_reward + 0.01 * count
+
+
+def params(w: float) -> dict[str, jax.Array]:
+    return {"w": jnp.float32(w)}
+
+
+@functools.cache
+def cartpole(limit: int | None = LIMIT):
+    env, env_params = gymnax.make("CartPole-v1")
+    if limit is not None:
+        env_params = env_params.replace(max_steps_in_episode=limit)
+    return env, env_params
+
+
+class Compiled:
+    """A sampler with jitted init/collect and a count of collect's traces."""
+
+    def __init__(self, **kwargs):
+        limit = kwargs.pop("limit", LIMIT)
+        spec = kwargs.pop("spec", js.BatchSpec(T, B))
+        env, env_params = cartpole(limit)
+        self.env, self.env_params = env, env_params
+        self.sampler = js.make_sampler(
+            env,
+            env_params,
+            CounterAgent(env.action_space(env_params)),
+            spec,
+            agent_params=params(1.0),
+            **kwargs,
+        )
+        self.traces = 0
+
+        def counted(state, p):
+            self.traces += 1
+            return self.sampler.collect(state, p)
+
+        self.init = jax.jit(self.sampler.init)
+        self.collect = jax.jit(counted)
+
+    def run(self, key, ws):
+        state = self.init(key, params(ws[0]))
+        start = state
+        batches = []
+        for w in ws:
+            state, batch = self.collect(state, params(w))
+            batches.append(jax.device_get(batch))
+        return start, state, batches
+
+
+@functools.cache
+def compiled(name: str) -> Compiled:
+    common = {"max_decorrelation_steps": DECORRELATION, "bootstrap_value": True, "discount": 0.9}
+    if name == "sparse":
+        return Compiled(**common)
+    if name == "dense":
+        return Compiled(final_observation="dense", **common)
+    if name == "sparse2T":
+        return Compiled(spec=js.BatchSpec(2 * T, B), **common)
+    if name == "wait":
+        return Compiled(
+            reset_mode="wait", limit=None, spec=js.BatchSpec(16, 4), max_decorrelation_steps=10
+        )
+    if name == "episodic":
+        return Compiled(reset_mode="episodic", limit=None, spec=js.BatchSpec(16, 4))
+    raise KeyError(name)
+
+
+KEY = jax.random.key(7)
+WS = (1.0, -0.5, 2.0, 0.25)
+
+
+@functools.cache
+def run(name: str, seed: int = 7, ws: tuple[float, ...] = WS):
+    return compiled(name).run(jax.random.key(seed), ws)
+
+
+def concat(batches, get):
+    return np.concatenate([np.asarray(get(b)) for b in batches], axis=0)
+
+
+# ----------------------------------------------------------------------------
+# (a) the env's own dynamics, and the seams between steps and batches
+# ----------------------------------------------------------------------------
+
+
+def test_steps_follow_the_env_dynamics():
+    """Every valid step of the dense batch re-stepped with gymnax from the state.
+
+    A CartPole state is its observation plus its time; with trajectory
+    statistics running from the episode's real start (decorrelation included),
+    the time before step t is ``length[t] - 1``. CartPole's step is
+    deterministic (the key only matters for the auto-reset).
+    """
+    c = compiled("dense")
+    _, _, batches = run("dense")
+    obs = concat(batches, lambda b: b.samples.env.observation)
+    action = concat(batches, lambda b: b.samples.agent.action)
+    length = concat(batches, lambda b: b.traj_infos.length)
+    flat = obs.reshape(-1, 4)
+    state = EnvState(
+        x=flat[:, 0],
+        x_dot=flat[:, 1],
+        theta=flat[:, 2],
+        theta_dot=flat[:, 3],
+        time=(length.reshape(-1) - 1).astype(np.int32),
+    )
+    step = jax.jit(jax.vmap(c.env.step, in_axes=(None, 0, 0, None)))
+    _, _, reward, terminated, truncated, info = step(
+        jax.random.key(0), state, action.reshape(-1), c.env_params
+    )
+    shape = obs.shape[:2]
+    np.testing.assert_allclose(
+        concat(batches, lambda b: b.samples.env.final_observation),
+        np.asarray(info["final_observation"]).reshape(obs.shape),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    np.testing.assert_array_equal(
+        concat(batches, lambda b: b.samples.env.reward), reward.reshape(shape)
+    )
+    np.testing.assert_array_equal(
+        concat(batches, lambda b: b.samples.env.terminated), terminated.reshape(shape)
+    )
+    np.testing.assert_array_equal(
+        concat(batches, lambda b: b.samples.env.truncated), truncated.reshape(shape)
+    )
+    np.testing.assert_array_equal(
+        concat(batches, lambda b: b.samples.env.env_info["discount"]),
+        np.asarray(info["discount"]).reshape(shape),
+    )
+    assert np.asarray(terminated).any() and np.asarray(truncated).any()
+
+
+@pytest.mark.parametrize("store", ["sparse", "dense"])
+def test_seams_between_steps_and_batches(store):
+    """DESIGN.md's data conventions, checked on 3 consecutive batches as one stream."""
+    _, _, batches = run(store)
+    get = functools.partial(concat, batches)
+    obs = get(lambda b: b.samples.env.observation)
+    final = get(lambda b: b.samples.env.final_observation)
+    action = get(lambda b: b.samples.agent.action)
+    prev_action = get(lambda b: b.samples.agent.prev_action)
+    reward = get(lambda b: b.samples.env.reward)
+    prev_reward = get(lambda b: b.samples.env.prev_reward)
+    terminated = get(lambda b: b.samples.env.terminated)
+    truncated = get(lambda b: b.samples.env.truncated)
+    done = get(lambda b: b.samples.env.done)
+    count = get(lambda b: b.samples.agent.agent_info["count"])
+    length = get(lambda b: b.traj_infos.length)
+    completed = get(lambda b: b.traj_infos.completed)
+    ranks = 100 * np.arange(B)
+
+    np.testing.assert_array_equal(done, terminated | truncated)
+    np.testing.assert_array_equal(completed, done)
+    assert get(lambda b: b.samples.valid).all()
+    cont, ended = ~done[:-1], done[:-1]
+    np.testing.assert_array_equal(obs[1:][cont], final[:-1][cont])
+    np.testing.assert_array_equal(prev_action[1:][cont], action[:-1][cont])
+    np.testing.assert_array_equal(prev_reward[1:][cont], reward[:-1][cont])
+    np.testing.assert_array_equal(count[1:][cont], count[:-1][cont] + 1)
+    np.testing.assert_array_equal(length[1:][cont], length[:-1][cont] + 1)
+    # After an episode end: a reset observation (CartPole: |x| <= 0.05), the
+    # null action, reward 0, a new trajectory and the agent's initial state.
+    assert ended.any() and cont.any()
+    assert np.all(np.abs(obs[1:][ended]) <= 0.05)
+    assert np.all(prev_action[1:][ended] == 0)
+    assert np.all(prev_reward[1:][ended] == 0)
+    assert np.all(length[1:][ended] == 1)
+    np.testing.assert_array_equal(count[1:], np.where(ended, ranks, count[1:]))
+    # The true next obs of a truncated step is not the reset obs that follows.
+    trunc = truncated[:-1]
+    assert trunc.any()
+    assert not np.any(np.all(final[:-1][trunc] == obs[1:][trunc], axis=-1))
+    # Terminated steps: zeros in the sparse store (unless also truncated).
+    term_only = terminated & ~truncated
+    assert term_only.any()
+    if store == "sparse":
+        assert np.all(final[term_only] == 0)
+    else:
+        assert np.all(np.any(final[term_only] != 0, axis=-1))
+    # Each batch's initial_state is the counter at its step 0.
+    for k, b in enumerate(batches):
+        np.testing.assert_array_equal(b.samples.agent.initial_state, count[k * T])
+
+
+def test_sparse_store_equals_dense_store():
+    """Same key: the two stores agree wherever the sparse one keeps a value."""
+    _, _, sparse = run("sparse")
+    _, _, dense = run("dense")
+    for s, d in zip(sparse, dense, strict=True):
+        env_s, env_d = s.samples.env, d.samples.env
+        np.testing.assert_array_equal(env_s.observation, env_d.observation)
+        keep = np.asarray(~env_s.terminated | env_s.truncated)
+        fs, fd = np.asarray(env_s.final_observation), np.asarray(env_d.final_observation)
+        np.testing.assert_array_equal(fs[keep], fd[keep])
+        assert np.all(fs[~keep] == 0)
+        assert isinstance(env_s.final_store, js.SparseFinalObservation)
+
+
+def test_bootstrap_value_is_the_value_of_the_next_inputs():
+    """bootstrap_value of batch k = value of batch k+1's step-0 inputs, with
+    batch k's params, and the agent state was not advanced by computing it."""
+    _, _, batches = run("sparse")
+    for k in range(len(batches) - 1):
+        nxt = batches[k + 1]
+        expected = np_value(
+            WS[k],
+            nxt.samples.env.observation[0],
+            nxt.samples.env.prev_reward[0],
+            nxt.samples.agent.agent_info["count"][0],
+        )
+        np.testing.assert_allclose(batches[k].samples.bootstrap_value, expected, rtol=1e-5)
+        assert batches[k].samples.bootstrap_value.dtype == np.float32
+    # agent_info value (computed inside the step) uses the current params.
+    for k, b in enumerate(batches):
+        expected = np_value(
+            WS[k],
+            b.samples.env.observation,
+            b.samples.env.prev_reward,
+            b.samples.agent.agent_info["count"],
+        )
+        np.testing.assert_allclose(b.samples.agent.agent_info["value"], expected, rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------
+# (b) consecutive batches continue the same stream
+# ----------------------------------------------------------------------------
+
+
+def _step_fields(batch) -> dict[str, np.ndarray]:
+    s = batch.samples
+    out = {
+        "observation": s.env.observation,
+        "final_observation": s.env.final_observation,
+        "reward": s.env.reward,
+        "prev_reward": s.env.prev_reward,
+        "terminated": s.env.terminated,
+        "truncated": s.env.truncated,
+        "done": s.env.done,
+        "discount": s.env.env_info["discount"],
+        "action": s.agent.action,
+        "prev_action": s.agent.prev_action,
+        "count": s.agent.agent_info["count"],
+        "value": s.agent.agent_info["value"],
+        "valid": s.valid,
+    }
+    for f in dataclasses.fields(batch.traj_infos):
+        out[f"traj.{f.name}"] = getattr(batch.traj_infos, f.name)
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def _state_arrays(state):
+    return jax.tree.map(np.asarray, state.replace(key=jax.random.key_data(state.key)))
+
+
+def test_a_batch_of_T_is_a_prefix_of_a_batch_of_2T():
+    _, _, (b1, _) = run("sparse", ws=(1.0, 1.0))
+    _, _, (b,) = run("sparse2T", ws=(1.0,))
+    short, long = _step_fields(b1), _step_fields(b)
+    for k in long:
+        if k != "final_observation":  # the sparse store needs step T for step T-1
+            np.testing.assert_array_equal(short[k], long[k][:T], err_msg=k)
+    keep = ~short["done"][-1] | short["truncated"][-1]
+    np.testing.assert_array_equal(
+        short["final_observation"][:-1], long["final_observation"][: T - 1]
+    )
+    np.testing.assert_array_equal(
+        short["final_observation"][-1][keep], long["final_observation"][T - 1][keep]
+    )
+    np.testing.assert_array_equal(b1.samples.agent.initial_state, b.samples.agent.initial_state)
+
+
+def test_two_batches_of_T_equal_one_batch_of_2T():
+    """Consecutive batches continue the same stream (auto mode, same key)."""
+    _, state_T, (b1, b2) = run("sparse", ws=(1.0, 1.0))
+    _, state_2T, (b,) = run("sparse2T", ws=(1.0,))
+    short1, short2, long = _step_fields(b1), _step_fields(b2), _step_fields(b)
+    for k in long:
+        np.testing.assert_array_equal(np.concatenate([short1[k], short2[k]]), long[k], err_msg=k)
+    assert long["truncated"].any() and long["terminated"].any()
+    np.testing.assert_array_equal(b2.samples.bootstrap_value, b.samples.bootstrap_value)
+    # The states to continue from agree too (keys as raw data).
+    chex.assert_trees_all_equal(_state_arrays(state_T), _state_arrays(state_2T))
+
+
+# ----------------------------------------------------------------------------
+# (c) jit vs eager, (d) no retrace, (e) determinism
+# ----------------------------------------------------------------------------
+
+
+def test_eager_collect_matches_jit():
+    c = compiled("sparse")
+    state = c.sampler.init(KEY, params(1.0))  # eager init
+    jit_state = c.init(KEY, params(1.0))
+    chex.assert_trees_all_close(
+        _state_arrays(state),
+        _state_arrays(jit_state),
+        rtol=1e-6,
+        atol=1e-6,
+    )
+    new_state, batch = c.sampler.collect(state, params(0.5))  # eager collect
+    _, jit_batch = c.collect(jit_state, params(0.5))
+    eager, jitted = _step_fields(batch), _step_fields(jit_batch)
+    for k in eager:
+        np.testing.assert_allclose(eager[k], jitted[k], rtol=1e-6, atol=1e-6, err_msg=k)
+    np.testing.assert_allclose(
+        batch.samples.bootstrap_value, jit_batch.samples.bootstrap_value, rtol=1e-6
+    )
+    assert isinstance(new_state, js.SamplerState)
+
+
+def test_new_params_do_not_retrace():
+    c = compiled("sparse")
+    _, state, batches = run("sparse")  # init + 3 collects with 3 different params
+    for w in (3.0, 4.0):
+        state, _ = c.collect(state, params(w))
+    assert c.traces == 1
+    # ...and the params were used (value depends on w).
+    values = [np.asarray(b.samples.agent.agent_info["value"]) for b in batches]
+    assert not np.allclose(values[0], values[1])
+
+
+def test_donated_collect_does_not_retrace():
+    c = compiled("sparse")
+    collect = jax.jit(chex.assert_max_traces(c.sampler.collect, n=1), donate_argnums=0)
+    state = c.init(KEY, params(1.0))
+    expected = [c.collect(state, params(w))[1] for w in (1.0,)]
+    for w in (1.0, 2.0, 3.0):
+        state, batch = collect(state, params(w))
+        if w == 1.0:
+            np.testing.assert_array_equal(
+                batch.samples.env.observation, expected[0].samples.env.observation
+            )
+    assert batch.samples.env.observation.shape == (T, B, 4)
+
+
+def test_same_key_same_samples_different_key_different():
+    c = compiled("sparse")
+    _, _, a = run("sparse", seed=3)
+    _, _, b = c.run(jax.random.key(3), WS)  # recomputed, not cached
+    _, _, other = run("sparse", seed=4)
+    for x, y, z in zip(a, b, other, strict=True):
+        fx, fy, fz = _step_fields(x), _step_fields(y), _step_fields(z)
+        for k in fx:
+            np.testing.assert_array_equal(fx[k], fy[k], err_msg=k)
+        assert not np.array_equal(fx["observation"], fz["observation"])
+        assert not np.array_equal(fx["action"], fz["action"])
+
+
+# ----------------------------------------------------------------------------
+# (f) every registered gymnax env
+# ----------------------------------------------------------------------------
+
+
+def _fake_mnist(directory="/tmp/mnist"):
+    del directory
+    rng = np.random.default_rng(0)
+    images = rng.integers(-128, 128, (64, 28, 28), dtype=np.int8)
+    labels = rng.integers(0, 10, (64,), dtype=np.uint8)
+    return (images, labels), (images[:16], labels[:16])
+
+
+ENV_NAMES = list(gymnax.registered_envs)
+
+
+# Compile time dominates this test; these are smoke checks of shapes, dtypes,
+# NaNs and retracing, so XLA's backend optimizations are skipped (~30% faster).
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def _aval_changes(before, after) -> list[str]:
+    """Leaves whose abstract value (shape, dtype, weak type) differs: a retrace."""
+    a = jax.tree_util.tree_flatten_with_path(jax.tree.map(jax.typeof, before))[0]
+    b = jax.tree.leaves(jax.tree.map(jax.typeof, after))
+    return [
+        f"{jax.tree_util.keystr(k)}: {x} -> {y}" for (k, x), y in zip(a, b, strict=True) if x != y
+    ]
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_every_registered_env(name, monkeypatch):
+    if name == "MNISTBandit-bsuite":
+        # It downloads MNIST when constructed; there is no network here.
+        monkeypatch.setattr(gymnax.utils.load_mnist, "load_mnist", _fake_mnist)
+    if name == "Swimmer-misc":
+        # gymnax's own Swimmer.step_env broadcasts [2] against [5, 2]
+        # (gymnax/environments/misc/swimmer.py); not the sampler's doing.
+        with jax.numpy_rank_promotion("allow"):
+            _check_env(name)
+    else:
+        _check_env(name)
+
+
+def _check_env(name):
+    env, env_params = gymnax.make(name)
+    space = env.action_space(env_params)
+    sampler = js.make_sampler(
+        env, env_params, js.agents.RandomAgent(space), js.BatchSpec(4, 2), discount=0.9
+    )
+    traces = []
+
+    def counted(state, p):
+        traces.append(1)
+        return sampler.collect(state, p)
+
+    collect = jax.jit(counted, compiler_options=FAST_COMPILE)
+    state0 = jax.jit(sampler.init, compiler_options=FAST_COMPILE)(jax.random.key(0), ())
+    state1, first = collect(state0, ())
+    _, batch = collect(state1, ())
+
+    obs_spec, _ = jax.eval_shape(env.reset, jax.random.key(0), env_params)
+    act_spec = jax.eval_shape(space.sample, jax.random.key(0))
+    for b in (first, batch):
+        s = b.samples
+        chex.assert_trees_all_equal_shapes_and_dtypes(
+            s.env.observation,
+            jax.tree.map(lambda x: jnp.zeros((4, 2, *x.shape), x.dtype), obs_spec),
+        )
+        chex.assert_trees_all_equal_shapes_and_dtypes(s.env.final_observation, s.env.observation)
+        chex.assert_trees_all_equal_shapes_and_dtypes(
+            s.agent.action,
+            jax.tree.map(lambda x: jnp.zeros((4, 2, *x.shape), x.dtype), act_spec),
+        )
+        chex.assert_trees_all_equal_shapes_and_dtypes(s.agent.prev_action, s.agent.action)
+        for x, dtype in (
+            (s.env.reward, jnp.float32),
+            (s.env.prev_reward, jnp.float32),
+            (s.env.terminated, jnp.bool_),
+            (s.env.truncated, jnp.bool_),
+            (s.env.done, jnp.bool_),
+            (s.valid, jnp.bool_),
+            (b.traj_infos.completed, jnp.bool_),
+            (b.traj_infos.length, jnp.int32),
+            (b.traj_infos.episode_return, jnp.float32),
+            (b.traj_infos.discounted_return, jnp.float32),
+            (b.traj_infos.nonzero_rewards, jnp.int32),
+        ):
+            assert x.shape == (4, 2) and x.dtype == dtype, (x.shape, x.dtype)
+        # sampler.examples describes one step of these samples.
+        one_step = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape[2:], x.dtype),
+            (s.env.observation, s.env.final_observation, s.agent.action, s.env.env_info),
+        )
+        ex = sampler.examples
+        assert one_step == (
+            ex.env.observation,
+            ex.env.final_store,
+            ex.agent.action,
+            ex.env.env_info,
+        )
+        for leaf in jax.tree.leaves(b):
+            leaf = np.asarray(leaf)
+            if np.issubdtype(leaf.dtype, np.floating):
+                assert not np.isnan(leaf).any(), name
+        assert np.asarray(b.traj_infos.length).min() >= 1
+    # DESIGN.md: a second collect on the returned state must not retrace.
+    assert len(traces) == 1, (
+        "the second collect on the returned state retraced; SamplerState leaves "
+        f"changed: {_aval_changes(state0, state1)}"
+    )
+
+
+# ----------------------------------------------------------------------------
+# (g) bad inputs
+# ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class BadAgent(CounterAgent):
+    mode: str = ""
+
+    def step(self, params, inputs, state, key):
+        (step, new_state) = super().step(params, inputs, state, key)
+        if self.mode == "float_action":
+            step = step._replace(action=step.action.astype(jnp.float32))
+        elif self.mode == "action_shape":
+            step = step._replace(action=jnp.stack([step.action, step.action]))
+        elif self.mode == "state_structure":
+            new_state = (new_state, new_state)
+        elif self.mode == "state_dtype":
+            new_state = new_state.astype(jnp.float32)
+        return step, new_state
+
+
+def _make(**kwargs):
+    env, env_params = cartpole(None)
+    agent = kwargs.pop("agent", CounterAgent(env.action_space(env_params)))
+    spec = kwargs.pop("spec", js.BatchSpec(4, 2))
+    return js.make_sampler(env, env_params, agent, spec, agent_params=params(1.0), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"spec": js.BatchSpec(0, 2)}, ValueError, "batch_spec.T"),
+        ({"spec": js.BatchSpec(4, -1)}, ValueError, "batch_spec.B"),
+        ({"spec": js.BatchSpec(4, True)}, TypeError, "batch_spec.B"),
+        ({"spec": js.BatchSpec(4.0, 2)}, TypeError, "batch_spec.T"),
+        ({"reset_mode": "bogus"}, ValueError, "reset_mode"),
+        ({"max_decorrelation_steps": -1}, ValueError, "max_decorrelation_steps"),
+        (
+            {"max_decorrelation_steps": 5, "reset_mode": "episodic"},
+            ValueError,
+            "max_decorrelation_steps",
+        ),
+        ({"discount": 1.5}, ValueError, "discount"),
+        ({"discount": -0.1}, ValueError, "discount"),
+        ({"discount": "0.9"}, TypeError, "discount"),
+        ({"final_observation": "x"}, ValueError, "final_observation"),
+        ({"bootstrap_value": 1}, TypeError, "bootstrap_value"),
+    ],
+)
+def test_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        _make(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("mode", "match"),
+    [
+        ("float_action", r"action.*float32"),
+        ("action_shape", r"action.*\[2\]"),
+        ("state_structure", "agent state"),
+        ("state_dtype", r"agent state.*float32"),
+    ],
+)
+def test_bad_agent(mode, match):
+    env, env_params = cartpole(None)
+    with pytest.raises(ValueError, match=match):
+        _make(agent=BadAgent(env.action_space(env_params), mode))
+
+
+def test_bad_key_and_state():
+    sampler = _make()
+    with pytest.raises(TypeError, match="key"):
+        sampler.init(jax.random.PRNGKey(0), params(1.0))  # raw uint32 key
+    with pytest.raises(TypeError, match="key"):
+        sampler.init(0, params(1.0))
+    with pytest.raises(ValueError, match="key"):
+        sampler.init(jax.random.split(jax.random.key(0), 2), params(1.0))
+    other = _make(spec=js.BatchSpec(4, 3))
+    state = jax.eval_shape(other.init, jax.random.key(0), params(1.0))
+    with pytest.raises(ValueError, match="B=2"):
+        jax.eval_shape(sampler.collect, state, params(1.0))
+    with pytest.raises(TypeError, match="state"):
+        sampler.collect({"not": "a state"}, params(1.0))
+
+
+# ----------------------------------------------------------------------------
+# (h) summarize
+# ----------------------------------------------------------------------------
+
+
+def _np_summary(ti) -> dict[str, float]:
+    mask = np.asarray(ti.completed, bool)
+    out = {"n_trajectories": float(mask.sum())}
+    for name in ("length", "episode_return", "discounted_return", "nonzero_rewards"):
+        x = np.asarray(getattr(ti, name), np.float64)[mask]
+        stats = (x.mean(), x.std(), x.min(), x.max()) if x.size else (np.nan,) * 4
+        for suffix, v in zip(("mean", "std", "min", "max"), stats, strict=True):
+            out[f"{name}_{suffix}"] = float(v)
+    return out
+
+
+def _check_summary(ti) -> None:
+    expected = _np_summary(ti)
+    for fn in (js.summarize, jax.jit(js.summarize)):
+        got = fn(ti)
+        assert set(got) == set(expected)
+        for k, v in expected.items():
+            assert np.asarray(got[k]).shape == () and np.asarray(got[k]).dtype == np.float32, k
+            np.testing.assert_allclose(float(got[k]), v, rtol=1e-5, atol=1e-5, err_msg=k)
+
+
+def test_summarize_matches_numpy():
+    _, _, batches = run("sparse")
+    _check_summary(batches[0].traj_infos)
+    # All batches at once, and a flat [N] TrajInfo as an evaluator returns.
+    stacked = jax.tree.map(lambda *x: np.concatenate(x), *[b.traj_infos for b in batches])
+    assert np.asarray(stacked.completed).sum() >= 3  # a nontrivial std
+    _check_summary(stacked)
+    _check_summary(jax.tree.map(lambda x: np.asarray(x).reshape(-1), stacked))
+
+
+def test_summarize_without_completed_trajectories_is_nan():
+    _, _, batches = run("sparse")
+    ti = batches[0].traj_infos.replace(completed=np.zeros((T, B), bool))
+    got = js.summarize(ti)
+    assert float(got["n_trajectories"]) == 0.0
+    for k, v in got.items():
+        if k != "n_trajectories":
+            assert np.isnan(float(v)), k
+
+
+# ----------------------------------------------------------------------------
+# (i) "wait" and "episodic" reset modes
+# ----------------------------------------------------------------------------
+
+
+def _idle_and_ends(batch):
+    s = batch.samples
+    valid = np.asarray(s.valid)
+    ended = np.asarray(s.env.terminated | s.env.truncated) & valid
+    return valid, ended
+
+
+def _check_waiting(batch, name):
+    """At most one end per env; valid is True then False after the end; done is
+    held True; idle steps are all zeros."""
+    s, ti = batch.samples, batch.traj_infos
+    valid, ended = _idle_and_ends(batch)
+    assert np.all(ended.sum(axis=0) <= 1), name
+    ended_before = np.cumsum(ended, axis=0) - ended  # ends strictly before t
+    np.testing.assert_array_equal(valid, ended_before == 0, err_msg=name)
+    np.testing.assert_array_equal(np.asarray(s.env.done), ended | ~valid, err_msg=name)
+    np.testing.assert_array_equal(np.asarray(ti.completed), ended, err_msg=name)
+    idle = ~valid
+    leaves = [
+        s.env.observation,
+        s.env.final_observation,
+        s.env.reward,
+        s.env.prev_reward,
+        s.env.terminated,
+        s.env.truncated,
+        s.env.env_info["discount"],
+        s.agent.action,
+        s.agent.prev_action,
+        s.agent.agent_info["count"],
+        s.agent.agent_info["value"],
+        ti.length,
+        ti.episode_return,
+        ti.discounted_return,
+        ti.nonzero_rewards,
+    ]
+    for i, x in enumerate(leaves):
+        assert np.all(np.asarray(x)[idle] == 0), (name, i)
+    assert np.all(np.asarray(ti.length)[valid] >= 1)
+    return valid, ended
+
+
+def test_wait_mode():
+    c = compiled("wait")
+    _, _, batches = run("wait")
+    n_envs = batches[0].samples.valid.shape[1]
+    ranks = 100 * np.arange(n_envs)
+    any_idle = any_continued = False
+    for k, b in enumerate(batches):
+        valid, ended = _check_waiting(b, f"batch {k}")
+        any_idle |= bool((~valid).any())
+        if k + 1 < len(batches):
+            nxt = batches[k + 1]
+            e_ended = ended.any(axis=0)
+            s, n = b.samples, nxt.samples
+            # An env that ended resets for the next batch.
+            assert np.all(np.asarray(n.agent.prev_action[0])[e_ended] == 0)
+            assert np.all(np.asarray(n.env.prev_reward[0])[e_ended] == 0)
+            assert np.all(np.asarray(nxt.traj_infos.length[0])[e_ended] == 1)
+            assert np.all(np.asarray(n.agent.initial_state)[e_ended] == ranks[e_ended])
+            assert np.all(np.abs(np.asarray(n.env.observation[0])[e_ended]) <= 0.05)
+            # One that did not continues its episode.
+            go = ~e_ended
+            any_continued |= bool(go.any())
+            np.testing.assert_array_equal(
+                np.asarray(n.env.observation[0])[go], np.asarray(s.env.final_observation[-1])[go]
+            )
+            np.testing.assert_array_equal(
+                np.asarray(n.agent.prev_action[0])[go], np.asarray(s.agent.action[-1])[go]
+            )
+            np.testing.assert_array_equal(
+                np.asarray(n.env.prev_reward[0])[go], np.asarray(s.env.reward[-1])[go]
+            )
+            np.testing.assert_array_equal(
+                np.asarray(nxt.traj_infos.length[0])[go],
+                np.asarray(b.traj_infos.length[-1])[go] + 1,
+            )
+    assert any_idle and any_continued
+    assert c.traces == 1
+
+
+def test_episodic_mode():
+    c = compiled("episodic")
+    _, _, batches = run("episodic")
+    n_envs = batches[0].samples.valid.shape[1]
+    any_early = False
+    for k, b in enumerate(batches):
+        s = b.samples
+        valid, ended = _check_waiting(b, f"batch {k}")
+        assert np.all(np.asarray(s.env.done)[-1])
+        assert np.all(ended.sum(axis=0) == 1)  # exactly one T-step episode per env
+        assert np.all(valid[0])
+        assert np.all(np.asarray(s.agent.prev_action[0]) == 0)
+        assert np.all(np.asarray(s.env.prev_reward[0]) == 0)
+        assert np.all(np.asarray(b.traj_infos.length[0]) == 1)
+        np.testing.assert_array_equal(s.agent.initial_state, 100 * np.arange(n_envs))
+        np.testing.assert_array_equal(s.agent.agent_info["count"][0], 100 * np.arange(n_envs))
+        assert np.all(np.abs(np.asarray(s.env.observation[0])) <= 0.05)
+        # Survivors are truncated at T-1 (not terminated), with a true final obs.
+        last = valid[-1]
+        assert np.all(ended[-1][last])
+        survivors = last & ~np.asarray(s.env.terminated[-1])
+        assert np.all(np.any(np.asarray(s.env.final_observation[-1])[survivors] != 0, axis=-1))
+        any_early |= bool((~last).any())
+    assert any_early
+    assert c.traces == 1

@@ -11,14 +11,19 @@ samples). For the env of global rank ``r``:
   starts from ``env.reset(k_reset)``. Decorrelation draws the number of random
   steps ``n ~ U{1..max}`` from ``split(k_decorrelate)[0]`` and takes random step
   ``i`` with ``k_action, k_env = split(fold_in(split(k_decorrelate)[1], i))``.
-* at the start of each ``collect``: ``k_run, k_batch = split(k_run)``, or in
-  ``"episodic"`` mode ``k_run, k_batch, k_reset = split(k_run, 3)`` and the env
-  restarts from ``env.reset(k_reset)``.
-* step ``t`` of the batch: the agent acts with ``k_agent = fold_in(k_batch, 2 t)``
-  and the env steps with ``env.step(fold_in(k_batch, 2 t + 1), ...)`` (which
-  auto-resets with its own split of that key, as gymnax does). Two ``fold_in``
-  per step are much cheaper than a per-env ``split``, and ``t < T`` never
-  overflows however long the run.
+* each env counts its steps ``n`` (over all batches) in epochs of
+  ``EPOCH = 2**30`` steps: ``k_run`` is the key of epoch 0 and
+  ``split(k_epoch)[0]`` the key of the next epoch; ``i = n mod EPOCH``.
+* step ``n``: the agent acts with ``fold_in(k_epoch, 3 i)`` and the env steps
+  with ``env.step(fold_in(k_epoch, 3 i + 1), ...)`` (which auto-resets with its
+  own split of that key, as gymnax does).
+* ``"episodic"`` mode, at the start of a batch whose first step is ``n``: the
+  env restarts from ``env.reset(fold_in(k_epoch, 3 i + 2))``.
+
+Two ``fold_in`` per step are much cheaper than a per-env ``split``; the keys
+depend only on ``n``, so collecting ``2 x T`` steps gives the same samples as
+``T`` steps twice (in ``"auto"`` mode), and the epochs keep the uint32 counter
+from ever wrapping onto keys already used, however long the run.
 
 Because every key comes from the global rank, never from a split whose shape
 depends on ``B``, the same key gives the same samples whatever the number of
@@ -54,6 +59,7 @@ from jaxsample.types import (
 
 ResetMode = Literal["auto", "wait", "episodic"]
 RESET_MODES = ("auto", "wait", "episodic")
+EPOCH = 2**30  # steps per key epoch: 3 * EPOCH fits in uint32
 FINAL_OBSERVATION_STORES = ("sparse", "dense")
 # Keys of gymnax's info dict that have fields of their own in EnvSamples.
 _INFO_KEYS_WITH_FIELDS = ("final_observation", "terminated", "truncated")
@@ -69,7 +75,8 @@ class SamplerState:
       prev_action: ``[B, *act]`` the agent's previous action (null after a reset).
       prev_reward: ``[B]`` float32.
       agent_state: the agent's recurrent state.
-      key: ``[B]`` per-env key chains.
+      key: ``[B]`` per-env key of the current epoch of steps.
+      step: ``[B]`` uint32, steps taken in the current epoch (``< EPOCH``).
       traj: per-env :class:`~jaxsample.traj_info.TrajAccumulator`.
       idle: ``[B]`` bool, the env finished its episode in this batch and waits
         (``"wait"``/``"episodic"`` modes only).
@@ -82,6 +89,7 @@ class SamplerState:
     prev_reward: jax.Array
     agent_state: PyTree
     key: jax.Array
+    step: jax.Array
     traj: TrajAccumulator
     idle: jax.Array
     env_rank: jax.Array
@@ -187,6 +195,7 @@ class Sampler:
     _null_action: PyTree
     _slots: int  # K of the sparse final-observation store
     _agent_state_spec: PyTree
+    _obs_state_spec: PyTree  # (obs, env_state) dtypes as env.step returns them
 
     # ----------------------------------------------------------------- init
     def init(self, key: jax.Array, agent_params: PyTree) -> SamplerState:
@@ -207,7 +216,7 @@ class Sampler:
 
     def _init_env(self, key: jax.Array, rank: jax.Array) -> SamplerState:
         k_reset, k_decorrelate, k_run = jax.random.split(jax.random.fold_in(key, rank), 3)
-        obs, env_state = self.env.reset(k_reset, self.env_params)
+        obs, env_state = self._reset(k_reset)
         state = SamplerState(
             env_state=env_state,
             observation=obs,
@@ -215,6 +224,7 @@ class Sampler:
             prev_reward=jnp.zeros((), jnp.float32),
             agent_state=self._initial_agent_state(rank),
             key=k_run,
+            step=jnp.zeros((), jnp.uint32),
             traj=TrajAccumulator.zeros(),
             idle=jnp.zeros((), bool),
             env_rank=rank,
@@ -230,6 +240,7 @@ class Sampler:
             obs, env_state, reward, terminated, truncated, _ = self.env.step(
                 k_env, s.env_state, action, self.env_params
             )
+            obs, env_state = self._strong((obs, env_state))
             reward = jnp.asarray(reward, jnp.float32)
             done = jnp.logical_or(terminated, truncated)
             moved = s.replace(
@@ -257,7 +268,7 @@ class Sampler:
         """
         T, B = self.batch_spec
         _check_state(state, B)
-        state, k_batch = jax.vmap(self._start_batch)(state)
+        state, keys = jax.vmap(self._start_batch)(state)
         slots = jax.tree.map(
             lambda o: jnp.zeros((B, self._slots, *o.shape[1:]), o.dtype), state.observation
         )
@@ -266,7 +277,7 @@ class Sampler:
 
         def body(carry, t):
             state, slots, n_truncated = carry
-            new_state, out = step(state, k_batch, agent_params, t)
+            new_state, out = step(state, keys, agent_params, t)
             if self.final_observation == "sparse":
                 slots, n_truncated = jax.lax.cond(
                     jnp.any(out.truncated),
@@ -275,7 +286,7 @@ class Sampler:
                     slots,
                     n_truncated,
                     out.truncated,
-                    k_batch,
+                    keys,
                     t,
                     state.env_state,
                     out.action,
@@ -292,7 +303,7 @@ class Sampler:
         traj, traj_infos = jax.vmap(self._trajectories, in_axes=(0, 1, 1, 1), out_axes=(0, 1))(
             start.traj, out.reward, ended, valid
         )
-        state = state.replace(traj=traj)
+        state = state.replace(traj=traj, **jax.vmap(_advance_epoch, in_axes=(0, None))(keys, T))
 
         def previous(first: jax.Array, x: jax.Array) -> jax.Array:
             """``x[t - 1]``, zeros (the null action / reward) after an episode
@@ -361,36 +372,45 @@ class Sampler:
             self._agent_state_spec,
         )
 
-    def _start_batch(self, s: SamplerState) -> tuple[SamplerState, jax.Array]:
-        """Per env, at the start of ``collect``: the batch key, and resets.
+    def _strong(self, obs_and_state: PyTree) -> PyTree:
+        """``(obs, env_state)`` with fixed, strong dtypes: gymnax returns some
+        weak-typed leaves, which would make the next ``collect`` retrace."""
+        return jax.tree.map(
+            lambda x, spec: jnp.asarray(x, spec.dtype), obs_and_state, self._obs_state_spec
+        )
+
+    def _reset(self, key: jax.Array) -> tuple[PyTree, PyTree]:
+        """``env.reset`` with the carry's dtypes."""
+        return self._strong(self.env.reset(key, self.env_params))
+
+    def _start_batch(self, s: SamplerState) -> tuple[SamplerState, _EpochKeys]:
+        """Per env, at the start of ``collect``: the step keys, and resets.
 
         ``"episodic"``: every env starts a new episode with the batch. ``"wait"``:
         an env that finished in the last batch already holds its reset state
         and stops idling.
         """
+        keys = _EpochKeys(key=s.key, next_key=jax.random.split(s.key)[0], step=s.step)
         if self.reset_mode != "episodic":
-            k_run, k_batch = jax.random.split(s.key)
-            return s.replace(key=k_run, idle=jnp.zeros((), bool)), k_batch
-        k_run, k_batch, k_reset = jax.random.split(s.key, 3)
-        obs, env_state = self.env.reset(k_reset, self.env_params)
+            return s.replace(idle=jnp.zeros((), bool)), keys
+        obs, env_state = self._reset(_step_key(keys, jnp.zeros((), jnp.uint32), 2))
         s = s.replace(
             env_state=env_state,
             observation=obs,
             prev_action=self._null_action,
             prev_reward=jnp.zeros((), jnp.float32),
             agent_state=self._initial_agent_state(s.env_rank),
-            key=k_run,
             traj=TrajAccumulator.zeros(),
             idle=jnp.zeros((), bool),
         )
-        return s, k_batch
+        return s, keys
 
     def _env_step(
-        self, s: SamplerState, k_batch: jax.Array, agent_params: PyTree, t: jax.Array
+        self, s: SamplerState, keys: _EpochKeys, agent_params: PyTree, t: jax.Array
     ) -> tuple[SamplerState, _StepOut]:
         """One step of one env (unbatched): agent acts, env steps, resets on done."""
-        k_agent = jax.random.fold_in(k_batch, 2 * t)
-        k_env = _env_key(k_batch, t)
+        k_agent = _step_key(keys, t, 0)
+        k_env = _step_key(keys, t, 1)
         inputs = AgentInputs(s.observation, s.prev_action, s.prev_reward)
         agent_step, agent_state = self.agent.step(agent_params, inputs, s.agent_state, k_agent)
         action = agent_step.action
@@ -409,6 +429,7 @@ class Sampler:
         obs, env_state, reward, terminated, truncated, info = self.env.step(
             k_env, s.env_state, action, self.env_params
         )
+        obs, env_state = self._strong((obs, env_state))
         reward = jnp.asarray(reward, jnp.float32)
         terminated = jnp.asarray(terminated, bool)
         truncated = jnp.asarray(truncated, bool)
@@ -450,7 +471,7 @@ class Sampler:
         slots: PyTree,
         n_truncated: jax.Array,
         truncated: jax.Array,
-        k_batch: jax.Array,
+        keys: _EpochKeys,
         t: jax.Array,
         env_state: PyTree,
         action: PyTree,
@@ -461,7 +482,7 @@ class Sampler:
         the same keys (gymnax envs are pure functions), so the common path never
         materializes the final observation next to the observation.
         """
-        k_env = jax.vmap(_env_key, in_axes=(0, None))(k_batch, t)
+        k_env = jax.vmap(_step_key, in_axes=(0, None, None))(keys, t, 1)
         final = jax.vmap(self.env.step, in_axes=(0, 0, 0, None))(
             k_env, env_state, action, self.env_params
         )[5]["final_observation"]
@@ -473,9 +494,35 @@ class Sampler:
         return slots, n_truncated + truncated.astype(jnp.int32)
 
 
-def _env_key(k_batch: jax.Array, t: jax.Array) -> jax.Array:
-    """The key of the env step at step ``t`` of a batch (module docstring)."""
-    return jax.random.fold_in(k_batch, 2 * t + 1)
+class _EpochKeys(struct.PyTreeNode):
+    """One env's key material for a batch: the epoch key, the next epoch's key
+    and the step count in the epoch at the start of the batch."""
+
+    key: jax.Array
+    next_key: jax.Array
+    step: jax.Array  # uint32 scalar, < EPOCH
+
+
+def _epoch_position(keys: _EpochKeys, t: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Epoch key and index in it of the step ``t`` steps after the batch start."""
+    n = keys.step + jnp.asarray(t, jnp.uint32)  # < 2 * EPOCH: no uint32 wrap
+    crossed = n >= EPOCH
+    data = jnp.where(crossed, jax.random.key_data(keys.next_key), jax.random.key_data(keys.key))
+    key = jax.random.wrap_key_data(data, impl=jax.random.key_impl(keys.key))
+    return key, jnp.where(crossed, n - EPOCH, n)
+
+
+def _step_key(keys: _EpochKeys, t: jax.Array, stream: int) -> jax.Array:
+    """Key of stream ``stream`` (0 agent, 1 env, 2 episodic reset) for step ``t``
+    of the batch (module docstring)."""
+    key, i = _epoch_position(keys, t)
+    return jax.random.fold_in(key, 3 * i + stream)
+
+
+def _advance_epoch(keys: _EpochKeys, T: int) -> dict[str, jax.Array]:
+    """The state's ``key`` and ``step`` after the ``T`` steps of a batch."""
+    key, step = _epoch_position(keys, jnp.uint32(T))
+    return {"key": key, "step": step}
 
 
 def _check_key(key: Any) -> None:
@@ -551,6 +598,8 @@ def make_sampler(
       fit the action space, or whose state or agent_info changes structure.
     """
     T = _check_int("batch_spec.T", getattr(batch_spec, "T", None), 1)
+    if T > EPOCH:
+        raise ValueError(f"batch_spec.T must be <= 2**30, got {T}")
     B = _check_int("batch_spec.B", getattr(batch_spec, "B", None), 1)
     batch_spec = BatchSpec(T, B)
     if reset_mode not in RESET_MODES:
@@ -676,4 +725,5 @@ def make_sampler(
         _null_action=null,
         _slots=slots,
         _agent_state_spec=agent_state_spec,
+        _obs_state_spec=(step_spec[0], step_spec[1]),
     )

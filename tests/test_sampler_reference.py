@@ -93,6 +93,9 @@ class _Traj:
         }
 
 
+EPOCH = 2**30  # steps per key epoch (jaxsample/sampler.py docstring)
+
+
 class RefEnv:
     """One environment of global rank ``rank`` driven exactly as DESIGN.md says."""
 
@@ -102,7 +105,8 @@ class RefEnv:
         a = _np(self.sample(jax.random.key(0)))
         self.null = np.zeros(a.shape, a.dtype)
 
-        k_reset, k_decorrelate, self.k_run = _split(jax.random.fold_in(key, rank), 3)
+        k_reset, k_decorrelate, self.k_epoch = _split(jax.random.fold_in(key, rank), 3)
+        self.epoch, self.n = 0, 0  # key epoch, steps taken in all batches
         self.obs, self.env_state = env.reset(k_reset, env_params)
         self._after_reset()
         self.idle = False
@@ -135,20 +139,25 @@ class RefEnv:
             self.prev_action = _np(action)
             self.prev_reward = float(reward)
 
+    def key(self, n: int, stream: int) -> jax.Array:
+        """Key of stream (0 agent, 1 env, 2 episodic reset) for overall step n."""
+        while self.epoch < n // EPOCH:  # a new key every EPOCH steps
+            self.k_epoch = _split(self.k_epoch)[0]
+            self.epoch += 1
+        return jax.random.fold_in(self.k_epoch, np.uint32(3 * (n % EPOCH) + stream))
+
     def start_batch(self, mode: str) -> int:
         """Returns the agent state at the start of the batch."""
         self.idle = False
         if mode == "episodic":
-            self.k_run, self.k_batch, k_reset = _split(self.k_run, 3)
+            k_reset = self.key(self.n, 2)
             self.obs, self.env_state = self.env.reset(k_reset, self.env_params)
             self._after_reset()
-        else:
-            self.k_run, self.k_batch = _split(self.k_run)
         return self.count
 
     def step(self, t: int, T: int, mode: str, w: float) -> dict[str, Any]:
-        k_agent = jax.random.fold_in(self.k_batch, 2 * t)
-        k_env = jax.random.fold_in(self.k_batch, 2 * t + 1)
+        k_agent, k_env = self.key(self.n, 0), self.key(self.n, 1)
+        self.n += 1  # idle steps use up their keys too
         if self.idle:
             return None
         obs = _np(self.obs)
@@ -349,7 +358,7 @@ CASES = {
     # Limit 12: truncations and terminations, every true final obs kept.
     "auto-limit12-dense": Case("CartPole-v1", "auto", 12, 0, True, "dense"),
     "wait-limit15-decorrelate": Case("CartPole-v1", "wait", 15, 20, True, "sparse"),
-    "wait-limit12-dense": Case("CartPole-v1", "wait", 12, 0, False, "dense"),
+    "wait-limit16-dense": Case("CartPole-v1", "wait", 16, 0, False, "dense", B=6),
     "episodic-default-counter": Case("CartPole-v1", "episodic", None, 0, True, "sparse"),
     "episodic-limit15-dense": Case("CartPole-v1", "episodic", 15, 0, True, "dense"),
     "breakout-auto": Case("Breakout-MinAtar", "auto", None, 5, False, "sparse", 6, 2, 2),
@@ -438,12 +447,12 @@ def test_cases_exercise_what_they_claim():
     trunc = _all("auto-limit5-decorrelate", "truncated")
     assert trunc.sum(axis=1).max() == 5, trunc.sum(axis=1)
     assert (trunc.sum(axis=1) >= 4).all()
-    # Limit 12: both kinds of episode end (dense store: final obs on both).
-    for name in ("auto-limit12-dense", "wait-limit12-dense"):
+    # Limits 12 and 16: both kinds of episode end (dense store: final obs on both).
+    for name in ("auto-limit12-dense", "wait-limit16-dense"):
         assert _all(name, "terminated").any(), name
         assert _all(name, "truncated").any(), name
     # Wait mode: idle steps, and a truncation ends some episode.
-    for name in ("wait-limit15-decorrelate", "wait-limit12-dense"):
+    for name in ("wait-limit15-decorrelate", "wait-limit16-dense"):
         assert (~_all(name, "valid")).any(), name
     assert _all("wait-limit15-decorrelate", "truncated").any()
     # Episodic: some env survives to the forced truncation at T-1, some

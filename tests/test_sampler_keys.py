@@ -69,3 +69,55 @@ def test_a_new_epoch_uses_new_keys() -> None:
         )
         np.testing.assert_array_equal(data(first_of_next), data(jax.random.fold_in(nxt, stream)))
         assert not np.array_equal(data(first_of_next), data(jax.random.fold_in(k, stream)))
+
+
+class RankAgent:
+    """Random actions; its state is its env rank, so initial_state(rank) shows up."""
+
+    def __init__(self, space) -> None:
+        self.space = space
+
+    def init(self, key, observation):
+        return ()
+
+    def initial_state(self, env_rank):
+        return jnp.asarray(env_rank, jnp.int32)
+
+    def step(self, params, inputs, state, key):
+        return js.AgentStep(self.space.sample(key), state), state
+
+    def value(self, params, inputs, state):
+        return jnp.asarray(state, jnp.float32)
+
+    def as_eval(self):
+        return self
+
+
+def test_env_ranks_split_one_global_batch() -> None:
+    """Two samplers owning ranks 0..3 and 4..7 of global_B=8 give exactly the
+    columns of one B=8 sampler: keys and agent states come from global ranks."""
+    env, env_params = gymnax.make("CartPole-v1")
+    agent = RankAgent(env.action_space(env_params))
+    kw = dict(max_decorrelation_steps=6, bootstrap_value=True)
+    whole = js.make_sampler(env, env_params, agent, js.BatchSpec(12, 8), **kw)
+    parts = [
+        js.make_sampler(env, env_params, agent, js.BatchSpec(12, 4), env_ranks=r, global_B=8, **kw)
+        for r in (range(4), range(4, 8))
+    ]
+    key = jax.random.key(11)
+    s_whole = whole.init(key, ())
+    s_parts = [p.init(key, ()) for p in parts]
+    for _ in range(2):
+        s_whole, b_whole = jax.jit(whole.collect)(s_whole, ())
+        outs = []
+        for i, p in enumerate(parts):
+            s_parts[i], b = jax.jit(p.collect)(s_parts[i], ())
+            outs.append(b)
+        # [T, B, ...] leaves join on axis 1, per-batch [B, ...] leaves on axis 0.
+        joined = jax.tree.map(
+            lambda a, b: np.concatenate([a, b], axis=1 if a.shape[0] == 12 else 0), *outs
+        )
+        for x, y in zip(jax.tree.leaves(b_whole), jax.tree.leaves(joined), strict=True):
+            np.testing.assert_array_equal(np.asarray(x), y)
+    np.testing.assert_array_equal(np.asarray(b_whole.samples.agent.agent_info[0]), np.arange(8))
+    np.testing.assert_array_equal(np.asarray(b_whole.samples.bootstrap_value), np.arange(8))

@@ -1,0 +1,198 @@
+"""PPO with jaxsample against the same PPO with a hand-written rollout.
+
+The inline trainer replaces exactly one thing in :class:`jaxsample.algos.ppo.Trainer`:
+the collection. Its rollout is what one writes by hand without jaxsample, a
+``lax.scan`` over ``vmap(env.step)`` with the agent's forward pass, keeping
+gymnax's ``info["final_observation"]`` densely so that truncations can be
+bootstrapped too; GAE, the minibatches, the loss and the optimizer are the
+trainer's own. Both run in one process, interleaved, compiled separately.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+import jaxsample as js
+from jaxsample.algos import ppo
+
+
+class _InlineState(struct.PyTreeNode):
+    """The hand-written rollout's carry; leaves ``[B, ...]``."""
+
+    env_state: Any
+    obs: Any
+    key: jax.Array
+    ep_return: jax.Array
+    ep_length: jax.Array
+
+
+class InlinePPO:
+    """``ppo.Trainer`` with its sampler swapped for a hand-written rollout
+    (feedforward agents only)."""
+
+    def __init__(self, trainer: ppo.Trainer) -> None:
+        if trainer.config.recurrent:
+            raise ValueError("the inline comparison covers the feedforward PPO only")
+        self.t = trainer
+
+    def init(self, key: jax.Array) -> tuple[ppo.TrainState, _InlineState]:
+        state = self.t.init(key)
+        B = self.t.config.num_envs
+        k_reset, k_run = jax.random.split(jax.random.fold_in(key, 1))
+        obs, env_state = jax.vmap(self.t.env.reset, in_axes=(0, None))(
+            jax.random.split(k_reset, B), self.t.env_params
+        )
+        inline = _InlineState(
+            env_state=env_state,
+            obs=obs,
+            key=k_run,
+            ep_return=jnp.zeros((B,), jnp.float32),
+            ep_length=jnp.zeros((B,), jnp.int32),
+        )
+        return state.replace(sampler_state=()), inline
+
+    def _collect(self, params: Any, s: _InlineState):
+        agent, env, env_params = self.t.agent, self.t.env, self.t.env_params
+        T, B = self.t.config.num_steps, self.t.config.num_envs
+        null = jnp.zeros((), jnp.float32)
+        per_env = js.AgentInputs(0, None, None)  # feedforward: no prev action/reward
+
+        def body(s: _InlineState, _):
+            key, k_act, k_env = jax.random.split(s.key, 3)
+            inputs = js.AgentInputs(s.obs, null, null)
+            step, _ = jax.vmap(agent.step, in_axes=(None, per_env, None, 0))(
+                params, inputs, (), jax.random.split(k_act, B)
+            )
+            obs, env_state, reward, terminated, truncated, info = jax.vmap(
+                env.step, in_axes=(0, 0, 0, None)
+            )(jax.random.split(k_env, B), s.env_state, step.action, env_params)
+            done = terminated | truncated
+            ep_return = s.ep_return + reward
+            ep_length = s.ep_length + 1
+            out = (
+                s.obs,
+                step.action,
+                step.agent_info.log_prob,
+                step.agent_info.value,
+                reward,
+                terminated,
+                truncated,
+                info["final_observation"],
+                jnp.where(done, ep_return, 0.0),
+                done,
+            )
+            new = _InlineState(
+                env_state=env_state,
+                obs=obs,
+                key=key,
+                ep_return=jnp.where(done, 0.0, ep_return),
+                ep_length=jnp.where(done, 0, ep_length),
+            )
+            return new, out
+
+        s, out = jax.lax.scan(body, s, None, T)
+        obs, action, log_prob, value, reward, term, trunc, final_obs, ended_return, done = out
+        inputs = js.AgentInputs(s.obs, null, null)
+        value_of = jax.vmap(agent.value, in_axes=(None, per_env, None))
+        bootstrap = value_of(params, inputs, ())
+        final_inputs = js.AgentInputs(final_obs, null, null)
+        final_value = jax.vmap(value_of, in_axes=(None, per_env, None))(params, final_inputs, ())
+        c = self.t.config
+        advantage, target = ppo.gae(
+            reward, value, final_value, bootstrap, term, trunc, gamma=c.gamma, lam=c.gae_lambda
+        )
+        rollout = ppo._Rollout(
+            inputs=js.AgentInputs(obs, jnp.zeros_like(action), jnp.zeros_like(reward)),
+            action=action,
+            log_prob=log_prob,
+            value=value,
+            advantage=advantage,
+            target=target,
+            reset=jnp.zeros_like(done),
+            initial_state=(),
+        )
+        n_done = jnp.sum(done)
+        mean_return = jnp.where(n_done > 0, jnp.sum(ended_return) / jnp.maximum(n_done, 1), jnp.nan)
+        return s, rollout, mean_return
+
+    def iteration(self, carry):
+        state, inline = carry
+        c = self.t.config
+        inline, rollout, mean_return = self._collect(state.params, inline)
+        frac = 1.0 - state.iteration.astype(jnp.float32) / self.t.num_iterations
+        lr = state.hparams.lr * (jnp.maximum(frac, 0.0) if c.anneal_lr else 1.0)
+        key, k_epochs = jax.random.split(state.key)
+
+        def epoch(carry, k_epoch):
+            return jax.lax.scan(self.t._update, carry, self.t._minibatches(rollout, k_epoch))
+
+        (params, opt_state, _, _), _ = jax.lax.scan(
+            epoch,
+            (state.params, state.opt_state, state.hparams, lr),
+            jax.random.split(k_epochs, c.update_epochs),
+        )
+        state = state.replace(
+            params=params, opt_state=opt_state, key=key, iteration=state.iteration + 1
+        )
+        return (state, inline), mean_return
+
+    def train(self, key: jax.Array):
+        carry = self.init(key)
+        return jax.lax.scan(lambda c, _: self.iteration(c), carry, None, self.t.num_iterations)
+
+
+def ppo_overhead(
+    *,
+    seeds: int = 1,
+    total_timesteps: int = 100_000,
+    reps: int = 3,
+    config: ppo.PPOConfig | None = None,
+) -> dict[str, Any]:
+    """Wall time of a whole PPO run, jaxsample vs inline, vmapped over ``seeds``.
+
+    Returns compile seconds of both, the median and all run seconds of both, and
+    ``ratio`` = jaxsample run time / inline run time (lower is better; the
+    target is <= 1.05), plus the final returns of both (a sanity check that
+    they train alike).
+    """
+    config = config or ppo.PPOConfig(total_timesteps=total_timesteps)
+    trainer = ppo.make_train(config)
+    inline = InlinePPO(trainer)
+    keys = jax.vmap(jax.random.key)(jnp.arange(seeds, dtype=jnp.uint32))
+    programs = {
+        "jaxsample": jax.jit(jax.vmap(lambda k: trainer.train(k)[1]["episode_return_mean"])),
+        "inline": jax.jit(jax.vmap(lambda k: inline.train(k)[1])),
+    }
+    compiled, compile_s = {}, {}
+    for name, fn in programs.items():
+        t0 = time.perf_counter()
+        compiled[name] = fn.lower(keys).compile()
+        compile_s[name] = time.perf_counter() - t0
+    times: dict[str, list[float]] = {name: [] for name in programs}
+    returns: dict[str, Any] = {}
+    for _ in range(reps):
+        for name, fn in compiled.items():
+            t0 = time.perf_counter()
+            out = jax.block_until_ready(fn(keys))
+            times[name].append(time.perf_counter() - t0)
+            returns[name] = out
+    med = {k: statistics.median(v) for k, v in times.items()}
+
+    def tail(r: jax.Array) -> list[float]:
+        r = jnp.asarray(r)[:, -10:]
+        return [float(x) for x in jnp.nanmean(r, axis=1)]
+
+    return {
+        "seeds": seeds,
+        "total_timesteps": config.total_timesteps,
+        "compile_s": compile_s,
+        "run_s": {k: {"median": med[k], "all": v} for k, v in times.items()},
+        "ratio": med["jaxsample"] / med["inline"],
+        "final_return": {k: tail(v) for k, v in returns.items()},
+    }

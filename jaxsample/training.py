@@ -70,8 +70,15 @@ class TrainingResult:
         }
 
 
-def _chunk_size(num_iterations: int, target: int) -> int:
-    return max(1, min(num_iterations, target))
+def _chunk_size(num_iterations: int, chunks: int) -> int:
+    """Iterations per compiled chunk: a divisor of ``num_iterations`` giving
+    about ``chunks`` chunks when there is one (one program to compile), else
+    ``ceil(num_iterations / chunks)`` and a remainder chunk."""
+    target = max(1, math.ceil(num_iterations / max(chunks, 1)))
+    for size in range(target, min(num_iterations, 2 * target) + 1):
+        if num_iterations % size == 0:
+            return size
+    return min(num_iterations, target)
 
 
 def drive(
@@ -103,7 +110,7 @@ def drive(
         raise ValueError(f"seeds must be >= 1, got {seeds}")
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
-    chunk = _chunk_size(num_iterations, math.ceil(num_iterations / max(chunks, 1)))
+    chunk = _chunk_size(num_iterations, chunks)
     n_full, rest = divmod(num_iterations, chunk)
     keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(np.arange(seeds))
 

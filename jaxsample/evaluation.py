@@ -62,7 +62,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxsample.agents.base import Agent, action_spec, null_action
-from jaxsample.sampler import _check_int, _check_key, _check_same, _tree_where
+from jaxsample.sampler import _check_int, _check_key, _check_same, _tree_where, act_checked
 from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import AgentInputs, PyTree, TrajInfo
 
@@ -259,20 +259,17 @@ class Evaluator:
         k_agent = jax.random.fold_in(s.key, i)
         k_env = jax.random.fold_in(s.key, i + 1)
         inputs = AgentInputs(s.observation, s.prev_action, s.prev_reward)
-        agent_step, agent_state = self.agent.step(agent_params, inputs, s.agent_state, k_agent)
+        agent_step, agent_state = act_checked(
+            self.agent,
+            agent_params,
+            inputs,
+            s.agent_state,
+            k_agent,
+            null_action=self._null_action,
+            state_spec=self._agent_state_spec,
+            space=self._action_space,
+        )
         action = agent_step.action
-        _check_same(
-            "agent action",
-            self._null_action,
-            action,
-            f"The action must fit env.action_space: {self._action_space}.",
-        )
-        _check_same(
-            "agent state",
-            self._agent_state_spec,
-            agent_state,
-            "agent.step must return a state with the structure of agent.initial_state.",
-        )
         obs, env_state, reward, terminated, truncated, _ = self.env.step(
             k_env, s.env_state, action, self.env_params
         )

@@ -48,6 +48,7 @@ from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import (
     AgentInputs,
     AgentSamples,
+    AgentStep,
     Batch,
     BatchSpec,
     EnvSamples,
@@ -135,6 +136,35 @@ def _check_same(what: str, expected: PyTree, got: PyTree, hint: str) -> None:
         for a, b in zip(jax.tree.leaves(e), jax.tree.leaves(g), strict=True)
     ):
         raise ValueError(f"{what} mismatch: expected {_describe(e)}, got {_describe(g)}. {hint}")
+
+
+def act_checked(
+    agent: Agent,
+    agent_params: PyTree,
+    inputs: AgentInputs,
+    state: PyTree,
+    key: jax.Array,
+    *,
+    null_action: PyTree,
+    state_spec: PyTree,
+    space: Any,
+) -> tuple[AgentStep, PyTree]:
+    """``agent.step`` for one env, with a clear error (at trace time) when the
+    action does not fit the action space or the state changes structure."""
+    agent_step, new_state = agent.step(agent_params, inputs, state, key)
+    _check_same(
+        "agent action",
+        null_action,
+        agent_step.action,
+        f"The action must fit env.action_space: {space}.",
+    )
+    _check_same(
+        "agent state",
+        state_spec,
+        new_state,
+        "agent.step must return a state with the structure of agent.initial_state.",
+    )
+    return agent_step, new_state
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
@@ -412,20 +442,17 @@ class Sampler:
         k_agent = _step_key(keys, t, 0)
         k_env = _step_key(keys, t, 1)
         inputs = AgentInputs(s.observation, s.prev_action, s.prev_reward)
-        agent_step, agent_state = self.agent.step(agent_params, inputs, s.agent_state, k_agent)
+        agent_step, agent_state = act_checked(
+            self.agent,
+            agent_params,
+            inputs,
+            s.agent_state,
+            k_agent,
+            null_action=self._null_action,
+            state_spec=self._agent_state_spec,
+            space=self._action_space,
+        )
         action = agent_step.action
-        _check_same(
-            "agent action",
-            self._null_action,
-            action,
-            f"The action must fit env.action_space: {self._action_space}.",
-        )
-        _check_same(
-            "agent state",
-            self._agent_state_spec,
-            agent_state,
-            "agent.step must return a state with the structure of agent.initial_state.",
-        )
         obs, env_state, reward, terminated, truncated, info = self.env.step(
             k_env, s.env_state, action, self.env_params
         )

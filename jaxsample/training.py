@@ -15,6 +15,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -155,8 +156,10 @@ def drive(
     )
 
 
-def print_progress(stream: TextIO = sys.stdout) -> Callable[[dict[str, float]], None]:
-    """A progress callback: one updating line on a terminal, one line per chunk otherwise."""
+def print_progress(stream: TextIO | None = None) -> Callable[[dict[str, float]], None]:
+    """A progress callback: one updating line on a terminal, one line per chunk
+    otherwise; ``stream`` defaults to the current ``sys.stdout``."""
+    stream = sys.stdout if stream is None else stream
     tty = stream.isatty()
 
     def show(p: dict[str, float]) -> None:
@@ -216,7 +219,8 @@ def plot(result: TrainingResult, path: str, title: str = "") -> None:
     x = result.env_steps
     for i, curve in enumerate(result.returns):
         ax.plot(x, _smooth(curve), lw=0.8, alpha=0.5, label=f"seed {i}")
-    with np.errstate(all="ignore"):
+    with warnings.catch_warnings():  # all-NaN columns before the first episode
+        warnings.simplefilter("ignore", RuntimeWarning)
         mean = np.nanmean(np.stack([_smooth(c) for c in result.returns]), axis=0)
     ax.plot(x, mean, lw=2.2, color="black", label="mean")
     ax.set_xlabel("environment steps (per seed)")

@@ -37,3 +37,26 @@ def test_bench_reports_ratio_and_memory(tmp_path, capsys) -> None:
     assert row["compile_s"]["sampler"] > 0 and row["compile_s"]["bare"] > 0
     # The batch the sampler returns: obs 4 floats and 12 more step fields per env-step.
     assert row["batch_bytes"] > 8 * 4 * 16
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_train_writes_summary_json_and_plot(tmp_path, capsys, algo: str) -> None:
+    out, png = tmp_path / "train.json", tmp_path / "curve.png"
+    args = ["train", "--algo", algo, "--seeds", "2", "--total-steps", "3000", "--chunks", "3"]
+    assert main([*args, "--json", str(out), "--plot", str(png)]) == 0
+    printed = capsys.readouterr().out
+    assert "steps/s" in printed and "recent return" in printed and "mean" in printed
+    result = json.loads(out.read_text())
+    for field in ("final_return", "total_steps", "wall_seconds", "compile_seconds"):
+        assert field in result
+    assert result["seeds"] == 2 and 0 < result["total_steps"] <= 3000
+    assert result["steps_per_second"] > 0
+    assert len(result["curve"]["returns"]) == 2
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_train_rejects_bad_arguments() -> None:
+    with pytest.raises(SystemExit, match="seeds"):
+        main(["train", "--seeds", "0"])
+    with pytest.raises(SystemExit, match="mask-velocity"):
+        main(["train", "--algo", "dqn", "--mask-velocity"])

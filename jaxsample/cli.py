@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -149,9 +150,13 @@ def _make_trainer(args: argparse.Namespace) -> tuple[object, int]:
     if args.algo in ("ppo", "ppo-rnn"):
         from jaxsample.algos import ppo
 
-        config = ppo.PPOConfig(
-            recurrent=args.algo == "ppo-rnn", mask_velocity=args.mask_velocity, **overrides
-        )
+        recurrent = args.algo == "ppo-rnn"
+        if args.mask_velocity:  # the POMDP preset (tuned for the recurrent agent)
+            config = dataclasses.replace(
+                ppo.MASKED_CARTPOLE_RECURRENT, recurrent=recurrent, **overrides
+            )
+        else:
+            config = ppo.PPOConfig(recurrent=recurrent, **overrides)
         trainer = ppo.make_train(config)
     else:
         from jaxsample.algos import dqn

@@ -60,3 +60,20 @@ def test_train_rejects_bad_arguments() -> None:
         main(["train", "--seeds", "0"])
     with pytest.raises(SystemExit, match="mask-velocity"):
         main(["train", "--algo", "dqn", "--mask-velocity"])
+
+
+def test_mask_velocity_uses_the_pomdp_preset() -> None:
+    import argparse
+
+    from jaxsample.algos import ppo
+    from jaxsample.cli import _make_trainer
+
+    args = argparse.Namespace(
+        algo="ppo-rnn", env="CartPole-v1", total_steps=None, mask_velocity=True
+    )
+    trainer, steps = _make_trainer(args)
+    preset = ppo.MASKED_CARTPOLE_RECURRENT
+    assert trainer.config == preset and steps == preset.num_envs * preset.num_steps
+    assert trainer.sampler.examples.env.observation.shape == (2,)  # velocities hidden
+    args.algo = "ppo"
+    assert _make_trainer(args)[0].config.recurrent is False

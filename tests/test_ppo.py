@@ -379,23 +379,31 @@ def test_config_validation():
 # ----------------------------------------------------------------------------
 
 
-def final_returns(config: ppo.PPOConfig, n_seeds: int) -> np.ndarray:
+def train_returns(config: ppo.PPOConfig, n_seeds: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per seed: the mean return of the last ``metrics_window`` episodes, and of
+    all the episodes completed in the last quarter of the run."""
     trainer = ppo.make_train(config)
     keys = jax.random.split(jax.random.key(0), n_seeds)
     _, metrics = jax.jit(jax.vmap(trainer.train))(keys)
-    return np.asarray(metrics["average_return"][:, -1])
+    metrics = jax.tree.map(np.asarray, metrics)
+    tail = slice(-(trainer.num_iterations // 4), None)
+    returns, counts = metrics["episode_return_mean"][:, tail], metrics["n_episodes"][:, tail]
+    tail_mean = (np.nan_to_num(returns) * counts).sum(1) / np.maximum(counts.sum(1), 1)
+    return metrics["average_return"][:, -1], tail_mean
 
 
 def test_feedforward_ppo_learns_cartpole():
-    """CleanRL's setup at a fifth of its budget: 4 seeds, vmapped."""
-    returns = final_returns(ppo.PPOConfig(total_timesteps=100_000), n_seeds=4)
+    """CleanRL's setup at a fifth of its budget: 4 seeds, vmapped (~15 s)."""
+    returns, _ = train_returns(ppo.PPOConfig(total_timesteps=100_000), n_seeds=4)
     assert (returns > 150).sum() >= 3, returns
     assert returns.mean() > 180, returns
 
 
 def test_recurrent_ppo_learns_masked_cartpole_where_feedforward_cannot():
+    """Half the benchmark's budget, 2 seeds each (~1 min)."""
     config = dataclasses.replace(ppo.MASKED_CARTPOLE_RECURRENT, total_timesteps=150_000)
-    recurrent = final_returns(config, n_seeds=2)
-    feedforward = final_returns(dataclasses.replace(config, recurrent=False), n_seeds=2)
-    assert recurrent.min() > 200, (recurrent, feedforward)
-    assert feedforward.max() < 120, (recurrent, feedforward)
+    _, recurrent = train_returns(config, n_seeds=2)
+    _, feedforward = train_returns(dataclasses.replace(config, recurrent=False), n_seeds=2)
+    print("masked CartPole, last-quarter returns:", recurrent, feedforward)
+    assert recurrent.min() > 150, (recurrent, feedforward)
+    assert feedforward.max() < 80, (recurrent, feedforward)

@@ -381,9 +381,11 @@ class Trainer:
     """DQN as pure functions; build it with :func:`make_train`.
 
     * ``init(key, hparams=None) -> TrainState``
-    * ``iteration(state) -> (state, metrics)``: set the epsilon decay, collect
-      ``[num_steps, num_envs]``, add it to the replay buffer, ``gradient_steps``
-      gradient steps (once ``learning_starts`` env steps are in), target update.
+    * ``iteration(state) -> (state, metrics)``: set the epsilon decay
+      (``acting_params``), collect ``[num_steps, num_envs]``, then ``learn``.
+    * ``learn(state, batch) -> (state, metrics)``: add the batch to the replay
+      buffer, ``gradient_steps`` gradient steps (once ``learning_starts`` env
+      steps are in), target update.
     * ``run(state, num_iterations) -> (state, metrics)``: ``lax.scan`` of
       ``iteration``; ``num_iterations`` is static (``static_argnums=1``).
     * ``train(key, hparams=None) -> (state, metrics)``: ``init`` then ``run``
@@ -544,9 +546,27 @@ class Trainer:
 
     def iteration(self, state: TrainState) -> tuple[TrainState, dict[str, jax.Array]]:
         """One DQN iteration (see the class docstring for the metrics)."""
-        c = self.config
-        params = state.params.replace(decay=self.decay(state.iteration))
+        params = self.acting_params(state)
         sampler_state, batch = self.sampler.collect(state.sampler_state, params)
+        return self.learn(state.replace(params=params, sampler_state=sampler_state), batch)
+
+    def acting_params(self, state: TrainState) -> js.agents.EpsilonGreedyParams:
+        """The agent parameters to collect iteration ``state.iteration`` with: the
+        online network and the epsilon decay of that iteration."""
+        return state.params.replace(decay=self.decay(state.iteration))
+
+    def learn(
+        self, state: TrainState, batch: js.Batch
+    ) -> tuple[TrainState, dict[str, jax.Array]]:
+        """Everything of an iteration but the collection: add ``batch`` (of
+        ``[num_steps, num_envs]``) to the replay buffer, the gradient steps once
+        ``learning_starts`` env steps are in, the target update.
+
+        ``state.sampler_state`` is left as it is, so an actor/learner driver can
+        collect elsewhere and feed the batches here.
+        """
+        c = self.config
+        params = state.params
         replay_state = self.replayer.add(state.replay_state, batch)
         metrics = state.metrics.update(batch)
         env_steps = (state.iteration + 1) * c.steps_per_iteration  # int32, < 2**31
@@ -589,7 +609,6 @@ class Trainer:
             params=params.replace(network=network),
             target_params=target_params,
             opt_state=opt_state,
-            sampler_state=sampler_state,
             replay_state=replay_state,
             key=key,
             iteration=state.iteration + 1,

@@ -501,8 +501,9 @@ class Trainer:
     """PPO as pure functions; build it with :func:`make_train`.
 
     * ``init(key, hparams=None) -> TrainState``
-    * ``iteration(state) -> (state, metrics)``: one collect, GAE, and
-      ``update_epochs`` x ``num_minibatches`` gradient steps.
+    * ``iteration(state) -> (state, metrics)``: one collect, then ``learn``.
+    * ``learn(state, batch) -> (state, metrics)``: GAE and ``update_epochs`` x
+      ``num_minibatches`` gradient steps on a collected ``batch``.
     * ``run(state, num_iterations) -> (state, metrics)``: ``lax.scan`` of
       ``iteration``; ``num_iterations`` is static (``static_argnums=1``).
     * ``train(key, hparams=None) -> (state, metrics)``: ``init`` then ``run``
@@ -582,9 +583,22 @@ class Trainer:
         )
 
     def iteration(self, state: TrainState) -> tuple[TrainState, dict[str, jax.Array]]:
-        """One PPO iteration: collect ``[T, B]``, GAE, then the epochs."""
-        c = self.config
+        """One PPO iteration: collect ``[T, B]`` with ``state.params``, then :meth:`learn`."""
         sampler_state, batch = self.sampler.collect(state.sampler_state, state.params)
+        return self.learn(state.replace(sampler_state=sampler_state), batch)
+
+    def learn(
+        self, state: TrainState, batch: js.Batch
+    ) -> tuple[TrainState, dict[str, jax.Array]]:
+        """GAE and the ``update_epochs`` x ``num_minibatches`` gradient steps on ``batch``.
+
+        Everything of an iteration but the collection: ``state.sampler_state`` is
+        left as it is, so an actor/learner driver can collect elsewhere and feed
+        the batches here. The batch's ``agent_info`` (log-probabilities, values)
+        is the behaviour policy's, so a batch collected with older parameters is
+        learned from with PPO's clipped importance ratio against those.
+        """
+        c = self.config
         rollout = self._rollout(state.params, batch.samples)
         frac = 1.0 - state.iteration.astype(jnp.float32) / self.num_iterations
         lr = state.hparams.lr * (jnp.maximum(frac, 0.0) if c.anneal_lr else 1.0)
@@ -603,7 +617,6 @@ class Trainer:
         new_state = state.replace(
             params=params,
             opt_state=opt_state,
-            sampler_state=sampler_state,
             key=key,
             iteration=state.iteration + 1,
             metrics=metrics,

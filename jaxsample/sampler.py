@@ -241,8 +241,12 @@ class Sampler:
         """
         del agent_params  # decorrelation takes random actions, not the agent's
         _check_key(key)
-        ranks = jnp.asarray(self.env_ranks, jnp.int32)
-        return jax.vmap(self._init_env, in_axes=(None, 0))(key, ranks)
+        return self.init_envs(key, jnp.asarray(self.env_ranks, jnp.int32))
+
+    def init_envs(self, key: jax.Array, env_ranks: jax.Array) -> SamplerState:
+        """:meth:`init` for the envs of global ranks ``env_ranks`` (int32 ``[n]``,
+        a traced array is fine): how a shard of a mesh starts its own envs."""
+        return jax.vmap(self._init_env, in_axes=(None, 0))(key, env_ranks)
 
     def _init_env(self, key: jax.Array, rank: jax.Array) -> SamplerState:
         k_reset, k_decorrelate, k_run = jax.random.split(jax.random.fold_in(key, rank), 3)
@@ -587,6 +591,8 @@ def make_sampler(
     env_ranks: Sequence[int] | None = None,
     global_B: int | None = None,
     agent_params: PyTree = None,
+    mesh: jax.sharding.Mesh | None = None,
+    mesh_axis: str = "envs",
 ) -> Sampler:
     """Build a sampler of ``batch_spec.T`` steps of ``batch_spec.B`` envs.
 
@@ -629,6 +635,10 @@ def make_sampler(
         raise ValueError(f"batch_spec.T must be <= 2**30, got {T}")
     B = _check_int("batch_spec.B", getattr(batch_spec, "B", None), 1)
     batch_spec = BatchSpec(T, B)
+    if mesh is not None:
+        from jaxsample.distributed import check_mesh
+
+        check_mesh(mesh, mesh_axis, B)
     if reset_mode not in RESET_MODES:
         raise ValueError(f"reset_mode must be one of {RESET_MODES}, got {reset_mode!r}")
     max_decorrelation_steps = _check_int("max_decorrelation_steps", max_decorrelation_steps, 0)
@@ -734,7 +744,7 @@ def make_sampler(
         bootstrap_value=f32 if bootstrap_value else None,
     )
     slots = 1 if reset_mode != "auto" else truncation_bound(env, env_params, T)
-    return Sampler(
+    sampler = Sampler(
         env=env,
         env_params=env_params,
         agent=agent,
@@ -754,3 +764,8 @@ def make_sampler(
         _agent_state_spec=agent_state_spec,
         _obs_state_spec=(step_spec[0], step_spec[1]),
     )
+    if mesh is None:
+        return sampler
+    from jaxsample.distributed import shard_sampler
+
+    return shard_sampler(sampler, mesh, mesh_axis)

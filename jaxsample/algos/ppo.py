@@ -51,6 +51,8 @@ import numpy as np
 import optax
 from flax import struct
 from gymnax.environments import spaces
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 import jaxsample as js
 from jaxsample.envs import mask_velocity
@@ -526,6 +528,8 @@ class Trainer:
     agent: Any
     sampler: js.Sampler
     optimizer: optax.GradientTransformation
+    mesh: Mesh | None = None
+    mesh_axis: str = "envs"
 
     @property
     def num_iterations(self) -> int:
@@ -703,15 +707,26 @@ class Trainer:
                 lambda x: jnp.take(x, perm, axis=0).reshape(M, B // M, *x.shape[1:]),
                 rollout.initial_state,
             )
-            return steps.replace(initial_state=initial)
+            steps = self._shard(steps, P(None, None, self.mesh_axis))
+            return steps.replace(initial_state=self._shard(initial, P(None, self.mesh_axis)))
         perm = jax.random.permutation(key, T * B)
         steps = rollout.replace(initial_state=(), reset=jnp.zeros((T, B), bool))
-        return jax.tree.map(
+        steps = jax.tree.map(
             lambda x: jnp.take(x.reshape(T * B, *x.shape[2:]), perm, axis=0).reshape(
                 M, T * B // M, *x.shape[2:]
             ),
             steps,
         )
+        return self._shard(steps, P(None, self.mesh_axis))
+
+    def _shard(self, tree: PyTree, spec: P) -> PyTree:
+        """With a mesh, split the minibatches' sample axis over its devices: the
+        gradient of the minibatch mean is then each device's part, all-reduced
+        (data parallel, in the same program). Without one, ``tree`` as is."""
+        if self.mesh is None:
+            return tree
+        sharding = NamedSharding(self.mesh, spec)
+        return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, sharding), tree)
 
     def _evaluate(self, params: PyTree, mb: _Rollout) -> tuple[jax.Array, jax.Array, jax.Array]:
         """``(log_prob, entropy, value)`` of a minibatch under ``params``."""
@@ -749,7 +764,14 @@ class Trainer:
         return (params, opt_state, hparams, lr), {"loss": loss, **stats}
 
 
-def make_train(config: PPOConfig, *, env: Any = None, env_params: Any = None) -> Trainer:
+def make_train(
+    config: PPOConfig,
+    *,
+    env: Any = None,
+    env_params: Any = None,
+    mesh: Mesh | None = None,
+    mesh_axis: str = "envs",
+) -> Trainer:
     """Build PPO for ``config``: a :class:`Trainer` of pure functions.
 
     Args:
@@ -757,6 +779,13 @@ def make_train(config: PPOConfig, *, env: Any = None, env_params: Any = None) ->
       env, env_params: a gymnax environment to use instead of
         ``gymnax.make(config.env_name)`` (``env_params`` defaults to its
         ``default_params``). ``config.mask_velocity`` wraps either.
+      mesh, mesh_axis: run data parallel over this mesh axis (Anakin style, one
+        program): the sampler splits the ``num_envs`` envs over its devices
+        (:mod:`jaxsample.distributed`), every minibatch is split over them too,
+        and the gradient of the minibatch loss is all-reduced; the parameters
+        and optimizer state are replicated. Same seed, same global batch: the
+        same run as on one device, up to float rounding. ``num_envs``, and
+        each minibatch, must be divisible by the axis size.
 
     The sampler is ``make_sampler(env, env_params, agent, BatchSpec(num_steps,
     num_envs), reset_mode="auto", bootstrap_value=True)`` with the default sparse
@@ -801,7 +830,20 @@ def make_train(config: PPOConfig, *, env: Any = None, env_params: Any = None) ->
         discount=config.gamma,
         bootstrap_value=True,
         store_agent_state=config.recurrent,
+        mesh=mesh,
+        mesh_axis=mesh_axis,
     )
+    if mesh is not None:
+        n = int(mesh.shape[mesh_axis])
+        per_minibatch = config.num_envs // config.num_minibatches if config.recurrent else (
+            config.minibatch_size
+        )
+        if per_minibatch % n:
+            raise ValueError(
+                f"a minibatch of {per_minibatch} "
+                f"{'env sequences' if config.recurrent else 'steps'} cannot be split over "
+                f"the {n} devices of mesh axis {mesh_axis!r}: change num_minibatches"
+            )
     optimizer = optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm),
         optax.scale_by_adam(eps=config.adam_eps),
@@ -813,6 +855,8 @@ def make_train(config: PPOConfig, *, env: Any = None, env_params: Any = None) ->
         agent=agent,
         sampler=sampler,
         optimizer=optimizer,
+        mesh=mesh,
+        mesh_axis=mesh_axis,
     )
 
 

@@ -1,0 +1,277 @@
+"""Scale out: envs sharded over a mesh, several processes, sharded PPO.
+
+The reference is always the one-device sampler (or PPO) in this process: a
+sharded run must give the same samples whatever the device or process count.
+In-process meshes use conftest's 4 forced CPU devices; other device counts and
+``jax.distributed`` run in subprocesses (``tests/distributed_worker.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnax
+import jax
+import numpy as np
+import pytest
+from jax.sharding import Mesh
+
+import jaxsample as js
+from jaxsample.algos import ppo
+from jaxsample.distributed import ShardedSampler, process_env_ranks, process_local, shard_sampler
+
+sys.path.insert(0, str(Path(__file__).parent))
+import distributed_worker as worker
+
+WORKER = str(Path(__file__).parent / "distributed_worker.py")
+TIMEOUT = 240  # seconds per subprocess; they are killed past it
+
+
+def mesh_of(n: int, name: str = "envs") -> Mesh:
+    return Mesh(np.array(jax.devices()[:n]), (name,))
+
+
+def assert_same(expected: dict, got: dict, exact_floats: bool = True) -> None:
+    """Every leaf equal; with ``exact_floats=False``, float leaves to rounding.
+
+    What the keys decide (actions, resets, done flags, ranks, keys, counts) is
+    always compared bit for bit. A network's float outputs are not: XLA's CPU
+    matmuls round differently for different per-device batch widths.
+    """
+    assert sorted(expected) == sorted(got)
+    for name in expected:
+        a, b = np.asarray(expected[name]), np.asarray(got[name])
+        assert a.shape == b.shape and a.dtype == b.dtype, name
+        if exact_floats or not np.issubdtype(a.dtype, np.floating):
+            np.testing.assert_array_equal(a, b, err_msg=name)
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def references() -> dict:
+    """One-device results, computed once per configuration."""
+    return {}
+
+
+def reference(references: dict, mode: str, agent: str) -> dict:
+    if (mode, agent) not in references:
+        references[mode, agent] = worker.sampler_batches(mode, agent, None)
+    return references[mode, agent]
+
+
+# ---------------------------------------------------------------- in-process
+
+
+@pytest.mark.parametrize(
+    ("mode", "agent", "n"),
+    [
+        ("auto", "random", 1),
+        ("auto", "random", 2),
+        ("auto", "random", 4),
+        ("auto", "recurrent", 4),
+        ("wait", "recurrent", 4),
+        ("episodic", "recurrent", 2),
+        ("episodic", "recurrent", 4),
+    ],
+)
+def test_sharded_sampler_equals_one_device(references, mode, agent, n):
+    got = worker.sampler_batches(mode, agent, mesh_of(n))
+    assert_same(reference(references, mode, agent), got, exact_floats=agent == "random")
+
+
+def test_sharded_batch_is_sharded_along_B():
+    env, params = gymnax.make("CartPole-v1")
+    agent = js.agents.RandomAgent(env.action_space(params))
+    sampler = js.make_sampler(env, params, agent, js.BatchSpec(8, 16), mesh=mesh_of(4))
+    assert isinstance(sampler, ShardedSampler) and sampler.num_shards == 4
+    assert sampler.local.batch_spec == js.BatchSpec(8, 4)
+    state = jax.jit(sampler.init)(jax.random.key(0), None)
+    state, batch = jax.jit(sampler.collect)(state, None)
+    obs = batch.samples.env.observation
+    assert obs.shape == (8, 16, 4)
+    assert obs.sharding.spec == jax.sharding.PartitionSpec(None, "envs")
+    # each device holds its contiguous block of 4 envs, of all 8 steps
+    blocks = sorted((s.index[1].start, s.data.shape) for s in obs.addressable_shards)
+    assert blocks == [(0, (8, 4, 4)), (4, (8, 4, 4)), (8, (8, 4, 4)), (12, (8, 4, 4))]
+    assert state.env_rank.sharding.spec == jax.sharding.PartitionSpec("envs")
+    np.testing.assert_array_equal(np.asarray(state.env_rank), np.arange(16))
+    np.testing.assert_array_equal(process_local(obs), np.asarray(obs))
+
+
+def test_other_mesh_axes_are_replicated():
+    devices = np.array(jax.devices()).reshape(2, 2)
+    mesh = Mesh(devices, ("model", "envs"))
+    env, params = gymnax.make("CartPole-v1")
+    agent = js.agents.RandomAgent(env.action_space(params))
+    spec = js.BatchSpec(16, 8)
+    one = js.make_sampler(env, params, agent, spec, max_decorrelation_steps=5)
+    two = js.make_sampler(env, params, agent, spec, max_decorrelation_steps=5, mesh=mesh)
+    _, b1 = jax.jit(one.collect)(jax.jit(one.init)(jax.random.key(1), None), None)
+    _, b2 = jax.jit(two.collect)(jax.jit(two.init)(jax.random.key(1), None), None)
+    np.testing.assert_array_equal(b1.samples.env.observation, b2.samples.env.observation)
+    np.testing.assert_array_equal(b1.samples.agent.action, b2.samples.agent.action)
+
+
+def test_sharded_collect_does_not_retrace_and_donates():
+    env, params = gymnax.make("CartPole-v1")
+    space = env.action_space(params)
+    agent = js.agents.CategoricalActorCritic(space, hidden_sizes=(8,))
+    agent_params = agent.init(jax.random.key(0), np.zeros(4, np.float32))
+    sampler = js.make_sampler(env, params, agent, js.BatchSpec(8, 8), mesh=mesh_of(4))
+    traces = []
+
+    def collect(state, p):
+        traces.append(1)
+        return sampler.collect(state, p)
+
+    collect = jax.jit(collect, donate_argnums=0)
+    state = jax.jit(sampler.init)(jax.random.key(0), agent_params)
+    for i in range(3):
+        new_params = jax.tree.map(lambda x, i=i: x + i, agent_params)
+        state, _ = collect(state, new_params)
+    assert len(traces) == 1
+
+
+# ----------------------------------------------------------------------- errors
+
+
+def test_errors_name_the_problem():
+    env, params = gymnax.make("CartPole-v1")
+    agent = js.agents.RandomAgent(env.action_space(params))
+    with pytest.raises(ValueError, match=r"batch_spec.B=6 is not divisible by the 4 devices"):
+        js.make_sampler(env, params, agent, js.BatchSpec(8, 6), mesh=mesh_of(4))
+    with pytest.raises(ValueError, match=r"mesh has no axis named 'envs'.*\('data',\)"):
+        js.make_sampler(env, params, agent, js.BatchSpec(8, 8), mesh=mesh_of(4, "data"))
+    with pytest.raises(TypeError, match=r"mesh must be a jax\.sharding\.Mesh"):
+        js.make_sampler(env, params, agent, js.BatchSpec(8, 8), mesh=jax.devices())
+    sampler = js.make_sampler(env, params, agent, js.BatchSpec(8, 8), mesh=mesh_of(2))
+    with pytest.raises(TypeError, match="already sharded"):
+        shard_sampler(sampler, mesh_of(2))
+    state = sampler.local.init(jax.random.key(0), None)  # 4 envs, not 8
+    with pytest.raises(ValueError, match="B=8"):
+        sampler.collect(state, None)
+    with pytest.raises(ValueError, match="minibatch of 2 env sequences cannot be split over"):
+        ppo.make_train(
+            ppo.PPOConfig(num_envs=8, num_minibatches=4, recurrent=True), mesh=mesh_of(4)
+        )
+    with pytest.raises(ValueError, match="rank < world_size"):
+        process_env_ranks(4, rank=2, world_size=2)
+
+
+def test_process_env_ranks_are_rlpyt_slices():
+    assert process_env_ranks(4, rank=1, world_size=3) == range(4, 8)
+    assert process_env_ranks(4) == range(0, 4)  # one process here
+
+
+# ----------------------------------------------------------------- sharded PPO
+
+
+# Sharded PPO has collectives (the gradient all-reduce). XLA's CPU client runs
+# a process's devices on a thread pool the size of the machine's cores, and on
+# this 2-core machine 4 in-process devices meeting in an all-reduce can stall;
+# so in-process PPO runs on 2 devices, and 4 devices are 2 processes x 2
+# (test_two_processes_train_ppo_as_one). The sampler has no collectives.
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_sharded_ppo_equals_one_device(recurrent):
+    one = worker.ppo_params(None, recurrent)
+    two = worker.ppo_params(mesh_of(2), recurrent)
+    assert sorted(one) == sorted(two)
+    for name in one:
+        np.testing.assert_allclose(one[name], two[name], rtol=2e-4, atol=2e-5, err_msg=name)
+    assert np.isfinite(two["metrics['loss']"]).all()
+
+
+def test_sharded_ppo_all_reduces_gradients_and_vmaps_over_seeds():
+    config = ppo.PPOConfig(num_envs=8, num_steps=8, total_timesteps=8 * 8, num_minibatches=2)
+    trainer = ppo.make_train(config, mesh=mesh_of(2))
+    keys = jax.vmap(jax.random.key)(np.arange(2, dtype=np.uint32))
+    train = jax.jit(jax.vmap(trainer.train)).lower(keys).compile()
+    assert "all-reduce" in train.as_text()  # each minibatch gradient is averaged over devices
+    state, metrics = train(keys)
+    assert metrics["loss"].shape == (2, 1)
+    single, _ = jax.jit(ppo.make_train(config).train)(keys[1])
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(single.params), strict=True):
+        np.testing.assert_allclose(np.asarray(a)[1], np.asarray(b), rtol=2e-4, atol=2e-5)
+
+
+# --------------------------------------------------------------- subprocesses
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_workers(tmp_path: Path, job: list[str], processes: int, local_devices: int) -> list[dict]:
+    """Start ``processes`` workers (joined by jax.distributed when > 1), wait for
+    all with a time limit, kill them all on any failure, return their outputs."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS",)}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1]), env.get("PYTHONPATH", "")])
+    procs, outs = [], []
+    try:
+        for i in range(processes):
+            out = tmp_path / f"p{i}.npz"
+            outs.append(out)
+            cmd = [sys.executable, WORKER, *job, "--out", str(out)]
+            cmd += ["--local-devices", str(local_devices)]
+            if processes > 1:
+                cmd += ["--process-id", str(i), "--num-processes", str(processes)]
+                cmd += ["--port", str(port)]
+            procs.append(
+                subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            )
+        logs = [p.communicate(timeout=TIMEOUT)[0].decode(errors="replace") for p in procs]
+        for p, log in zip(procs, logs, strict=True):
+            assert p.returncode == 0, log[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return [dict(np.load(out)) for out in outs]
+
+
+@pytest.mark.parametrize("devices", [8])
+def test_device_count_invariance_in_subprocess(tmp_path, references, devices):
+    (got,) = run_workers(tmp_path, ["--job", "sampler", "--agent", "recurrent"], 1, devices)
+    assert_same(reference(references, "auto", "recurrent"), got, exact_floats=False)
+
+
+def concat_processes(parts: list[dict]) -> dict:
+    """Join the processes' local parts along B (axis 1 of batch leaves, 0 of state)."""
+    out = {}
+    for name in parts[0]:
+        axis = 0 if name.startswith("state") or "initial_state" in name else 1
+        if name.endswith("bootstrap_value"):
+            axis = 0
+        out[name] = np.concatenate([p[name] for p in parts], axis=axis)
+    return out
+
+
+def test_two_processes_collect_the_one_process_batch(tmp_path, references):
+    parts = run_workers(tmp_path, ["--job", "sampler", "--mode", "wait"], 2, 2)
+    # process p holds envs 8p..8p+7 (rlpyt's env_ranks of B=8 per process)
+    np.testing.assert_array_equal(parts[1]["state.env_rank"], np.arange(8, 16))
+    assert_same(reference(references, "wait", "random"), concat_processes(parts))
+
+
+def test_two_processes_train_ppo_as_one(tmp_path):
+    parts = run_workers(tmp_path, ["--job", "ppo"], 2, 2)
+    one = worker.ppo_params(None)
+    for part in parts:  # params and metrics are replicated: each process has all of them
+        for name in one:
+            np.testing.assert_allclose(one[name], part[name], rtol=2e-4, atol=2e-5, err_msg=name)
+
+
+def test_processes_that_disagree_on_B_get_a_clear_error(tmp_path):
+    parts = run_workers(tmp_path, ["--job", "disagree"], 2, 2)
+    for part in parts:
+        assert "the processes disagree on BatchSpec(T, B)" in str(part["error"])
+        assert "[[48, 16, 16], [48, 20, 20]]" in str(part["error"])

@@ -8,6 +8,7 @@ In-process meshes use conftest's 4 forced CPU devices; other device counts and
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -275,3 +276,20 @@ def test_processes_that_disagree_on_B_get_a_clear_error(tmp_path):
     for part in parts:
         assert "the processes disagree on BatchSpec(T, B)" in str(part["error"])
         assert "[[48, 16, 16], [48, 20, 20]]" in str(part["error"])
+
+
+def test_device_scaling_benchmark_runs_and_reports(tmp_path, capsys):
+    from jaxsample import bench_devices
+
+    out = tmp_path / "devices.json"
+    argv = ["--B", "8", "--T", "4", "--devices", "1", "2", "--reps", "2", "--json", str(out)]
+    assert bench_devices.main(argv) == 0
+    report = json.loads(out.read_text())
+    assert [r["devices"] for r in report["rows"]] == [1, 2]
+    for r in report["rows"]:
+        assert r["steps_per_s"] > 0 and r["compile_s"] > 0
+        assert r["spread"][0] <= r["steps_per_s"] <= r["spread"][1]
+        assert r["ratio"] == pytest.approx(r["steps_per_s"] / report["unsharded_steps_per_s"])
+    assert "vs 1 dev" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="asked for 64"):
+        bench_devices.device_scaling(B=64, T=2, devices=(64,))

@@ -106,39 +106,90 @@ def _collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sizes(tokens: Sequence[str] | None, flag: str) -> tuple[int, ...] | None:
+    """``--B``/``--T`` values: ints, or ``LO:HI`` for LO, 2 LO, 4 LO, ... <= HI."""
+    if tokens is None:
+        return None
+    out: list[int] = []
+    for token in tokens:
+        try:
+            if ":" in token:
+                lo, hi = (int(x) for x in token.split(":"))
+                if lo < 1 or hi < lo:
+                    raise ValueError
+                while lo <= hi:
+                    out.append(lo)
+                    lo *= 2
+            else:
+                value = int(token)
+                if value < 1:
+                    raise ValueError
+                out.append(value)
+        except ValueError:
+            raise SystemExit(
+                f"{flag} {token!r}: give positive ints, or LO:HI for LO, 2*LO, 4*LO, ... <= HI"
+            ) from None
+    return tuple(out)
+
+
 def _bench(args: argparse.Namespace) -> int:
     from jaxsample import bench
 
-    results = []
+    overrides = {
+        "envs": args.envs,
+        "Bs": _sizes(args.B, "--B"),
+        "Ts": _sizes(args.T, "--T"),
+        "methods": args.methods,
+        "reps": args.reps,
+        "warmup": args.warmup,
+        "peer_max_B": args.peer_max_B,
+        "max_call_seconds": args.max_call_seconds,
+        "seed": args.seed,
+    }
+    if args.memory_budget_gb is not None:
+        if not args.memory_budget_gb > 0:
+            raise SystemExit(f"--memory-budget-gb must be > 0, got {args.memory_budget_gb}")
+        overrides["memory_budget_bytes"] = int(args.memory_budget_gb * 2**30)
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if args.max_call_seconds is not None and args.max_call_seconds <= 0:
+        overrides["max_call_seconds"] = None  # 0: no limit
+    try:
+        spec = bench.GridSpec.quick(**overrides) if args.quick else bench.GridSpec(**overrides)
+    except (TypeError, ValueError) as e:
+        raise SystemExit(f"jaxsample bench: {e}") from None
     print(
-        f"jaxsample bench: collect (RandomAgent, defaults) vs bare scan(vmap(env.step)), "
-        f"B={args.B}, T={args.T}, {args.reps} interleaved reps, backend={jax.default_backend()}"
+        f"jaxsample bench{' --quick' if args.quick else ''}: {', '.join(spec.envs)}; "
+        f"B={list(spec.Bs)}; T={list(spec.Ts)}; methods={list(spec.methods)}; "
+        f"{spec.reps} interleaved reps; backend={jax.default_backend()} "
+        f"({jax.devices()[0].device_kind})",
+        flush=True,
     )
-    print(
-        f"{'env':<20} {'sampler steps/s':>16} {'bare steps/s':>14} {'ratio':>6} "
-        f"{'compile s (s/b)':>16} {'peak/batch':>10}"
-    )
-    for env_name in args.envs:
-        r = bench.overhead(env_name, B=args.B, T=args.T, reps=args.reps)
-        results.append(r)
-        peak = r["peak_over_batch"]
-        print(
-            f"{env_name:<20} {r['steps_per_s']['sampler']:>16,.0f} "
-            f"{r['steps_per_s']['bare']:>14,.0f} "
-            f"{r['ratio']:>6.3f} {r['compile_s']['sampler']:>7.2f}/{r['compile_s']['bare']:<8.2f} "
-            f"{'n/a' if peak is None else f'{peak:.2f}':>10}",
-            flush=True,
-        )
+    result = bench.run_grid(spec, progress=lambda line: print("  " + line, flush=True))
     if args.compile_scaling:
         scaling = bench.compile_scaling(Ts=(16, 1024))
+        result["compile_scaling"] = {
+            "env": "CartPole-v1",
+            "B": 64,
+            "compile_s": {str(t): s for t, s in scaling.items()},
+        }
+    print(bench.format_table(result))
+    if args.compile_scaling:
         print(
             "collect compile time vs T (CartPole-v1, B=64): "
             + ", ".join(f"T={t}: {s:.2f} s" for t, s in scaling.items())
         )
-        results.append({"compile_scaling": scaling})
+    if args.markdown:
+        print(bench.markdown_table(result))
+    print(f"measured in {result['wall_s']:.1f} s")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2, default=str)
+        bench.write_json(result, args.json)
+        print(f"wrote {args.json}")
+    if args.plot:
+        if result["cells"]:
+            bench.plot(result, args.plot)
+            print(f"wrote {args.plot}")
+        else:
+            print(f"nothing measured: no plot written to {args.plot}")
     return 0
 
 
@@ -241,15 +292,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="write the figures to this JSON file")
     p.set_defaults(func=_collect)
 
-    p = sub.add_parser("bench", help="collect vs a bare scan(vmap(env.step)), side by side")
-    p.add_argument("--envs", nargs="+", default=["CartPole-v1", "Breakout-MinAtar"])
-    p.add_argument("--B", type=int, default=1024)
-    p.add_argument("--T", type=int, default=128)
-    p.add_argument("--reps", type=int, default=9)
+    from jaxsample.bench import METHODS as bench_methods
+
+    p = sub.add_parser(
+        "bench",
+        help="throughput, compile time and memory over a grid of envs, B and T: "
+        "the bare scan(vmap(env.step)) floor, jaxsample collect, and host peers",
+        description="Measure a grid of (env, B, T) cells, every method side by side in one "
+        "process (interleaved repetitions, compile timed apart); print a table and write "
+        "JSON and a PNG. Sizes take ints or LO:HI (LO, 2*LO, 4*LO, ... <= HI).",
+    )
+    p.add_argument("--quick", action="store_true", help="a small grid (~2 min on 2 CPU cores)")
+    p.add_argument("--envs", nargs="+", default=None, help="gymnax environment names")
+    p.add_argument(
+        "--B", nargs="+", default=None, help="numbers of envs, e.g. 1 64 1024 or 1:65536"
+    )
+    p.add_argument("--T", nargs="+", default=None, help="steps per call")
+    p.add_argument("--methods", nargs="+", default=None, choices=bench_methods)
+    p.add_argument("--reps", type=int, default=None, help="interleaved timed repetitions")
+    p.add_argument("--warmup", type=int, default=None, help="untimed calls before timing")
+    p.add_argument("--peer-max-B", type=int, default=None, help="largest B for the host peers")
+    p.add_argument(
+        "--max-call-seconds",
+        type=float,
+        default=None,
+        help="stop growing B once a call takes longer (0: no limit)",
+    )
+    p.add_argument("--memory-budget-gb", type=float, default=None, help="skip cells needing more")
+    p.add_argument("--seed", type=int, default=None)
     p.add_argument(
         "--compile-scaling", action="store_true", help="also time compile at T=16 vs 1024"
     )
-    p.add_argument("--json", default=None)
+    p.add_argument("--json", default="bench.json", help="JSON output ('' to skip)")
+    p.add_argument("--plot", default="bench.png", help="PNG output ('' to skip)")
+    p.add_argument("--markdown", action="store_true", help="also print a README table")
     p.set_defaults(func=_bench)
 
     args = parser.parse_args(argv)

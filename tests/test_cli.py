@@ -26,17 +26,87 @@ def test_collect_rejects_unknown_env() -> None:
         main(["collect", "--env", "NoSuchEnv-v0", "--B", "2", "--T", "2"])
 
 
-def test_bench_reports_ratio_and_memory(tmp_path, capsys) -> None:
-    out = tmp_path / "bench.json"
-    args = ["bench", "--envs", "CartPole-v1", "--B", "8", "--T", "4", "--reps", "1"]
-    assert main([*args, "--json", str(out)]) == 0
-    assert "ratio" in capsys.readouterr().out
-    (row,) = json.loads(out.read_text())
-    assert row["env"] == "CartPole-v1" and row["B"] == 8 and row["T"] == 4
-    assert row["ratio"] > 0 and row["steps_per_s"]["sampler"] > 0
-    assert row["compile_s"]["sampler"] > 0 and row["compile_s"]["bare"] > 0
-    # The batch the sampler returns: obs 4 floats and 12 more step fields per env-step.
-    assert row["batch_bytes"] > 8 * 4 * 16
+def test_bench_prints_the_table_and_writes_json_and_png(tmp_path, capsys) -> None:
+    import jsonschema
+
+    from jaxsample import bench
+
+    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
+    args = ["bench", "--envs", "CartPole-v1", "--B", "4", "--T", "4", "--reps", "2"]
+    args += ["--methods", "bare", "random", "--markdown"]
+    assert main([*args, "--json", str(out), "--plot", str(png)]) == 0
+    printed = capsys.readouterr().out
+    assert "ratio" in printed and "| env | B | T | bare | random |" in printed
+    result = json.loads(out.read_text())
+    jsonschema.validate(result, bench.RESULT_SCHEMA)
+    (cell,) = result["cells"]
+    assert (cell["env"], cell["B"], cell["T"]) == ("CartPole-v1", 4, 4)
+    assert list(cell["methods"]) == ["bare", "random"]
+    row = cell["methods"]["random"]
+    assert row["ratio_to_floor"] > 0 and row["compile_s"] > 0
+    # The Batch: obs 4 floats and 12 more step fields per env-step.
+    assert row["output_bytes"] > 4 * 4 * 16
+    # Printed as in the JSON.
+    assert f"{row['ratio_to_floor']:.3f}" in printed
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_quick_runs_the_quick_grid_into_default_files(tmp_path, monkeypatch, capsys) -> None:
+    import dataclasses
+
+    from jaxsample import bench
+
+    seen, results = [], []
+    real = bench.run_grid
+
+    def smaller(spec, progress=None):  # the quick grid itself takes ~2 minutes
+        seen.append(spec)
+        if not results:  # measure once; later calls only check the spec
+            small = dataclasses.replace(spec, envs=("CartPole-v1",), Bs=(2,), Ts=(4,), reps=1)
+            small = dataclasses.replace(small, methods=("bare", "gymnasium"))
+            results.append(real(small, progress=progress))
+        return results[0]
+
+    monkeypatch.setattr(bench, "run_grid", smaller)
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "--quick"]) == 0
+    assert seen == [bench.GridSpec.quick()]
+    result = json.loads((tmp_path / "bench.json").read_text())
+    assert list(result["cells"][0]["methods"]) == ["bare", "gymnasium"]
+    assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = capsys.readouterr().out
+    assert "wrote bench.json" in printed and "wrote bench.png" in printed
+    # Flags given with --quick replace the quick grid's values.
+    seen.clear()
+    assert main(["bench", "--quick", "--reps", "3", "--B", "1:4", "--json", "", "--plot", ""]) == 0
+    assert seen == [bench.GridSpec.quick(reps=3, Bs=(1, 2, 4))]
+    seen.clear()
+    assert main(["bench", "--max-call-seconds", "0", "--peer-max-B", "8", "--json", ""]) == 0
+    assert seen == [bench.GridSpec(max_call_seconds=None, peer_max_B=8)]
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--B", "0"], "--B"),
+        (["--B", "8:2"], "--B"),
+        (["--T", "x"], "--T"),
+        (["--envs", "NoSuchEnv-v0"], "envs"),
+        (["--reps", "0"], "reps"),
+        (["--memory-budget-gb", "-1"], "--memory-budget-gb"),
+    ],
+)
+def test_bench_rejects_bad_arguments(args, match) -> None:
+    with pytest.raises(SystemExit, match=match):
+        main(["bench", *args])
+
+
+def test_bench_sizes_take_ranges() -> None:
+    from jaxsample.cli import _sizes
+
+    assert _sizes(["1:16"], "--B") == (1, 2, 4, 8, 16)
+    assert _sizes(["3:20", "100"], "--B") == (3, 6, 12, 100)
+    assert _sizes(None, "--B") is None
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])

@@ -1,0 +1,305 @@
+"""Benchmark of the actor/learner driver (:mod:`jaxsample.driver`).
+
+Two parts, each in one process:
+
+* ``speed``: wall time for a fixed number of environment steps and updates,
+  the same PPO / DQN work run four ways, interleaved, medians of ``--reps``:
+  ``fused`` (``jax.jit(trainer.run)``: the whole loop one program on one
+  device, the project's normal synchronous path), ``sync`` (the driver's sync
+  mode with one buffer: collect, then learn, alternating, through the host),
+  ``sync-2buf`` (the sync mode with the double buffer's schedule) and
+  ``async`` (actor and learner threads, double buffer). It also reports the
+  per-batch collect and learn times and the best async can do,
+  ``(collect + learn) / max(collect, learn)``.
+* ``scores``: full-budget PPO and DQN CartPole runs through the async driver,
+  one seed at a time (final average return, greedy evaluation for DQN,
+  staleness, replay ratio), next to the synchronous reference of the same
+  seeds (``ppo.reference_run`` / ``dqn.reference_run``).
+
+``python -m jaxsample.bench_driver`` (on a CPU with one device it re-executes
+itself with ``XLA_FLAGS=--xla_force_host_platform_device_count=4``); actor and
+learner default to devices 0 and 1 (the same device where there is one), or
+``--actor-device gpu:0 --learner-device gpu:0``. This module is a runner: it
+jits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxsample import driver as jd
+from jaxsample.algos import dqn, ppo
+
+FORCE_FLAG = "--xla_force_host_platform_device_count=4"
+
+#: name -> (algo, config, iterations per driver batch)
+WORKLOADS: dict[str, tuple[str, Any, int]] = {
+    # CleanRL's CartPole PPO: 4 envs x 128 steps, 4 epochs x 4 minibatches
+    "ppo": ("ppo", ppo.PPOConfig(), 1),
+    # more envs per batch, one epoch: collection is a larger share
+    "ppo-64x128": (
+        "ppo",
+        ppo.PPOConfig(num_envs=64, num_steps=128, update_epochs=1, num_minibatches=4),
+        1,
+    ),
+    # the reference DQN (10 envs x 1 step, 1 update per iteration), 100 iterations
+    # (1000 steps, 100 updates) per driver batch, learning from the first step
+    "dqn": ("dqn", dqn.DQNConfig(learning_starts=0), 100),
+}
+
+
+def parse_device(spec: str | None, default: jax.Device) -> jax.Device:
+    """``"gpu:0"``, ``"cpu:1"`` (platform:index) or None for ``default``."""
+    if spec is None:
+        return default
+    platform, _, index = spec.partition(":")
+    try:
+        return jax.devices(platform)[int(index or 0)]
+    except (RuntimeError, IndexError, ValueError) as e:
+        raise SystemExit(f"no device {spec!r}: {e}") from None
+
+
+def _trainer(algo: str, config: Any) -> Any:
+    return ppo.make_train(config) if algo == "ppo" else dqn.make_train(config)
+
+
+def _driver(algo: str, trainer: Any, k: int, **kwargs: Any) -> jd.Driver:
+    if algo == "ppo":
+        return jd.ppo_driver(trainer, **kwargs)
+    return jd.dqn_driver(trainer, iterations_per_batch=k, **kwargs)
+
+
+def speed(
+    names: Sequence[str],
+    *,
+    batches: int,
+    reps: int,
+    actor: jax.Device,
+    learner: jax.Device,
+) -> list[dict[str, Any]]:
+    """Interleaved wall times of ``fused`` / ``sync`` / ``sync-2buf`` / ``async``."""
+    rows = []
+    for name in names:
+        algo, config, k = WORKLOADS[name]
+        trainer = _trainer(algo, config)
+        base = _driver(algo, trainer, k, actor_devices=[actor], learner_device=learner)
+        drivers = {
+            "sync": base.replace(mode="sync", num_buffers=1),
+            "sync-2buf": base.replace(mode="sync"),
+            "async": base,
+        }
+        key = jax.random.key(0)
+        iterations = batches * k
+        run = jax.jit(trainer.run, static_argnums=1)
+        state0 = jax.device_put(trainer.init(key), learner)
+
+        def fused(run=run, state0=state0, iterations=iterations) -> float:
+            t0 = time.perf_counter()
+            jax.block_until_ready(run(state0, iterations))
+            return time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        fused()  # compiles
+        for d in drivers.values():
+            d.train(key, 2)  # compiles collect and learn on their devices
+        compile_s = time.perf_counter() - t0
+        times: dict[str, list[float]] = {m: [] for m in ("fused", *drivers)}
+        collect_ms, learn_ms = [], []
+        staleness = 0
+        for _ in range(reps):
+            times["fused"].append(fused())
+            for mode, d in drivers.items():
+                r = d.train(key, batches)
+                times[mode].append(r.wall_seconds)
+                if mode == "sync":
+                    collect_ms.append(1e3 * r.collect_seconds[0] / batches)
+                    learn_ms.append(1e3 * r.learn_seconds / batches)
+                if mode == "async":
+                    staleness = max(staleness, r.staleness_max)
+        med = {m: statistics.median(v) for m, v in times.items()}
+        c, lrn = statistics.median(collect_ms), statistics.median(learn_ms)
+        steps = batches * k * (config.batch_size if algo == "ppo" else config.steps_per_iteration)
+        updates = batches * (config.update_epochs * config.num_minibatches if algo == "ppo" else k)
+        rows.append(
+            {
+                "workload": name,
+                "env_steps": steps,
+                "updates": updates,
+                "batches": batches,
+                "seconds": med,
+                "sync_over_async": med["sync"] / med["async"],
+                "fused_over_async": med["fused"] / med["async"],
+                "collect_ms_per_batch": c,
+                "learn_ms_per_batch": lrn,
+                "async_bound": (c + lrn) / max(c, lrn),
+                "async_max_staleness": staleness,
+                "compile_s": compile_s,
+                "reps": reps,
+            }
+        )
+        print(_speed_line(rows[-1]), flush=True)
+    return rows
+
+
+def _speed_line(r: dict[str, Any]) -> str:
+    s = r["seconds"]
+    return (
+        f"{r['workload']:<11} {r['env_steps']:>8,} steps {r['updates']:>6,} updates | "
+        f"fused {s['fused']:.3f} s  sync {s['sync']:.3f} s  sync-2buf {s['sync-2buf']:.3f} s  "
+        f"async {s['async']:.3f} s | sync/async {r['sync_over_async']:.2f} "
+        f"(bound {r['async_bound']:.2f})  fused/async {r['fused_over_async']:.2f} | "
+        f"collect {r['collect_ms_per_batch']:.2f} ms learn {r['learn_ms_per_batch']:.2f} ms "
+        f"per batch"
+    )
+
+
+def scores(
+    algos: Sequence[str],
+    seeds: Sequence[int],
+    *,
+    actor: jax.Device,
+    learner: jax.Device,
+    dqn_iterations_per_batch: int = 100,
+    reference: bool = True,
+) -> list[dict[str, Any]]:
+    """Full-budget runs (default configs) through the async driver, one seed at a
+    time, next to the synchronous reference (``reference_run``: the same seeds
+    under one ``vmap``, fused) when ``reference``."""
+    rows = []
+    for algo in algos:
+        config = ppo.PPOConfig() if algo == "ppo" else dqn.DQNConfig()
+        trainer = _trainer(algo, config)
+        ref = None
+        if reference:
+            ref = (ppo if algo == "ppo" else dqn).reference_run(config, seeds)
+            for i, seed in enumerate(ref["seeds"]):
+                extra = f", greedy eval {ref['eval_return'][i]:.1f}" if algo == "dqn" else ""
+                print(
+                    f"{algo} seed {seed} sync reference: final average_return "
+                    f"{ref['final_return'][i]:.1f}{extra}",
+                    flush=True,
+                )
+        d = _driver(
+            algo, trainer, dqn_iterations_per_batch, actor_devices=[actor], learner_device=learner
+        )
+        for seed in seeds:
+            key = jax.random.key(seed)
+            r = d.train(key)
+            state = r.learner_state
+            row = {
+                "algo": algo,
+                "seed": int(seed),
+                "final_return": float(np.asarray(r.metrics["average_return"]).reshape(-1)[-1]),
+                "env_steps": r.env_steps,
+                "wall_seconds": r.wall_seconds,
+                "max_staleness": r.staleness_max,
+                "mean_staleness": float(np.mean(r.records["staleness"])),
+                "batches": len(r.records["index"]),
+            }
+            if ref is not None:
+                i = ref["seeds"].index(int(seed))
+                row["sync_final_return"] = float(ref["final_return"][i])
+                if algo == "dqn":
+                    row["sync_eval_return"] = float(ref["eval_return"][i])
+            if algo == "dqn":
+                evaluation = jax.jit(trainer.evaluate)(state, jax.random.fold_in(key, 1))
+                row["eval_return"] = float(evaluation["episode_return_mean"])
+                learning_steps = r.env_steps - config.learning_starts + config.steps_per_iteration
+                row["updates"] = int(state.updates)
+                row["replay_ratio"] = int(state.updates) / learning_steps
+                row["replay_ratio_setting"] = config.gradient_steps / config.steps_per_iteration
+            rows.append(row)
+            extra = (
+                f", greedy eval {row['eval_return']:.1f}, replay ratio {row['replay_ratio']:.4f} "
+                f"(setting {row['replay_ratio_setting']:.4f})"
+                if algo == "dqn"
+                else ""
+            )
+            print(
+                f"{algo} seed {seed}: final average_return {row['final_return']:.1f}{extra}, "
+                f"staleness max {row['max_staleness']} mean {row['mean_staleness']:.2f}, "
+                f"{row['wall_seconds']:.1f} s",
+                flush=True,
+            )
+    return rows
+
+
+def _reexec_with_host_devices(argv: Sequence[str]) -> None:
+    """On a CPU-only JAX with one device, restart with 4 forced host devices."""
+    if jax.default_backend() != "cpu" or len(jax.devices()) > 1:
+        return
+    if FORCE_FLAG in os.environ.get("XLA_FLAGS", ""):
+        return
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + FORCE_FLAG).strip()
+    os.execve(sys.executable, [sys.executable, "-m", "jaxsample.bench_driver", *argv], env)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m jaxsample.bench_driver [--part speed|scores|all] ...``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=("speed", "scores", "all"), default="all")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--batches", type=int, default=40, help="driver batches per timing")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--algos", default="ppo,dqn")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--actor-device", default=None, help="e.g. cpu:0 or gpu:0")
+    parser.add_argument("--learner-device", default=None, help="e.g. cpu:1 or gpu:0")
+    parser.add_argument(
+        "--no-reference", action="store_true", help="skip the synchronous reference runs"
+    )
+    parser.add_argument("--json", default=None, help="write the results here")
+    args = parser.parse_args(argv)
+    _reexec_with_host_devices(argv)
+    devices = jax.devices()
+    actor = parse_device(args.actor_device, devices[0])
+    learner = parse_device(args.learner_device, devices[1] if len(devices) > 1 else devices[0])
+    names = [w for w in args.workloads.split(",") if w]
+    unknown = [w for w in names if w not in WORKLOADS]
+    if unknown:
+        raise SystemExit(f"unknown workloads {unknown}; known: {list(WORKLOADS)}")
+    print(
+        f"jax {jax.__version__}, backend {jax.default_backend()}, {len(devices)} devices; "
+        f"actor {actor}, learner {learner}; {os.cpu_count()} CPUs",
+        flush=True,
+    )
+    out: dict[str, Any] = {
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "actor": str(actor),
+        "learner": str(learner),
+    }
+    t0 = time.perf_counter()
+    if args.part in ("speed", "all"):
+        out["speed"] = speed(
+            names, batches=args.batches, reps=args.reps, actor=actor, learner=learner
+        )
+    if args.part in ("scores", "all"):
+        seeds = [int(s) for s in args.seeds.split(",") if s]
+        algos = [a for a in args.algos.split(",") if a]
+        for a in algos:
+            if a not in ("ppo", "dqn"):
+                raise SystemExit(f"unknown algo {a!r}: ppo or dqn")
+        out["scores"] = scores(
+            algos, seeds, actor=actor, learner=learner, reference=not args.no_reference
+        )
+    out["total_seconds"] = time.perf_counter() - t0
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2, default=str)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,399 @@
+"""The benchmark grid: its JSON schema, its statistics, its skips, and that its
+ratio cell is the same measurement as ``overhead()``.
+
+Timings are not asserted (they belong to the benchmark itself); what is
+asserted is that every reported figure follows from the recorded repetitions,
+that the programs do the work they claim, and that bad input or a missing
+peer gives a message, not a crash.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.metadata
+import inspect
+import json
+import math
+import os
+import statistics
+
+import jax
+import jsonschema
+import numpy as np
+import pytest
+
+from jaxsample import bench
+
+# Bytes per env-step that the floor and the peers store for CartPole:
+# observation 4 x float32, action int32, reward float32, done bool.
+CARTPOLE_STEP_BYTES = 4 * 4 + 4 + 4 + 1
+
+
+@pytest.fixture(scope="module")
+def grid() -> dict:
+    """Every method at two tiny sizes; the peers only at the smaller one."""
+    spec = bench.GridSpec(
+        envs=("CartPole-v1",), Bs=(2, 8), Ts=(4,), reps=3, peer_max_B=2, min_rep_seconds=0.0
+    )
+    return bench.run_grid(spec)
+
+
+def test_grid_result_follows_the_schema(grid, tmp_path) -> None:
+    jsonschema.validate(grid, bench.RESULT_SCHEMA)
+    path = tmp_path / "bench.json"
+    bench.write_json(grid, path)
+    assert json.loads(path.read_text()) == grid  # strict JSON, lossless
+    # The schema is not vacuous: it rejects broken results.
+    for breakage in (
+        lambda r: r.pop("cells"),
+        lambda r: r["cells"][0]["methods"].update(nosuch=r["cells"][0]["methods"]["bare"]),
+        lambda r: r["cells"][0]["methods"]["random"].update(ratio_to_floor="0.9"),
+        lambda r: r["cells"][0]["methods"]["bare"]["run_s"].pop("median"),
+        lambda r: r["system"].pop("backend"),
+        lambda r: r["skipped"].append({"env": "CartPole-v1", "B": 1, "T": 1}),
+    ):
+        broken = copy.deepcopy(grid)
+        breakage(broken)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(broken, bench.RESULT_SCHEMA)
+
+
+def test_grid_cells_follow_from_their_repetitions(grid) -> None:
+    assert [(c["env"], c["B"], c["T"]) for c in grid["cells"]] == [
+        ("CartPole-v1", 2, 4),
+        ("CartPole-v1", 8, 4),
+    ]
+    small, large = grid["cells"]
+    assert list(small["methods"]) == list(bench.METHODS)
+    assert list(large["methods"]) == list(bench.JAX_METHODS)
+    assert sorted(
+        (s["B"], s["method"]) for s in grid["skipped"] if "peer_max_B" in s["reason"]
+    ) == [(8, "envpool"), (8, "gymnasium")]
+    for cell in grid["cells"]:
+        steps = cell["T"] * cell["B"]
+        assert cell["steps_per_call"] == steps
+        floor = cell["methods"]["bare"]["times_s"]
+        for name, row in cell["methods"].items():
+            times = row["times_s"]
+            assert len(times) == 3 and all(t > 0 for t in times)
+            med = statistics.median(times)
+            assert row["run_s"]["median"] == pytest.approx(med)
+            assert row["run_s"]["min"] == min(times) and row["run_s"]["max"] == max(times)
+            assert row["run_s"]["q25"] <= med <= row["run_s"]["q75"]
+            sps = row["steps_per_s"]
+            assert sps["median"] == pytest.approx(steps / med)
+            assert sps["q25"] <= sps["median"] <= sps["q75"] <= sps["best"]
+            assert sps["best"] == pytest.approx(steps / min(times))
+            # Throughput relative to the floor, from the medians of the repetitions.
+            assert row["ratio_to_floor"] == pytest.approx(statistics.median(floor) / med)
+            assert row["ratio_to_floor_best"] == pytest.approx(min(floor) / min(times))
+            paired = sorted(f / t for f, t in zip(floor, times, strict=True))
+            lo, hi = row["ratio_to_floor_spread"]
+            assert paired[0] <= lo <= hi <= paired[-1]
+            assert row["calls_per_rep"] == 1  # min_rep_seconds=0
+            assert row["host"] is (name in bench.PEER_METHODS)
+            if row["host"]:
+                assert row["peak_bytes"] is None
+            else:
+                assert row["compile_s"] > 0
+                # The compiled program's peak includes its own output.
+                assert row["peak_bytes"] >= row["output_bytes"] > 0
+        assert cell["methods"]["bare"]["ratio_to_floor"] == 1.0
+        # The floor stores exactly observation, action, reward and done.
+        assert cell["methods"]["bare"]["output_bytes"] == steps * CARTPOLE_STEP_BYTES
+        # The samplers return more (prev_action, prev_reward, flags, TrajInfo, ...).
+        assert cell["methods"]["random"]["output_bytes"] > steps * CARTPOLE_STEP_BYTES
+        # The MLP's agent_info adds log_prob, value and logits per step.
+        mlp, random = cell["methods"]["mlp"], cell["methods"]["random"]
+        assert mlp["output_bytes"] - random["output_bytes"] == steps * (4 + 4 + 2 * 4)
+    for peer in bench.PEER_METHODS:  # the peers store what the floor stores
+        assert small["methods"][peer]["output_bytes"] == 2 * 4 * CARTPOLE_STEP_BYTES
+
+
+def test_grid_records_the_system(grid) -> None:
+    s = grid["system"]
+    assert s["backend"] == jax.default_backend()
+    assert s["device_kind"] == jax.devices()[0].device_kind
+    assert s["device_count"] == jax.device_count() == 4  # conftest's host devices
+    assert s["jax"] == jax.__version__
+    assert s["jaxlib"] == importlib.metadata.version("jaxlib")
+    assert s["gymnax"] == importlib.metadata.version("gymnax")
+    assert s["cpu_count"] == os.cpu_count()
+    assert grid["settings"]["Bs"] == [2, 8] and grid["settings"]["floor"] == "bare"
+    assert grid["wall_s"] > 0
+
+
+def test_table_markdown_and_plot(grid, tmp_path) -> None:
+    table = bench.format_table(grid)
+    for method in bench.METHODS:
+        assert sum(f"  {method} " in line for line in table.splitlines()) == (
+            2 if method in bench.JAX_METHODS else 1
+        )
+    assert "B > peer_max_B=2" in table and "note:" in table
+    md = bench.markdown_table(grid).splitlines()
+    assert md[0] == "| env | B | T | bare | random | mlp | gymnasium | envpool |"
+    assert len(md) == 2 + len(grid["cells"])
+    assert md[-1].startswith("| CartPole-v1 | 8 | 4 |") and md[-1].endswith("| – | – |")
+    random = grid["cells"][-1]["methods"]["random"]
+    assert f"({random['ratio_to_floor']:.2f}; best {random['ratio_to_floor_best']:.2f})" in (
+        bench.markdown_table(grid, best=True)
+    )
+
+    path = tmp_path / "bench.png"
+    fig = bench.plot(grid, path)
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 200_000
+    ax_speed, ax_ratio = fig.axes
+    assert [line.get_label() for line in ax_speed.get_lines()] == [
+        bench.LABELS[m] for m in bench.METHODS
+    ]
+    # One ratio line per non-floor method, plus the line at 1.
+    assert len(ax_ratio.get_lines()) == len(bench.METHODS)
+    bare = ax_speed.get_lines()[0]
+    assert list(bare.get_xdata()) == [2, 8]
+    assert list(bare.get_ydata()) == [
+        c["methods"]["bare"]["steps_per_s"]["median"] for c in grid["cells"]
+    ]
+
+
+def test_host_peers_step_real_cartpoles() -> None:
+    T, B = 60, 3
+    for name in bench.PEER_METHODS:
+        environ = dict(os.environ)
+        module = bench._import_optional(name)
+        assert module is not None, f"{name} is a dev dependency"
+        assert dict(os.environ) == environ  # envpool's import sets MPLBACKEND=Agg
+        make = bench._PEER_MAKERS[name](module, "CartPole-v1", B, 0)
+        program = bench._host_program(make, T, B, seed=0)
+        try:
+            program.call()
+        finally:
+            program.close()
+        buf = program.buffers
+        assert buf["observation"].shape == (T, B, 4) and buf["observation"].dtype == np.float32
+        assert set(np.unique(buf["action"])) <= {0, 1}
+        if name == "envpool":  # the step after an episode's end resets, reward 0
+            reset_step = np.zeros_like(buf["done"])
+            reset_step[1:] = buf["done"][:-1]
+            np.testing.assert_array_equal(buf["reward"], np.where(reset_step, 0.0, 1.0))
+        else:  # gymnasium resets within the ending step, as gymnax: 1 per step
+            np.testing.assert_array_equal(buf["reward"], 1.0)
+        assert buf["done"].any(), "random CartPole episodes last ~20 steps"
+        # Within an episode the observation moves every step.
+        moving = ~buf["done"][:-1]
+        assert np.all(np.any(buf["observation"][1:] != buf["observation"][:-1], axis=-1)[moving])
+
+
+def test_a_missing_peer_is_a_note(monkeypatch) -> None:
+    real = bench._import_optional
+    monkeypatch.setattr(
+        bench, "_import_optional", lambda name: None if name in bench.PEER_METHODS else real(name)
+    )
+    spec = bench.GridSpec(
+        envs=("CartPole-v1",), Bs=(2,), Ts=(4,), methods=("bare", "gymnasium", "envpool"), reps=1
+    )
+    result = bench.run_grid(spec)
+    jsonschema.validate(result, bench.RESULT_SCHEMA)
+    assert [list(c["methods"]) for c in result["cells"]] == [["bare"]]
+    for peer in ("gymnasium", "envpool"):
+        assert any(n.startswith(f"{peer} is not installed") for n in result["notes"])
+    assert "gymnasium is not installed" in bench.format_table(result)
+
+
+def test_a_failing_peer_is_a_skip(monkeypatch) -> None:
+    def broken(module, env_id, B, seed):
+        def make():
+            raise RuntimeError("no such env in this version")
+
+        return make
+
+    monkeypatch.setitem(bench._PEER_MAKERS, "envpool", broken)
+    spec = bench.GridSpec(envs=("CartPole-v1",), Bs=(2,), Ts=(4,), methods=("envpool",), reps=1)
+    result = bench.run_grid(spec)
+    jsonschema.validate(result, bench.RESULT_SCHEMA)
+    assert result["cells"] == []
+    (skip,) = result["skipped"]
+    assert skip["method"] == "envpool" and "no such env in this version" in skip["reason"]
+
+
+def test_overhead_and_the_grid_make_the_same_measurement(monkeypatch) -> None:
+    """overhead()'s ratio and the grid's "random" cell come from the same program
+    builders, the same timing function and the same ratio formula."""
+    built = []
+
+    def fake_build(plan, key):
+        built.append(plan.tag)
+        return bench._Program(call=lambda: None, compile_s=0.5, peak_bytes=10, output_bytes=5)
+
+    def tagged(name, builder):
+        signature = inspect.signature(builder)
+
+        def make(*args, **kwargs):
+            plan = builder(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            settings = {k: v for k, v in bound.arguments.items() if k not in ("env", "env_params")}
+            object.__setattr__(plan, "tag", (name, bound.arguments["env"].name, settings))
+            return plan
+
+        return make
+
+    # Canned seconds per call, keyed by what overhead() and the grid call them.
+    canned = {"bare": [1.0, 2.0, 3.0, 9.0], "random": [2.0, 2.5, 4.0, 1.0]}
+    canned["sampler"] = canned["random"]
+    measured = []
+
+    def fake_measure(programs, *, reps, warmup=1, min_rep_seconds):
+        measured.append((sorted(programs), reps, min_rep_seconds))
+        return {k: canned[k] for k in programs}, {k: 1 for k in programs}
+
+    monkeypatch.setattr(bench._JaxPlan, "build", fake_build)
+    monkeypatch.setattr(bench, "_bare_plan", tagged("bare", bench._bare_plan))
+    monkeypatch.setattr(bench, "_random_plan", tagged("random", bench._random_plan))
+    monkeypatch.setattr(bench, "_measure", fake_measure)
+
+    over = bench.overhead("CartPole-v1", B=1024, T=128, reps=4)
+    over_built = list(built)
+    built.clear()
+    spec = bench.GridSpec(
+        envs=("CartPole-v1",), Bs=(1024,), Ts=(128,), methods=("bare", "random"), reps=4
+    )
+    cell = bench.run_grid(spec)["cells"][0]
+
+    # The same plans, with the same settings (the default sparse final observation).
+    key = lambda tag: tag[0]  # noqa: E731
+    assert (
+        sorted(over_built, key=key)
+        == sorted(built, key=key)
+        == [
+            ("bare", "CartPole-v1", {"T": 128, "B": 1024}),
+            ("random", "CartPole-v1", {"T": 128, "B": 1024, "final_observation": "sparse"}),
+        ]
+    )
+    assert [m[1:] for m in measured] == [(4, bench.DEFAULT_MIN_REP_SECONDS)] * 2
+    expected = statistics.median(canned["bare"]) / statistics.median(canned["random"])
+    assert over["ratio"] == cell["methods"]["random"]["ratio_to_floor"] == expected
+    assert over["steps_per_s"]["sampler"] == cell["methods"]["random"]["steps_per_s"]["median"]
+    assert over["compile_s"] == {"sampler": 0.5, "bare": 0.5}
+
+
+def test_overhead_measures_real_programs() -> None:
+    r = bench.overhead("CartPole-v1", B=4, T=4, reps=2)
+    assert r["env"] == "CartPole-v1" and r["B"] == 4 and r["T"] == 4
+    assert r["ratio"] > 0 and r["steps_per_s"]["sampler"] > 0 and r["steps_per_s"]["bare"] > 0
+    assert r["compile_s"]["sampler"] > 0 and r["compile_s"]["bare"] > 0
+    assert r["batch_bytes"] > 4 * 4 * CARTPOLE_STEP_BYTES
+    assert r["peak_over_batch"] >= 1.0
+
+
+def test_measure_interleaves_and_calibrates(monkeypatch) -> None:
+    clock = [0.0]
+    order = []
+
+    def program(name, seconds):
+        def call():
+            order.append(name)
+            clock[0] += seconds
+
+        return bench._Program(call=call, compile_s=0.0)
+
+    progs = {"a": program("a", 2.0), "b": program("b", 1.0)}
+    monkeypatch.setattr(bench, "_clock", lambda: clock[0])
+    times, calls = bench._measure(progs, reps=4, warmup=2, min_rep_seconds=0.0)
+    assert order == ["a", "a", "b", "b"] + ["a", "b", "b", "a"] * 2
+    assert times == {"a": [2.0] * 4, "b": [1.0] * 4} and calls == {"a": 1, "b": 1}
+    order.clear()
+    times, calls = bench._measure(progs, reps=2, warmup=1, min_rep_seconds=5.0)
+    assert calls == {"a": 3, "b": 5}  # a repetition lasts >= 5 s
+    assert times == {"a": [2.0, 2.0], "b": [1.0, 1.0]}  # still seconds per call
+    assert order == ["a", "b"] + ["a"] * 3 + ["b"] * 5 + ["b"] * 5 + ["a"] * 3
+
+
+def test_memory_budget_and_call_time_stop_growing_B() -> None:
+    # The floor at B=1024, T=4 returns 1024 * 4 * 25 bytes > 50 kB: skipped, and
+    # every larger B with it; B=2 fits.
+    spec = bench.GridSpec(
+        envs=("CartPole-v1",),
+        Bs=(2, 1024, 4096),
+        Ts=(4,),
+        methods=("bare",),
+        reps=1,
+        memory_budget_bytes=50_000,
+    )
+    result = bench.run_grid(spec)
+    jsonschema.validate(result, bench.RESULT_SCHEMA)
+    assert [c["B"] for c in result["cells"]] == [2]
+    assert [s["B"] for s in result["skipped"]] == [1024, 4096]
+    assert all("budget" in s["reason"] and "B=1024" in s["reason"] for s in result["skipped"])
+
+    result = bench.run_grid(
+        bench.GridSpec(
+            envs=("CartPole-v1",),
+            Bs=(2, 4),
+            Ts=(4,),
+            methods=("bare",),
+            reps=1,
+            max_call_seconds=0.0,
+        )
+    )
+    assert [c["B"] for c in result["cells"]] == [2]
+    (skip,) = result["skipped"]
+    assert skip["B"] == 4 and "max_call_seconds" in skip["reason"]
+
+
+def test_out_of_memory_is_a_skip_other_errors_raise(monkeypatch) -> None:
+    def oom(plan, key):
+        raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.0GiB")
+
+    monkeypatch.setattr(bench._JaxPlan, "build", oom)
+    spec = bench.GridSpec(envs=("CartPole-v1",), Bs=(2, 4), Ts=(4,), methods=("bare",))
+    result = bench.run_grid(spec)
+    assert result["cells"] == []
+    assert [s["B"] for s in result["skipped"]] == [2, 4]
+    assert all("out of memory at B=2" in s["reason"] for s in result["skipped"])
+
+    def broken(plan, key):
+        raise ValueError("a real bug")
+
+    monkeypatch.setattr(bench._JaxPlan, "build", broken)
+    with pytest.raises(ValueError, match="a real bug"):
+        bench.run_grid(spec)
+
+
+def test_quick_grid_covers_the_overhead_cells() -> None:
+    quick = bench.GridSpec.quick()
+    assert quick.envs == ("CartPole-v1", "Breakout-MinAtar")
+    assert 1024 in quick.Bs and 128 in quick.Ts  # README's overhead table cells
+    assert quick.methods == bench.METHODS
+    assert bench.GridSpec.quick(reps=2, Bs=[8, 1]).Bs == (1, 8)
+    default = bench.GridSpec()
+    assert default.Bs[0] == 1 and default.Bs[-1] == 2**16
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"envs": ("NoSuchEnv-v0",)}, "envs"),
+        ({"envs": "CartPole-v1"}, "envs"),
+        ({"Bs": (0, 4)}, "Bs"),
+        ({"Bs": ()}, "Bs"),
+        ({"Ts": (1.5,)}, "Ts"),
+        ({"Ts": 128}, "Ts"),
+        ({"methods": ("bare", "cuda")}, "methods"),
+        ({"reps": 0}, "reps"),
+        ({"warmup": 0}, "warmup"),
+        ({"peer_max_B": 0}, "peer_max_B"),
+        ({"min_rep_seconds": -1.0}, "min_rep_seconds"),
+        ({"max_call_seconds": math.nan}, "max_call_seconds"),
+        ({"memory_budget_bytes": 0}, "memory_budget_bytes"),
+        ({"seed": True}, "seed"),
+    ],
+)
+def test_bad_grid_arguments_are_named(kwargs, match) -> None:
+    with pytest.raises((TypeError, ValueError), match=match):
+        bench.GridSpec(**kwargs)
+
+
+def test_run_grid_rejects_a_non_spec() -> None:
+    with pytest.raises(TypeError, match="GridSpec"):
+        bench.run_grid({"envs": ["CartPole-v1"]})

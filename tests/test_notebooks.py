@@ -1,0 +1,94 @@
+"""The notebooks run top to bottom (small), carry no outputs, and match their generator."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+
+import nbformat
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+NAMES = ["quickstart.ipynb", "end_to_end_ppo.ipynb", "accelerator_benchmark.ipynb"]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("make_notebooks", NOTEBOOKS / "make_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _read(name: str) -> nbformat.NotebookNode:
+    return nbformat.read(NOTEBOOKS / name, as_version=4)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_is_committed_clean_and_matches_its_generator(name: str) -> None:
+    nb = _read(name)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, "clear the outputs"
+    expected = _generator().build(_generator().NOTEBOOKS[name])
+    assert [(c.cell_type, c.source) for c in nb.cells] == [
+        (c.cell_type, c.source) for c in expected.cells
+    ], "run python3 notebooks/make_notebooks.py"
+    assert nb.metadata.kernelspec.name == "python3"
+    # The first code cell installs jaxsample when it is missing (Colab).
+    first = next(c for c in nb.cells if c.cell_type == "code").source
+    assert 'find_spec("jaxsample") is None' in first and "%pip install" in first
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_runs_top_to_bottom(name: str, tmp_path, monkeypatch) -> None:
+    from nbclient import NotebookClient
+
+    # The kernel inherits this environment: small sizes, conftest's CPU devices,
+    # and this checkout importable (so the install cell has nothing to do).
+    monkeypatch.setenv("JAXSAMPLE_NOTEBOOK_SCALE", "small")
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    monkeypatch.setenv("PYTHONPATH", path)
+    # Inline plots: an earlier import of envpool in this process sets MPLBACKEND=Agg.
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    nb = _read(name)
+    client = NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()  # raises CellExecutionError on the first failing cell
+
+    text = "\n".join(
+        out.get("text", "")
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+        if out.output_type == "stream" and out.name == "stdout"
+    )
+    images = sum(
+        "image/png" in out.get("data", {})
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+    )
+    assert "%pip" not in text and "Successfully installed" not in text  # nothing installed
+    if name == "quickstart.ipynb":
+        assert "env.observation          (128, 64, 4)" in text
+        assert "prev_reward after a done step is 0: True" in text
+        assert "episodic: " in text and "done[-1] all: True" in text
+        assert images == 2
+    elif name == "end_to_end_ppo.ipynb":
+        assert "4 runs x 6 iterations" in text
+        assert text.count("final average return") == 4
+        assert images == 1
+    else:
+        from jaxsample import bench
+
+        result = json.loads((tmp_path / "bench.json").read_text())
+        assert [(c["env"], c["B"]) for c in result["cells"]] == [("CartPole-v1", 4)]
+        assert result["cells"][0]["methods"].keys() == set(bench.METHODS)
+        assert "  random " in text and "| env | B | T |" in text  # the table, the markdown
+        assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert images == 1

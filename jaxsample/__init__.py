@@ -5,7 +5,7 @@ environments and scanned over ``T`` steps, so a whole batch collection compiles
 under ``jax.jit`` into one XLA program. See ``README.md`` and ``DESIGN.md``.
 """
 
-from jaxsample import agents, algos, distributed, driver, envs, metrics, replay
+from jaxsample import agents, algos, distributed, driver, envs, host, metrics, replay
 from jaxsample.evaluation import EvalStats, Evaluator, make_evaluator
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import Sampler, SamplerState, make_sampler
@@ -45,6 +45,7 @@ __all__ = [
     "distributed",
     "driver",
     "envs",
+    "host",
     "make_evaluator",
     "make_sampler",
     "metrics",

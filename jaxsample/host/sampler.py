@@ -1,0 +1,1053 @@
+"""The host sampler: ``make_host_sampler(...) -> HostSampler(init, collect, examples)``.
+
+It drives a host (non-JAX) vector env — a ``gymnasium.vector.VectorEnv`` in any
+autoreset mode, or an envpool pool — with the same contract as
+:func:`jaxsample.make_sampler` and returns the same :class:`~jaxsample.Batch`
+layout (DESIGN.md's conventions: terminated/truncated, the true final
+observation, prev_action/prev_reward, TrajInfo, reset modes ``"auto"``,
+``"wait"`` and ``"episodic"``, decorrelation, ``bootstrap_value``).
+
+Where the work happens, per step of a batch:
+
+1. one call of a compiled function (jitted once, when the sampler is built,
+   because a host loop must call a compiled agent step): the observation goes
+   to the device (its one transfer per step), with the previous step's reward
+   and done/active flags; the agent acts for the ``B`` envs (the per-env
+   ``agent.step`` vmapped), and what it computed (action, ``agent_info``, the
+   agent state if stored) is written in place, bit-packed into one donated
+   ``[T, B, K]`` uint32 buffer (one buffer, not one per leaf: every donated
+   buffer adds to the dispatch of each step);
+2. the action comes back to the host (``B`` actions) and the vector env steps;
+   while the host records that step, the device already computes the next
+   action (dispatch is asynchronous);
+3. the env's outputs land in preallocated ``[T + 1, B, ...]`` / ``[T, B]``
+   numpy buffers (no per-step lists, no stacking; the next observation is
+   written by the env adapter straight into its row).
+
+After the ``T`` steps one more compiled call receives the host buffers (one
+transfer per batch) and computes ``done``, ``prev_action``/``prev_reward``,
+``TrajInfo``, the final-observation store and ``bootstrap_value`` — the same
+post-processing as the JAX sampler. (Writing each observation into a device
+buffer inside the step instead costs XLA:CPU ~25 us per step, more than sending
+the whole ``[T, B, *obs]`` buffer once.)
+
+``collect`` is not jittable: it steps a stateful host env. ``init`` and
+``collect`` return a :class:`HostSamplerState` that refers to the env; only the
+latest state of an env may be collected from (an older one raises), because the
+env has moved on.
+
+Randomness (the JAX sampler's schedule, DESIGN.md): for the env of global rank
+``r``, ``k_reset, k_decorrelate, k_run = split(fold_in(key, r), 3)``. The env's
+seed is 31 bits of ``k_reset`` (:func:`jaxsample.host.env_seeds`); the agent acts
+at the env's ``n``-th step with ``fold_in(k_epoch, 3 i)`` exactly as in the JAX
+sampler (epochs of ``2**30`` steps), so the same agent gets the same keys from
+both; decorrelation is drawn on the host from 32 bits of ``k_decorrelate``
+(:func:`decorrelation_plan`). The env's own randomness after its seeded reset
+is its own (it continues its seeded generator; resets take no seed), so the
+same key gives the same samples.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxsample.agents.base import Agent, action_spec, null_action
+from jaxsample.host.envs import (
+    EnvHandle,
+    gymnax_space,
+    observation_spec,
+    require_gymnasium,
+    seed_of,
+)
+from jaxsample.host.envs import write_info as _write_info
+from jaxsample.sampler import EPOCH, act_checked
+from jaxsample.traj_info import TrajAccumulator
+from jaxsample.types import (
+    AgentInputs,
+    AgentSamples,
+    Batch,
+    BatchSpec,
+    EnvSamples,
+    PyTree,
+    Samples,
+    SparseFinalObservation,
+    TrajInfo,
+)
+
+ResetMode = Literal["auto", "wait", "episodic"]
+RESET_MODES = ("auto", "wait", "episodic")
+FINAL_OBSERVATION_STORES = ("sparse", "dense")
+
+
+@struct.dataclass
+class HostSamplerState:
+    """What carries over between ``collect`` calls; leaves ``[B, ...]``.
+
+    Host (numpy) leaves: ``observation`` (``[B, *obs]``, what the agent sees
+    next) and ``stale`` (bool: in ``"wait"`` mode the env was stepped while it
+    idled, so it is reset when the next batch starts). Device leaves:
+    ``prev_action``, ``prev_reward`` (float32), ``agent_state``, ``key``
+    (``[B]`` epoch keys), ``step`` (``[B]`` uint32 steps in the epoch), ``traj``
+    (:class:`~jaxsample.traj_info.TrajAccumulator`) and ``env_rank``.
+
+    ``handle`` (the host env, :attr:`env`) and ``generation`` are static: a
+    state may be collected from only while it is its env's latest.
+    """
+
+    observation: np.ndarray
+    prev_action: jax.Array
+    prev_reward: jax.Array
+    agent_state: PyTree
+    key: jax.Array
+    step: jax.Array
+    traj: TrajAccumulator
+    stale: np.ndarray
+    env_rank: jax.Array
+    handle: EnvHandle = struct.field(pytree_node=False)
+    generation: int = struct.field(pytree_node=False)
+
+    @property
+    def env(self) -> Any:
+        """The host vector env (e.g. to ``close()`` it)."""
+        return self.handle.env
+
+
+class _Record(struct.PyTreeNode):
+    """What the agent computes at a step, as the batch stores it."""
+
+    action: PyTree
+    agent_info: PyTree
+    agent_state: PyTree  # () unless store_agent_state
+
+
+def _width(spec: Any) -> int:
+    """uint32 words one value of ``spec`` takes in the packed record."""
+    size = math.prod(spec.shape)
+    return 2 * size if jnp.dtype(spec.dtype).itemsize == 8 else size
+
+
+def _check_packable(spec: Any, what: str) -> None:
+    dtype = jnp.dtype(spec.dtype)
+    if dtype.kind not in "biuf" or dtype.itemsize not in (1, 2, 4, 8):
+        raise TypeError(f"the host sampler cannot store {what} of dtype {dtype}")
+
+
+def _pack(record: _Record) -> jax.Array:
+    """``[B, K]`` uint32: every leaf of a step's record, bit-cast (32-bit and
+    64-bit leaves) or widened (8- and 16-bit ones), side by side. One buffer
+    instead of one per leaf: each donated buffer costs the step's dispatch."""
+
+    def word(x: jax.Array) -> jax.Array:
+        B = x.shape[0]
+        itemsize = x.dtype.itemsize
+        if itemsize < 4:
+            x = x.astype(jnp.float32 if jnp.issubdtype(x.dtype, jnp.floating) else jnp.int32)
+        return jax.lax.bitcast_convert_type(x, jnp.uint32).reshape(B, -1)
+
+    return jnp.concatenate([word(x) for x in jax.tree.leaves(record)], axis=-1)
+
+
+def _unpack(packed: jax.Array, spec: _Record) -> _Record:
+    """The ``[T, B, ...]`` record from the packed ``[T, B, K]`` buffer."""
+    lead = packed.shape[:-1]
+    out, start = [], 0
+    for s in jax.tree.leaves(spec):
+        dtype, n = jnp.dtype(s.dtype), _width(s)
+        words = packed[..., start : start + n]
+        start += n
+        if dtype.itemsize == 8:
+            x = jax.lax.bitcast_convert_type(words.reshape(*lead, -1, 2), dtype)
+        elif dtype.itemsize == 4:
+            x = jax.lax.bitcast_convert_type(words, dtype)
+        else:
+            wide = jnp.float32 if jnp.issubdtype(dtype, jnp.floating) else jnp.int32
+            x = jax.lax.bitcast_convert_type(words, wide).astype(dtype)
+        out.append(x.reshape(*lead, *s.shape))
+    return jax.tree.unflatten(jax.tree.structure(spec), out)
+
+
+class _HostBatch(struct.PyTreeNode):
+    """The host-side buffers of one batch, transferred once by ``_finish``."""
+
+    observation: np.ndarray  # [T, B, *obs]
+    reward: np.ndarray  # [T, B] float32
+    terminated: np.ndarray  # [T, B] bool
+    truncated: np.ndarray  # [T, B] bool
+    valid: np.ndarray  # [T, B] bool
+    env_info: dict[str, np.ndarray]  # [T, B, ...]
+    final: np.ndarray  # dense: [T, B, *obs]; sparse: slots [B, K, *obs]
+    next_observation: np.ndarray  # [B, *obs]
+    last_reward: np.ndarray  # [B] float32, the last step's
+    last_done: np.ndarray  # [B] bool, the last step's
+    last_active: np.ndarray  # [B] bool: not idle at the last step
+
+
+class _EpochKeys(struct.PyTreeNode):
+    """One env's key material for a batch (as in the JAX sampler)."""
+
+    key: jax.Array
+    next_key: jax.Array
+    step: jax.Array  # uint32 scalar, < EPOCH
+
+
+def _epoch_position(keys: _EpochKeys, t: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Epoch key and index in it of the step ``t`` steps after the batch start."""
+    n = keys.step + jnp.asarray(t, jnp.uint32)
+    crossed = n >= EPOCH
+    data = jnp.where(crossed, jax.random.key_data(keys.next_key), jax.random.key_data(keys.key))
+    key = jax.random.wrap_key_data(data, impl=jax.random.key_impl(keys.key))
+    return key, jnp.where(crossed, n - EPOCH, n)
+
+
+def _epoch_keys(key: jax.Array, step: jax.Array) -> _EpochKeys:
+    """``[B]`` key material of a batch from the state's epoch keys and counts."""
+    return _EpochKeys(key=key, next_key=jax.vmap(lambda k: jax.random.split(k)[0])(key), step=step)
+
+
+def _agent_key(keys: _EpochKeys, t: jax.Array) -> jax.Array:
+    key, i = _epoch_position(keys, t)
+    return jax.random.fold_in(key, 3 * i)
+
+
+def _trajectories(
+    discount: float, acc: TrajAccumulator, reward: jax.Array, ended: jax.Array, valid: jax.Array
+) -> tuple[TrajAccumulator, TrajInfo]:
+    """TrajInfo of one env over ``[T]`` steps, from its accumulator (as the JAX
+    sampler computes it)."""
+
+    def step(acc: TrajAccumulator, x: tuple[jax.Array, ...]):
+        reward, ended, valid = x
+        moved = acc.add(reward, discount)
+        info = jax.tree.map(
+            lambda v: jnp.where(valid, v, jnp.zeros_like(v)), moved.info(completed=ended)
+        )
+        keep = jax.tree.map(lambda m, a: jnp.where(valid, m, a), moved, acc)
+        acc = jax.tree.map(lambda z, k: jnp.where(ended, z, k), TrajAccumulator.zeros(), keep)
+        return acc, info
+
+    return jax.lax.scan(step, acc, (reward, ended, valid))
+
+
+def _where_b(mask: jax.Array, x: PyTree, y: PyTree) -> PyTree:
+    """``where(mask[b], x[b], y[b])`` for ``[B]`` masks and ``[B, ...]`` leaves."""
+    return jax.tree.map(
+        lambda a, b: jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b), x, y
+    )
+
+
+def decorrelation_plan(
+    seeds: np.ndarray, max_steps: int, space: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """The decorrelation of each env, drawn on the host from its seed.
+
+    Env ``b``: ``rng = numpy.random.default_rng(seeds[b])`` draws its number of
+    steps ``n_b = rng.integers(1, max_steps + 1)`` and seeds a copy of the
+    env's (gymnasium) action space with ``rng.integers(2**31)``, whose
+    ``sample()`` gives its ``n_b`` random actions. A vector env steps all its
+    envs together, so env ``b``'s actions fill the last ``n_b`` of
+    ``max_steps`` steps; before them it takes the null action (zeros).
+
+    Returns:
+      ``n_steps`` ``[B]`` and ``actions`` ``[max_steps, B, *act]``.
+    """
+    n_steps = np.zeros((len(seeds),), np.int64)
+    actions = None
+    for b, seed in enumerate(seeds):
+        rng = np.random.default_rng(int(seed))
+        n = int(rng.integers(1, max_steps + 1))
+        own = copy.deepcopy(space)
+        own.seed(int(rng.integers(2**31)))
+        sampled = [np.asarray(own.sample()) for _ in range(n)]
+        if actions is None:
+            actions = np.zeros((max_steps, len(seeds), *sampled[0].shape), sampled[0].dtype)
+        actions[max_steps - n :, b] = sampled
+        n_steps[b] = n
+    assert actions is not None
+    return n_steps, actions
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _check_key(key: Any) -> None:
+    if not (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)):
+        raise TypeError(
+            f"key must be a typed PRNG key from jax.random.key(seed), got {type(key).__name__}"
+            f"{getattr(key, 'dtype', '')}"
+        )
+    if key.shape != ():
+        raise ValueError(f"key must be a single key (shape ()), got shape {key.shape}")
+
+
+def _np_zeros(spec: Any, lead: tuple[int, ...]) -> np.ndarray:
+    return np.zeros((*lead, *spec.shape), spec.dtype)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HostSampler:
+    """A sampler of a host vector env; build it with :func:`make_host_sampler`.
+
+    ``init`` and ``collect`` have the JAX sampler's signatures and return the
+    same :class:`~jaxsample.types.Batch` layout, but they are plain Python (they
+    step a stateful host env) and must not be wrapped in ``jax.jit``; their
+    device work is already compiled. ``examples`` describes one step of
+    :class:`~jaxsample.types.Samples` exactly as ``Sampler.examples`` does.
+    """
+
+    agent: Agent
+    batch_spec: BatchSpec
+    reset_mode: ResetMode
+    max_decorrelation_steps: int
+    discount: float
+    bootstrap_value: bool
+    final_observation: str
+    store_agent_state: bool
+    env_ranks: tuple[int, ...]
+    global_B: int
+    examples: Samples
+    action_space: Any  # gymnax space of one env's action
+    autoreset_mode: str  # the host env's: "NextStep", "SameStep" or "Disabled"
+    _handle: EnvHandle
+    _info_spec: dict[str, jax.ShapeDtypeStruct]
+    _obs_spec: jax.ShapeDtypeStruct
+    _act_spec: PyTree
+    _agent_state_spec: PyTree
+    _agent_info_spec: PyTree
+    _slots: int  # K of the sparse final-observation store
+    _act: Any  # compiled per-step agent function
+    _begin: Any
+    _finish: Any
+    _start: Any
+    _decorrelation_traj: Any
+    _fresh: Any
+    _zero_t: Any
+    _record_spec: _Record
+    _record_width: int
+
+    # ------------------------------------------------------------------ init
+    def init(self, key: jax.Array, agent_params: PyTree) -> HostSamplerState:
+        """Seed and reset the ``B`` envs (creating them, for a factory) and
+        decorrelate them.
+
+        Args:
+          key: a ``jax.random.key``.
+          agent_params: unused (decorrelation takes random actions); kept for
+            the JAX sampler's signature.
+
+        Returns:
+          The :class:`HostSamplerState` to pass to :meth:`collect`. Any older
+          state of the same env becomes invalid.
+        """
+        del agent_params
+        _check_key(key)
+        B = self.batch_spec.B
+        dev = self._start(key)
+        seeds = [int(s) for s in np.asarray(dev["seed"])]
+        obs = _np_zeros(self._obs_spec, (B,))
+        adapter = self._handle.start(seeds, obs)
+        prev_action, prev_reward, traj = dev["prev_action"], dev["prev_reward"], dev["traj"]
+        n = self.max_decorrelation_steps
+        if n:
+            n_steps, actions = decorrelation_plan(
+                np.asarray(dev["decorrelation_seed"]), n, self._handle.action_space
+            )
+            first = n - n_steps
+            actions = actions.astype(self._act_spec.dtype)
+            rewards = np.zeros((n, B), np.float32)
+            ended = np.zeros((n, B), bool)
+            for i in range(n):
+                restart = first == i
+                if i > 0 and restart.any():
+                    adapter.reset_where(restart, obs)
+                res = adapter.step(actions[i], obs)
+                counted = first <= i
+                rewards[i] = res.reward
+                ended[i] = res.done & counted
+            valid = np.arange(n)[:, None] >= first[None, :]
+            traj, prev_action, prev_reward = self._decorrelation_traj(
+                traj, rewards, ended, valid, actions[-1]
+            )
+        return HostSamplerState(
+            observation=obs,
+            prev_action=prev_action,
+            prev_reward=prev_reward,
+            agent_state=dev["agent_state"],
+            key=dev["key"],
+            step=dev["step"],
+            traj=traj,
+            stale=np.zeros((B,), bool),
+            env_rank=dev["env_rank"],
+            handle=self._handle,
+            generation=self._handle.generation,
+        )
+
+    # --------------------------------------------------------------- collect
+    def collect(
+        self, state: HostSamplerState, agent_params: PyTree
+    ) -> tuple[HostSamplerState, Batch]:
+        """Collect one ``[T, B]`` batch from the host env (not jittable).
+
+        Args:
+          state: from :meth:`init` or the previous ``collect`` (the latest one).
+          agent_params: the agent's parameters for this batch.
+
+        Returns:
+          ``(state, batch)``; ``batch`` is a :class:`~jaxsample.types.Batch` of
+          device arrays ``[T, B, ...]``, laid out as the JAX sampler's.
+        """
+        T, B = self.batch_spec
+        self._check_state(state)
+        handle = self._handle
+        handle.generation += 1  # whatever happens next, older states are stale
+        adapter = handle.adapter
+        assert adapter is not None
+        auto = self.reset_mode == "auto"
+        obs_buf = _np_zeros(self._obs_spec, (T + 1, B))
+        reward = np.zeros((T, B), np.float32)
+        terminated = np.zeros((T, B), bool)
+        truncated = np.zeros((T, B), bool)
+        valid = np.ones((T, B), bool)
+        env_info = {k: _np_zeros(s, (T, B)) for k, s in self._info_spec.items()}
+        dense = self.final_observation == "dense"
+        final = _np_zeros(self._obs_spec, (T, B) if dense else (B, self._slots))
+        n_truncated = np.zeros((B,), np.int64)
+
+        prev_action, prev_reward = state.prev_action, state.prev_reward
+        agent_state, traj = state.agent_state, state.traj
+        obs_buf[0] = state.observation
+        if self.reset_mode == "episodic":
+            adapter.reset(None, obs_buf[0])
+            fresh = self._fresh()
+            agent_state, traj = fresh["agent_state"], fresh["traj"]
+            prev_action, prev_reward = fresh["prev_action"], fresh["prev_reward"]
+        elif self.reset_mode == "wait" and state.stale.any():
+            adapter.reset_where(state.stale, obs_buf[0])
+        initial_state = agent_state
+        packed, agent_keys = self._begin(state.key, state.step)
+        carry = {"agent_state": agent_state, "t": self._zero_t}
+
+        stale = np.zeros((B,), bool)  # stepped while idle
+        held = None if auto else np.zeros_like(obs_buf[0])  # reset obs of idle envs
+        lead = (B,) + (1,) * len(self._act_spec.shape)
+        episodic = self.reset_mode == "episodic"
+        act, step, mode = self._act, adapter.step, adapter.mode
+
+        def flags_of(done: np.ndarray, active: np.ndarray) -> np.ndarray:
+            """A step's done and active flags as one uint8 array (bit 0, bit 1;
+            in "auto" mode every env is active and the device ignores bit 1)."""
+            flags = done.view(np.uint8)
+            return flags if auto else flags | (active.view(np.uint8) << 1)
+
+        # Step 0's inputs: the state's prev_reward, nothing done, all active.
+        active = np.ones((B,), bool)  # not idle at this step ("wait"/"episodic")
+        flags = flags_of(np.zeros((B,), bool), active)
+        carry, packed, action_dev = act(
+            carry,
+            packed,
+            agent_keys,
+            agent_params,
+            obs_buf[0],
+            np.asarray(prev_reward),
+            flags,
+            prev_action,
+        )
+        for t in range(T):
+            action = np.asarray(action_dev)  # waits for the device step t
+            if not auto:  # idle envs step with the null action; their outputs are dropped
+                action = np.where(active.reshape(lead), action, np.zeros_like(action))
+            res = step(action, obs_buf[t + 1], dense)
+            trunc, done = res.truncated, res.done
+            if episodic and t == T - 1:
+                trunc = trunc | ~res.terminated  # every batch is one T-step episode
+                done = res.terminated | trunc
+            if auto:
+                reward[t] = res.reward
+                goes_on = active
+            else:
+                reward[t] = np.where(active, res.reward, 0)
+                ended = done & active
+                held[ended] = obs_buf[t + 1][ended]
+                goes_on = active & ~done
+                if t + 1 < T:
+                    obs_buf[t + 1][~goes_on] = 0
+            if t + 1 < T:  # dispatch step t + 1; the bookkeeping below overlaps it
+                carry, packed, action_dev = act(
+                    carry,
+                    packed,
+                    agent_keys,
+                    agent_params,
+                    obs_buf[t + 1],
+                    reward[t],
+                    flags_of(done, active),
+                    action_dev,
+                )
+            if dense or (res.any_done and trunc.any()) or (episodic and t == T - 1):
+                self._store_final(final, n_truncated, t, res, trunc, active, obs_buf[t + 1])
+            if env_info:
+                for name, buf in env_info.items():
+                    _write_info(res.info, name, res.done, mode, buf[t])
+                    if not auto:
+                        buf[t][~active] = 0
+            if auto:
+                terminated[t], truncated[t] = res.terminated, trunc
+            else:
+                terminated[t] = res.terminated & active
+                truncated[t] = trunc & active
+                valid[t] = active
+                stale |= ~active
+            last_done, last_active = done, active
+            active = goes_on
+        next_observation = obs_buf[T]
+        if not auto:  # an idle env holds the reset observation it reached
+            next_observation[~active] = held[~active]
+        host = _HostBatch(
+            observation=obs_buf[:T],
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            valid=valid,
+            env_info=env_info,
+            final=final,
+            next_observation=next_observation,
+            last_reward=reward[T - 1],
+            last_done=last_done,
+            last_active=last_active,
+        )
+        out = self._finish(
+            packed,
+            action_dev,
+            host,
+            state.key,
+            state.step,
+            traj,
+            carry,
+            initial_state,
+            prev_action,
+            prev_reward,
+            agent_params,
+        )
+        new_state = HostSamplerState(
+            observation=next_observation,
+            prev_action=out["prev_action"],
+            prev_reward=out["prev_reward"],
+            agent_state=out["agent_state"],
+            key=out["key"],
+            step=out["step"],
+            traj=out["traj"],
+            stale=stale if self.reset_mode == "wait" else np.zeros((B,), bool),
+            env_rank=state.env_rank,
+            handle=handle,
+            generation=handle.generation,
+        )
+        return new_state, out["batch"]
+
+    # --------------------------------------------------------------- helpers
+    def _store_final(
+        self,
+        final: np.ndarray,
+        n_truncated: np.ndarray,
+        t: int,
+        res: Any,
+        truncated: np.ndarray,
+        active: np.ndarray,
+        next_obs: np.ndarray,
+    ) -> None:
+        """Record the true final observations of step ``t`` (host buffers)."""
+        if self.final_observation == "dense":  # res.final_mask is res.done
+            final[t] = next_obs
+            if res.any_done:
+                final[t][res.done] = res.final_rows
+            final[t][~active] = 0
+            return
+        which = truncated & active
+        if not which.any():
+            return
+        rows = next_obs[which]  # a forced (episodic) truncation: the env goes on
+        if res.any_done:  # res.final_mask is res.truncated: the env's own
+            own = res.truncated[which]
+            position = np.cumsum(res.truncated) - 1  # row of each env in final_rows
+            rows[own] = res.final_rows[position[which & res.truncated]]
+        envs = np.flatnonzero(which)
+        slot = n_truncated[envs]
+        if (slot >= self._slots).any():
+            raise RuntimeError(
+                f"an env truncated more than {self._slots} times in one batch of "
+                f"T={self.batch_spec.T} steps, more than the sparse final-observation "
+                "store holds (its bound comes from the env's time limit); build the "
+                "sampler with final_observation='dense'"
+            )
+        final[envs, slot] = rows
+        n_truncated[envs] += 1
+
+    def _check_state(self, state: Any) -> None:
+        if not isinstance(state, HostSamplerState):
+            raise TypeError(
+                f"state must be the HostSamplerState from sampler.init, got {type(state).__name__}"
+            )
+        if state.handle is not self._handle:
+            raise ValueError("state comes from another host sampler (another env)")
+        if state.stale.shape != (self.batch_spec.B,):
+            raise ValueError(f"state holds {state.stale.shape} envs, but B={self.batch_spec.B}")
+        if state.generation != self._handle.generation:
+            raise ValueError(
+                "state is stale: the host env has moved on since it was returned. Only "
+                "the latest state from init/collect can be collected from (a host env, "
+                "unlike a JAX one, cannot be rewound)"
+            )
+
+    def _initial_states(self) -> PyTree:
+        """``agent.initial_state`` of each env's rank, ``[B, ...]``, dtypes fixed."""
+        ranks = jnp.asarray(self.env_ranks, jnp.int32)
+        return jax.tree.map(
+            lambda x, spec: jnp.asarray(x, spec.dtype),
+            jax.vmap(self.agent.initial_state)(ranks),
+            jax.tree.map(
+                lambda s: jax.ShapeDtypeStruct((ranks.shape[0], *s.shape), s.dtype),
+                self._agent_state_spec,
+            ),
+        )
+
+    # ------------------------------------- device functions (jitted once)
+    def _act_impl(
+        self,
+        carry: dict[str, PyTree],
+        packed: jax.Array,
+        agent_keys: jax.Array,
+        agent_params: PyTree,
+        obs: jax.Array,
+        reward_prev: jax.Array,
+        flags_prev: jax.Array,
+        last_action: jax.Array,
+    ) -> tuple[dict[str, PyTree], jax.Array, jax.Array]:
+        """Step ``t`` of the batch on the device, for the ``B`` envs.
+
+        From the previous step's reward and flags (``[B]``, from the host: bit 0
+        done, bit 1 active): the agent's inputs (``prev_action``/``prev_reward``
+        zeros after an episode end) and its state (initial after an episode
+        end); then the agent acts and the buffers are written at ``t``.
+        ``carry`` holds the agent state, the previous action and ``t``.
+        """
+        t = carry["t"]
+        done_prev = (flags_prev & 1).astype(bool)
+        if self.reset_mode == "auto":  # every env is active
+            go, reset, active = ~done_prev, done_prev, jnp.ones_like(done_prev)
+        else:
+            active_prev = (flags_prev & 2).astype(bool)
+            go = active_prev & ~done_prev  # the episode goes on
+            reset = active_prev & done_prev
+            active = go
+        agent_state = _where_b(reset, self._initial_states(), carry["agent_state"])
+        prev_action = _where_b(go, last_action, jnp.zeros_like(last_action))
+        prev_reward = jnp.where(go, reward_prev, jnp.zeros_like(reward_prev))
+        k_agent = jax.lax.dynamic_index_in_dim(agent_keys, t, 0, keepdims=False)
+        act = functools.partial(
+            act_checked,
+            self.agent,
+            null_action=null_action(self.action_space),
+            state_spec=self._agent_state_spec,
+            space=self.action_space,
+        )
+        inputs = AgentInputs(obs, prev_action, prev_reward)
+        step, new_state = jax.vmap(act, in_axes=(None, 0, 0, 0))(
+            agent_params, inputs, agent_state, k_agent
+        )
+        new_state = _where_b(active, new_state, agent_state)
+
+        record = _Record(
+            action=step.action,
+            agent_info=step.agent_info,
+            agent_state=agent_state if self.store_agent_state else (),
+        )
+        packed = jax.lax.dynamic_update_index_in_dim(packed, _pack(record), t, 0)
+        return {"agent_state": new_state, "t": t + 1}, packed, step.action
+
+    def _begin_impl(self, key: jax.Array, step: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """The zeroed packed record buffer ``[T, B, K]`` of a batch, and the
+        agent's keys ``[T, B]`` of its steps (the JAX sampler's schedule)."""
+        T, B = self.batch_spec
+        packed = jnp.zeros((T, B, self._record_width), jnp.uint32)
+        keys = _epoch_keys(key, step)
+        per_step = jax.vmap(_agent_key, in_axes=(0, None))
+        return packed, jax.vmap(per_step, in_axes=(None, 0))(keys, jnp.arange(T, dtype=jnp.uint32))
+
+    def _start_impl(self, key: jax.Array) -> dict[str, Any]:
+        """Per env, from ``fold_in(key, rank)``: the env's seed, the seed of its
+        decorrelation, the run key and the initial agent state."""
+
+        def one(rank: jax.Array) -> dict[str, Any]:
+            _, k_decorrelate, k_run = jax.random.split(jax.random.fold_in(key, rank), 3)
+            return {
+                "key": k_run,
+                "env_rank": rank,
+                "seed": seed_of(key, rank),
+                "decorrelation_seed": jax.random.bits(k_decorrelate, dtype=jnp.uint32),
+            }
+
+        out = jax.vmap(one)(jnp.asarray(self.env_ranks, jnp.int32))
+        out.update(self._fresh_impl())
+        out["step"] = jnp.zeros((self.batch_spec.B,), jnp.uint32)
+        return out
+
+    def _fresh_impl(self) -> dict[str, Any]:
+        """The agent states, trajectory accumulators and previous action and
+        reward of new episodes, ``[B, ...]``."""
+        B = self.batch_spec.B
+        traj = jax.vmap(lambda _: TrajAccumulator.zeros())(jnp.arange(B))
+        return {
+            "agent_state": self._initial_states(),
+            "traj": traj,
+            "prev_action": jnp.zeros((B, *self._act_spec.shape), self._act_spec.dtype),
+            "prev_reward": jnp.zeros((B,), jnp.float32),
+        }
+
+    def _decorrelation_traj_impl(
+        self,
+        traj: TrajAccumulator,
+        reward: jax.Array,
+        ended: jax.Array,
+        valid: jax.Array,
+        last_action: jax.Array,
+    ) -> tuple[TrajAccumulator, jax.Array, jax.Array]:
+        """The accumulators after the decorrelation steps (inputs ``[n, B]``),
+        and ``prev_action``/``prev_reward`` after the last of them."""
+        run = jax.vmap(
+            functools.partial(_trajectories, self.discount), in_axes=(0, 1, 1, 1), out_axes=(0, 1)
+        )
+        go = ~ended[-1]
+        prev_action = _where_b(go, last_action, jnp.zeros_like(last_action))
+        prev_reward = jnp.where(go, reward[-1], jnp.zeros_like(reward[-1]))
+        return run(traj, reward, ended, valid)[0], prev_action, prev_reward
+
+    def _finish_impl(
+        self,
+        packed: jax.Array,
+        last_action: jax.Array,
+        host: _HostBatch,
+        key: jax.Array,
+        step: jax.Array,
+        traj: TrajAccumulator,
+        carry: dict[str, PyTree],
+        initial_state: PyTree,
+        start_prev_action: jax.Array,
+        start_prev_reward: jax.Array,
+        agent_params: PyTree,
+    ) -> dict[str, Any]:
+        """The batch from the buffers: ``done``, ``prev_*``, ``TrajInfo``, the
+        final-observation store and ``bootstrap_value``; the state's device part."""
+        T, _ = self.batch_spec
+        valid = host.valid
+        ended = host.terminated | host.truncated
+        done = ended | ~valid
+        run = jax.vmap(
+            functools.partial(_trajectories, self.discount), in_axes=(0, 1, 1, 1), out_axes=(0, 1)
+        )
+        traj, traj_infos = run(traj, host.reward, ended, valid)
+
+        def on_valid(x: jax.Array) -> jax.Array:
+            mask = valid.reshape(valid.shape + (1,) * (x.ndim - 2))
+            return jnp.where(mask, x, jnp.zeros_like(x))
+
+        record = _unpack(packed, self._record_spec)
+        action = jax.tree.map(on_valid, record.action)
+        agent_info = jax.tree.map(on_valid, record.agent_info)
+        stored_state = (
+            jax.tree.map(on_valid, record.agent_state) if self.store_agent_state else None
+        )
+
+        def previous(first: jax.Array, x: jax.Array) -> jax.Array:
+            """``x[t - 1]``, zeros after an episode end, ``first`` at ``t = 0``."""
+            cond = done[:-1].reshape(done[:-1].shape + (1,) * (x.ndim - 2))
+            shifted = jnp.where(cond, jnp.zeros_like(x[:-1]), x[:-1])
+            return jnp.concatenate([jnp.asarray(first, x.dtype)[None], shifted], axis=0)
+
+        prev_action = jax.tree.map(previous, start_prev_action, action)
+        prev_reward = previous(start_prev_reward, host.reward)
+        if self.final_observation == "sparse":
+            final_store = SparseFinalObservation(
+                next_observation=host.next_observation, slots=host.final
+            )
+        else:
+            final_store = host.final
+        # The inputs after the last step, as the next step would see them.
+        go = host.last_active & ~host.last_done
+        reset = host.last_active & host.last_done
+        agent_state = _where_b(reset, self._initial_states(), carry["agent_state"])
+        end_prev_action = _where_b(go, last_action, jnp.zeros_like(last_action))
+        end_prev_reward = jnp.where(go, host.last_reward, jnp.zeros_like(host.last_reward))
+        bootstrap = None
+        if self.bootstrap_value:
+            inputs = AgentInputs(host.next_observation, end_prev_action, end_prev_reward)
+            bootstrap = jax.vmap(self.agent.value, in_axes=(None, 0, 0))(
+                agent_params, inputs, agent_state
+            )
+            bootstrap = jnp.asarray(bootstrap, jnp.float32)
+        key, step = jax.vmap(_epoch_position, in_axes=(0, None))(
+            _epoch_keys(key, step), jnp.uint32(T)
+        )
+        samples = Samples(
+            env=EnvSamples(
+                observation=host.observation,
+                reward=host.reward,
+                prev_reward=prev_reward,
+                terminated=host.terminated,
+                truncated=host.truncated,
+                done=done,
+                env_info=host.env_info,
+                final_store=final_store,
+            ),
+            agent=AgentSamples(
+                action=action,
+                prev_action=prev_action,
+                agent_info=agent_info,
+                initial_state=initial_state,
+                state=stored_state,
+            ),
+            valid=valid,
+            bootstrap_value=bootstrap,
+        )
+        return {
+            "batch": Batch(samples=samples, traj_infos=traj_infos),
+            "agent_state": agent_state,
+            "prev_action": end_prev_action,
+            "prev_reward": end_prev_reward,
+            "traj": traj,
+            "key": key,
+            "step": step,
+        }
+
+
+def make_host_sampler(
+    env: Any,
+    agent: Agent,
+    batch_spec: BatchSpec,
+    *,
+    max_decorrelation_steps: int = 0,
+    reset_mode: ResetMode = "auto",
+    discount: float = 0.99,
+    bootstrap_value: bool = False,
+    final_observation: Literal["sparse", "dense"] = "sparse",
+    store_agent_state: bool = False,
+    env_ranks: Sequence[int] | None = None,
+    global_B: int | None = None,
+    agent_params: PyTree = None,
+    autoreset_mode: Any = None,
+    info_spec: Mapping[str, Any] | None = None,
+) -> HostSampler:
+    """Build a sampler of ``batch_spec.T`` steps of the ``batch_spec.B`` envs of a
+    host vector env, with :func:`jaxsample.make_sampler`'s contract.
+
+    Args:
+      env: a ``gymnasium.vector.VectorEnv`` with ``num_envs == B`` (reseeded by
+        ``init`` through ``reset(seed=[...])``), or a factory
+        ``make_env(seeds: list[int]) -> VectorEnv`` that creates the envs with
+        one seed per env (required for envpool, whose seeds are fixed at
+        creation: :func:`jaxsample.host.envpool_factory`). A factory is called
+        once here (to read the spaces; that env is closed) and once per
+        ``init``. Any autoreset mode; masked resets
+        (``reset(options={"reset_mask": mask})``) must be supported, as
+        gymnasium's vector envs and envpool do.
+      agent: an :class:`~jaxsample.agents.Agent` for the gymnax form of the
+        env's action space (:func:`jaxsample.host.gymnax_space`).
+      batch_spec: ``BatchSpec(T, B)``.
+      max_decorrelation_steps: as in ``make_sampler``: env ``b`` takes its own
+        number ``n_b`` in ``1..max`` of uniformly random actions from a fresh
+        reset before the first batch. A vector env steps all its envs together,
+        so env ``b`` first runs ``max - n_b`` steps of the null action that are
+        thrown away, then is reset (masked) and takes its ``n_b`` random steps.
+      reset_mode: ``"auto"``, ``"wait"`` or ``"episodic"``. In ``"wait"``
+        mode an idle env is still stepped (with the null action; outputs
+        dropped), so it is reset again when the next batch starts; in
+        ``"episodic"`` mode every batch starts with ``reset()`` of all envs.
+      discount, bootstrap_value, final_observation, store_agent_state, env_ranks,
+      global_B, agent_params: as in ``make_sampler``. With the sparse
+        final-observation store the number of truncations per env per batch is
+        bounded from the env's time limit when it can be read (else ``T``); an
+        env that truncates more often raises (use ``"dense"``).
+      autoreset_mode: overrides ``env.metadata["autoreset_mode"]`` (default
+        there: gymnasium's NextStep).
+      info_spec: entries of the vector env's ``info`` to record in
+        ``samples.env.env_info``: ``{name: jax.ShapeDtypeStruct(shape, dtype)}``
+        of one env's value; zeros where an env has no value. Default: none.
+
+    Raises:
+      ImportError: gymnasium (>= 1.1) is not installed (``pip install
+        'jaxsample[host]'``).
+      TypeError, ValueError: for bad arguments, an agent whose action does not
+        fit the action space, or whose state changes structure.
+    """
+    require_gymnasium()
+    T = _check_int("batch_spec.T", getattr(batch_spec, "T", None), 1)
+    B = _check_int("batch_spec.B", getattr(batch_spec, "B", None), 1)
+    batch_spec = BatchSpec(T, B)
+    if reset_mode not in RESET_MODES:
+        raise ValueError(f"reset_mode must be one of {RESET_MODES}, got {reset_mode!r}")
+    max_decorrelation_steps = _check_int("max_decorrelation_steps", max_decorrelation_steps, 0)
+    if reset_mode == "episodic" and max_decorrelation_steps:
+        raise ValueError(
+            "max_decorrelation_steps must be 0 with reset_mode='episodic' "
+            "(every batch resets all envs, so there is nothing to decorrelate)"
+        )
+    if isinstance(discount, bool) or not isinstance(discount, (int, float)):
+        raise TypeError(f"discount must be a float, got {discount!r}")
+    if not 0.0 <= discount <= 1.0:
+        raise ValueError(f"discount must be in [0, 1], got {discount}")
+    flags = {"bootstrap_value": bootstrap_value, "store_agent_state": store_agent_state}
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, got {flag!r}")
+    if final_observation not in FINAL_OBSERVATION_STORES:
+        raise ValueError(
+            f"final_observation must be one of {FINAL_OBSERVATION_STORES}, "
+            f"got {final_observation!r}"
+        )
+    if env_ranks is None:
+        env_ranks = tuple(range(B))
+    else:
+        env_ranks = tuple(_check_int("env_ranks[i]", r, 0) for r in env_ranks)
+        if len(env_ranks) != B:
+            raise ValueError(f"env_ranks has {len(env_ranks)} entries, but B={B}")
+        if len(set(env_ranks)) != B:
+            raise ValueError("env_ranks must be distinct")
+    if global_B is None:
+        global_B = max(env_ranks) + 1
+    global_B = _check_int("global_B", global_B, 1)
+    if max(env_ranks) >= global_B:
+        raise ValueError(f"env_ranks must be < global_B={global_B}, got {max(env_ranks)}")
+    for name in ("initial_state", "step", "value"):
+        if not callable(getattr(agent, name, None)):
+            raise TypeError(f"agent must have a method {name}(...), see jaxsample.agents.Agent")
+    specs: dict[str, jax.ShapeDtypeStruct] = {}
+    if info_spec is not None:
+        if not isinstance(info_spec, Mapping):
+            raise TypeError(
+                f"info_spec must be a mapping name -> ShapeDtypeStruct, got {info_spec!r}"
+            )
+        for name, spec in info_spec.items():
+            if not (isinstance(name, str) and hasattr(spec, "shape") and hasattr(spec, "dtype")):
+                raise TypeError(
+                    f"info_spec[{name!r}] must be a jax.ShapeDtypeStruct(shape, dtype), "
+                    f"got {spec!r}"
+                )
+            specs[name] = jax.ShapeDtypeStruct(
+                tuple(spec.shape), jax.dtypes.canonicalize_dtype(spec.dtype)
+            )
+
+    handle = EnvHandle(env, B, autoreset_mode)
+    space = gymnax_space(handle.action_space)
+    obs_spec = observation_spec(handle.observation_space)
+    act_spec = action_spec(space)
+    key = jax.random.key(0)
+    if agent_params is None and callable(getattr(agent, "init", None)):
+        agent_params = jax.eval_shape(agent.init, key, obs_spec)
+    agent_state_spec = jax.eval_shape(agent.initial_state, jnp.zeros((), jnp.int32))
+    inputs = AgentInputs(obs_spec, act_spec, jax.ShapeDtypeStruct((), jnp.float32))
+    check = functools.partial(
+        act_checked,
+        agent,
+        null_action=null_action(space),
+        state_spec=agent_state_spec,
+        space=space,
+    )
+    agent_step, _ = jax.eval_shape(check, agent_params, inputs, agent_state_spec, key)
+    if bootstrap_value:
+        value_spec = jax.eval_shape(agent.value, agent_params, inputs, agent_state_spec)
+        if value_spec.shape != ():
+            raise ValueError(f"agent.value must return a scalar, got shape {value_spec.shape}")
+    agent_info_spec = jax.tree.map(
+        lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), agent_step.agent_info
+    )
+
+    record_spec = _Record(
+        action=act_spec,
+        agent_info=agent_info_spec,
+        agent_state=agent_state_spec if store_agent_state else (),
+    )
+    for path, spec in jax.tree_util.tree_flatten_with_path(record_spec)[0]:
+        _check_packable(spec, jax.tree_util.keystr(path))
+    if reset_mode != "auto":
+        slots = 1
+    elif handle.time_limit is not None:
+        slots = max(1, min(T, -(-T // handle.time_limit)))
+    else:
+        slots = T
+    f32, boolean = jax.ShapeDtypeStruct((), jnp.float32), jax.ShapeDtypeStruct((), bool)
+    examples = Samples(
+        env=EnvSamples(
+            observation=obs_spec,
+            reward=f32,
+            prev_reward=f32,
+            terminated=boolean,
+            truncated=boolean,
+            done=boolean,
+            env_info=dict(specs),
+            final_store=obs_spec,
+        ),
+        agent=AgentSamples(
+            action=act_spec,
+            prev_action=act_spec,
+            agent_info=agent_info_spec,
+            initial_state=agent_state_spec,
+            state=agent_state_spec if store_agent_state else None,
+        ),
+        valid=boolean,
+        bootstrap_value=f32 if bootstrap_value else None,
+    )
+    sampler = HostSampler(
+        agent=agent,
+        batch_spec=batch_spec,
+        reset_mode=reset_mode,
+        max_decorrelation_steps=max_decorrelation_steps,
+        discount=float(discount),
+        bootstrap_value=bootstrap_value,
+        final_observation=final_observation,
+        store_agent_state=store_agent_state,
+        env_ranks=env_ranks,
+        global_B=global_B,
+        examples=examples,
+        action_space=space,
+        autoreset_mode=handle.mode,
+        _handle=handle,
+        _info_spec=specs,
+        _obs_spec=obs_spec,
+        _act_spec=act_spec,
+        _agent_state_spec=agent_state_spec,
+        _agent_info_spec=agent_info_spec,
+        _slots=slots,
+        _act=None,
+        _begin=None,
+        _finish=None,
+        _start=None,
+        _decorrelation_traj=None,
+        _fresh=None,
+        _zero_t=jnp.zeros((), jnp.int32),
+        _record_spec=record_spec,
+        _record_width=sum(_width(x) for x in jax.tree.leaves(record_spec)),
+    )
+    # The host loop must call compiled device code: each function is jitted
+    # once here (compiled on first use) and never retraced for new params.
+    compiled = {
+        "_act": jax.jit(sampler._act_impl, donate_argnums=1),
+        "_begin": jax.jit(sampler._begin_impl),
+        "_finish": jax.jit(sampler._finish_impl),
+        "_start": jax.jit(sampler._start_impl),
+        "_decorrelation_traj": jax.jit(sampler._decorrelation_traj_impl),
+        "_fresh": jax.jit(sampler._fresh_impl),
+    }
+    for name, fn in compiled.items():
+        object.__setattr__(sampler, name, fn)
+    return sampler

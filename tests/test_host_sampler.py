@@ -1,0 +1,902 @@
+"""``jaxsample.host.make_host_sampler`` against independent references.
+
+* A plain Python loop over ONE gymnasium (or envpool) env per rank, driven as
+  DESIGN.md says and seeded / keyed as ``jaxsample.host.sampler``'s docstring
+  says, re-derives every field of every batch (over 3 consecutive ``collect``
+  calls), for every gymnasium autoreset mode and every reset mode.
+* :func:`check_stream` — one function that takes the batches of any sampler —
+  checks the data conventions on the JAX sampler over gymnax CartPole and on
+  the host sampler over gymnasium's and envpool's CartPole, including that
+  every step follows gymnax's CartPole dynamics (the two implementations have
+  the same dynamics).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import itertools
+import sys
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import gymnax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gymnax.environments.classic_control.cartpole import EnvState
+
+import jaxsample as js
+from jaxsample import host
+
+pytestmark = pytest.mark.filterwarnings(
+    # envpool builds its Box spaces from float64 bounds
+    "ignore:.*precision lowered by casting to float32:UserWarning"
+)
+
+T, B, N_BATCHES = 24, 4, 3
+LIMIT = 13  # time limit: truncations and terminations both happen
+DECORRELATION = 8
+DISCOUNT = 0.9
+WS = (1.0, -0.5, 2.0)  # new agent params every batch
+KEY = jax.random.key(1234)
+
+
+@dataclasses.dataclass(frozen=True)
+class CounterAgent:
+    """Random actions; state: an int32 step counter from ``100 * env_rank``;
+    value = ``w * sum(obs) + prev_reward + 0.01 * counter``."""
+
+    action_space: Any
+
+    def initial_state(self, env_rank):
+        return jnp.asarray(env_rank, jnp.int32) * 100
+
+    def step(self, params, inputs, state, key):
+        action = self.action_space.sample(key)
+        info = {"count": state, "value": self.value(params, inputs, state)}
+        return js.AgentStep(action=action, agent_info=info), state + 1
+
+    def value(self, params, inputs, state):
+        obs_sum = jnp.sum(jnp.asarray(inputs.observation, jnp.float32))
+        return params["w"] * obs_sum + inputs.prev_reward + 0.01 * state.astype(jnp.float32)
+
+
+def np_value(w, obs, prev_reward, count):
+    return float(w) * np.sum(np.asarray(obs, np.float64), axis=-1) + prev_reward + 0.01 * count
+
+
+def params(w: float) -> dict[str, jax.Array]:
+    return {"w": jnp.float32(w)}
+
+
+class StepCount(gym.Wrapper):
+    """Puts the number of steps since the last reset in ``info["count"]``."""
+
+    def reset(self, **kwargs):
+        self.n = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        self.n += 1
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, {**info, "count": self.n}
+
+
+def make_single(limit: int = LIMIT) -> gym.Env:
+    return StepCount(gym.make("CartPole-v1", max_episode_steps=limit))
+
+
+def make_vec(mode: str, n: int = B, limit: int = LIMIT) -> gym.vector.VectorEnv:
+    return gym.vector.SyncVectorEnv([lambda: make_single(limit)] * n, autoreset_mode=mode)
+
+
+# ----------------------------------------------------------------------------
+# The reference: one host env per rank, in a plain Python loop.
+# ----------------------------------------------------------------------------
+
+
+class _Traj:
+    def __init__(self):
+        self.rewards: list[float] = []
+
+    def info(self, completed: bool) -> dict[str, Any]:
+        r = np.asarray(self.rewards, np.float64)
+        return {
+            "completed": completed,
+            "length": len(r),
+            "episode_return": float(r.sum()),
+            "discounted_return": float(np.sum(DISCOUNT ** np.arange(len(r)) * r)),
+            "nonzero_rewards": int(np.count_nonzero(r)),
+        }
+
+
+class SingleGym:
+    """One gymnasium env with the sampler's documented seeding."""
+
+    info_key = "count"
+
+    def __init__(self, seed: int):
+        self.env = make_single()
+        self.seed = seed
+
+    def first_reset(self):
+        return self.env.reset(seed=self.seed)[0]
+
+    def reset(self):
+        return self.env.reset()[0]
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(int(action))
+        return obs, float(reward), bool(terminated), bool(truncated), info[self.info_key]
+
+
+class SingleEnvpool:
+    """One envpool env (a pool of one, seeded with the env's seed)."""
+
+    info_key = "elapsed_step"
+
+    def __init__(self, seed: int):
+        import envpool
+
+        self.env = envpool.make(
+            "CartPole-v1", env_type="gymnasium", num_envs=1, seed=[seed], max_episode_steps=LIMIT
+        )
+
+    def first_reset(self):
+        return self.env.reset()[0][0]
+
+    def reset(self):
+        return self.env.reset()[0][0]
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(np.asarray([action], np.int32))
+        return (
+            obs[0],
+            float(reward[0]),
+            bool(terminated[0]),
+            bool(truncated[0]),
+            info[self.info_key][0],
+        )
+
+
+@jax.jit
+def agent_actions(k_run, steps):
+    """CounterAgent's actions at the given steps of one env (its keys are
+    ``fold_in(k_run, 3 n)``, as the sampler's docstring says)."""
+    space = gymnax.environments.spaces.Discrete(2)
+    return jax.vmap(lambda n: space.sample(jax.random.fold_in(k_run, 3 * n)))(steps)
+
+
+class RefEnv:
+    """The env of global rank ``rank`` driven as DESIGN.md and the host
+    sampler's docstring say (seeds, keys, decorrelation, resets)."""
+
+    def __init__(self, single_cls, key, rank, *, decorrelation):
+        self.rank = rank
+        k_reset, k_decorrelate, self.k_run = jax.random.split(jax.random.fold_in(key, rank), 3)
+        seed = int(jax.random.bits(k_reset, dtype=jnp.uint32)) >> 1
+        self.env = single_cls(seed)
+        self.n = 0  # steps taken in all batches (one key epoch here)
+        # The agent's action at step n: sampled with fold_in(k_run, 3 n).
+        self.actions = agent_actions(self.k_run, np.arange(N_BATCHES * T, dtype=np.uint32))
+        self.obs = self.env.first_reset()
+        self._after_reset()
+        self.idle = self.stale = False
+        if decorrelation:
+            rng = np.random.default_rng(int(jax.random.bits(k_decorrelate, dtype=jnp.uint32)))
+            n = int(rng.integers(1, decorrelation + 1))
+            space = gym.spaces.Discrete(2)
+            space.seed(int(rng.integers(2**31)))
+            first = decorrelation - n
+            for _ in range(first):  # thrown away: the null action, resets on done
+                self._env_step(0)
+            if first:
+                self.obs = self.env.reset()
+            for _ in range(n):
+                action = space.sample()
+                obs, reward, done, *_ = self._env_step(action)
+                self.traj.rewards.append(reward)
+                self._advance(obs, action, reward, done)
+
+    def _env_step(self, action):
+        """A step; the env is reset at once after a done step."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        final = obs
+        if terminated or truncated:
+            obs = self.env.reset()
+        return obs, reward, terminated or truncated, terminated, truncated, final, info
+
+    def _after_reset(self):
+        self.prev_action, self.prev_reward = 0, 0.0
+        self.count = 100 * self.rank
+        self.traj = _Traj()
+
+    def _advance(self, obs, action, reward, done):
+        self.obs = obs
+        if done:
+            self._after_reset()
+        else:
+            self.prev_action, self.prev_reward = int(action), float(reward)
+
+    def start_batch(self, mode: str) -> int:
+        if mode == "episodic":
+            self.obs = self.env.reset()
+            self._after_reset()
+        elif self.stale:
+            self.obs = self.env.reset()
+        self.idle = self.stale = False
+        return self.count
+
+    def step(self, t: int, mode: str, w: float) -> dict[str, Any] | None:
+        action = self.actions[self.n]
+        self.n += 1
+        if self.idle:  # stepped with the null action, outputs dropped
+            self._env_step(0)
+            self.stale = True
+            return None
+        obs_t = np.asarray(self.obs)
+        value = np_value(w, obs_t, self.prev_reward, self.count)
+        obs, reward, _, terminated, truncated, final, info = self._env_step(action)
+        if mode == "episodic" and t == T - 1 and not terminated:
+            truncated = True
+        done = terminated or truncated
+        self.traj.rewards.append(reward)
+        rec = {
+            "observation": obs_t,
+            "action": action,
+            "prev_action": self.prev_action,
+            "prev_reward": self.prev_reward,
+            "reward": reward,
+            "terminated": terminated,
+            "truncated": truncated,
+            "valid": True,
+            "final_observation": np.asarray(final),
+            "info": info,
+            "count": self.count,
+            "value": value,
+            "traj": self.traj.info(completed=done),
+        }
+        self.count += 1
+        self._advance(obs, action, reward, done)
+        if done and mode != "auto":
+            self.idle = True
+        return rec
+
+
+def _stack(records: list[list[dict | None]], name: str, sub: str | None = None) -> np.ndarray:
+    blank = next(r for row in records for r in row if r is not None)
+
+    def get(r):
+        if r is None:
+            return np.zeros_like(np.asarray(get(blank)))
+        return np.asarray(r[name] if sub is None else r[name][sub])
+
+    return np.stack([np.stack([get(r) for r in row]) for row in records])
+
+
+class RefBatch(NamedTuple):
+    records: list[list[dict | None]]
+    initial_count: np.ndarray
+    bootstrap: np.ndarray
+
+    def field(self, name: str, sub: str | None = None) -> np.ndarray:
+        return _stack(self.records, name, sub)
+
+
+def reference(single_cls, mode: str, decorrelation: int, ranks) -> list[RefBatch]:
+    envs = [RefEnv(single_cls, KEY, r, decorrelation=decorrelation) for r in ranks]
+    out = []
+    for w in WS:
+        initial = np.asarray([e.start_batch(mode) for e in envs])
+        records = [[e.step(t, mode, w) for e in envs] for t in range(T)]
+        boot = np.asarray([np_value(w, e.obs, e.prev_reward, e.count) for e in envs])
+        out.append(RefBatch(records, initial, boot))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Cases
+# ----------------------------------------------------------------------------
+
+
+class Case(NamedTuple):
+    backend: str  # "SameStep" / "NextStep" / "Disabled" (gymnasium) or "envpool"
+    mode: str
+    decorrelation: int
+    store: str
+    env_ranks: tuple[int, ...] = tuple(range(B))
+    store_agent_state: bool = False
+
+
+CASES = {
+    "auto-samestep": Case("SameStep", "auto", DECORRELATION, "sparse"),
+    "auto-nextstep": Case("NextStep", "auto", DECORRELATION, "sparse"),
+    "wait-disabled-dense": Case("Disabled", "wait", DECORRELATION, "dense"),
+    "wait-samestep": Case("SameStep", "wait", DECORRELATION, "sparse", store_agent_state=True),
+    # env b is the env of global rank env_ranks[b]: its seed, keys, agent state.
+    "episodic-nextstep-ranks": Case("NextStep", "episodic", 0, "sparse", (5, 2, 0, 3)),
+    "envpool-auto": Case("envpool", "auto", DECORRELATION, "sparse"),
+}
+
+
+def make_env(backend: str):
+    if backend == "envpool":
+        return host.envpool_factory("CartPole-v1", max_episode_steps=LIMIT)
+    return make_vec(backend)
+
+
+def info_spec(backend: str) -> dict[str, jax.ShapeDtypeStruct]:
+    name = "elapsed_step" if backend == "envpool" else "count"
+    return {name: jax.ShapeDtypeStruct((), jnp.int32)}
+
+
+@functools.cache
+def sampler_of(name: str) -> host.HostSampler:
+    c = CASES[name]
+    space = gymnax.environments.spaces.Discrete(2)
+    return host.make_host_sampler(
+        make_env(c.backend),
+        CounterAgent(space),
+        js.BatchSpec(T, B),
+        max_decorrelation_steps=c.decorrelation,
+        reset_mode=c.mode,
+        discount=DISCOUNT,
+        bootstrap_value=True,
+        final_observation=c.store,
+        env_ranks=c.env_ranks,
+        global_B=6,
+        store_agent_state=c.store_agent_state,
+        agent_params=params(1.0),
+        info_spec=info_spec(c.backend),
+    )
+
+
+def collect(sampler, key=KEY, ws=WS):
+    state = sampler.init(key, params(ws[0]))
+    batches = []
+    for w in ws:
+        state, batch = sampler.collect(state, params(w))
+        batches.append(jax.device_get(batch))
+    return state, batches
+
+
+@functools.cache
+def run(name: str):
+    return collect(sampler_of(name))[1]
+
+
+@functools.cache
+def ref(name: str) -> list[RefBatch]:
+    c = CASES[name]
+    single = SingleEnvpool if c.backend == "envpool" else SingleGym
+    return reference(single, c.mode, c.decorrelation, c.env_ranks)
+
+
+def _close(name, actual, expected, dtype=None):
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"{name}: shape {actual.shape} != {expected.shape}"
+    if dtype is not None:
+        assert actual.dtype == np.dtype(dtype), f"{name}: dtype {actual.dtype} != {dtype}"
+    if np.issubdtype(actual.dtype, np.floating):
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5, err_msg=name)
+    else:
+        np.testing.assert_array_equal(actual, expected.astype(actual.dtype), err_msg=name)
+
+
+def check_against_reference(batch, r: RefBatch, case: Case) -> None:
+    s, ti = batch.samples, batch.traj_infos
+    env, agent = s.env, s.agent
+    valid = r.field("valid")
+    _close("observation", env.observation, r.field("observation"), np.float32)
+    _close("reward", env.reward, r.field("reward"), np.float32)
+    _close("prev_reward", env.prev_reward, r.field("prev_reward"), np.float32)
+    _close("terminated", env.terminated, r.field("terminated"), bool)
+    _close("truncated", env.truncated, r.field("truncated"), bool)
+    _close("done", env.done, r.field("terminated") | r.field("truncated") | ~valid, bool)
+    _close("valid", s.valid, valid, bool)
+    _close("action", agent.action, r.field("action"), np.int32)
+    _close("prev_action", agent.prev_action, r.field("prev_action"), np.int32)
+    (name,) = info_spec(case.backend)
+    _close(f"env_info[{name}]", env.env_info[name], r.field("info"), np.int32)
+    keep = valid
+    if case.store == "sparse":
+        keep = keep & (~r.field("terminated") | r.field("truncated"))
+    expected = np.where(keep[..., None], r.field("final_observation"), 0)
+    _close("final_observation", env.final_observation, expected, np.float32)
+    for f in ("completed", "length", "episode_return", "discounted_return", "nonzero_rewards"):
+        _close(f"traj.{f}", getattr(ti, f), r.field("traj", f))
+    _close("count", agent.agent_info["count"], r.field("count"), np.int32)
+    _close("value", agent.agent_info["value"], r.field("value"), np.float32)
+    _close("initial_state", agent.initial_state, r.initial_count, np.int32)
+    if case.store_agent_state:  # the state before each step: the counter
+        _close("agent.state", agent.state, r.field("count"), np.int32)
+    else:
+        assert agent.state is None
+    _close("bootstrap_value", s.bootstrap_value, r.bootstrap, np.float32)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_plain_loop_reference(name):
+    for k, (batch, r) in enumerate(zip(run(name), ref(name), strict=True)):
+        try:
+            check_against_reference(batch, r, CASES[name])
+        except AssertionError as e:
+            raise AssertionError(f"batch {k}: {e}") from None
+
+
+def test_cases_exercise_what_they_claim():
+    """The events each case is for happen (no vacuous comparison)."""
+    for name, c in CASES.items():
+        rs = ref(name)
+        term = np.stack([r.field("terminated") for r in rs])
+        trunc = np.stack([r.field("truncated") for r in rs])
+        valid = np.stack([r.field("valid") for r in rs])
+        assert term.any() and trunc.any(), name
+        if c.mode == "auto":
+            # Several truncations of one env in one batch: the sparse store's
+            # slots beyond the first are used.
+            assert trunc.sum(axis=1).max() >= 2, name
+        else:
+            assert (~valid).any(), name  # idle steps
+        if c.decorrelation:
+            assert (rs[0].field("traj", "length")[0] > 1).any(), name
+    # "wait": an env ends early in one batch and is reset again (it was stepped
+    # while idle) at the start of the next.
+    assert any((~r.field("valid")[:-1]).any() for r in ref("wait-samestep")[:-1])
+
+
+def test_autoreset_modes_give_the_same_batches():
+    """SameStep, NextStep and Disabled vector envs, translated, are one stream:
+    same key, same batches (the sparse and dense stores agree where both keep)."""
+    for a, b in (("auto-samestep", "auto-nextstep"), ("wait-samestep", "wait-disabled-dense")):
+        for x, y in zip(run(a), run(b), strict=True):
+
+            def common(b):  # without the store and the (optional) stored states
+                s = b.samples
+                env, agent = s.env.replace(final_store=0), s.agent.replace(state=None)
+                return b.replace(samples=s.replace(env=env, agent=agent))
+
+            fx, fy = common(x), common(y)
+            for leaf_x, leaf_y in zip(jax.tree.leaves(fx), jax.tree.leaves(fy), strict=True):
+                np.testing.assert_array_equal(leaf_x, leaf_y)
+            keep = np.asarray(~x.samples.env.terminated | x.samples.env.truncated)
+            np.testing.assert_array_equal(
+                np.asarray(x.samples.env.final_observation)[keep],
+                np.asarray(y.samples.env.final_observation)[keep],
+            )
+            assert isinstance(x.samples.env.final_store, js.SparseFinalObservation)
+    # The dense store also keeps the true final observation of terminated steps.
+    d = run("wait-disabled-dense")
+    term = np.concatenate([np.asarray(b.samples.env.terminated) for b in d])
+    final = np.concatenate([np.asarray(b.samples.env.final_observation) for b in d])
+    assert term.any() and np.all(np.abs(final[term]).max(axis=-1) > 0)
+
+
+# ----------------------------------------------------------------------------
+# One consistency check for any sampler: JAX (gymnax) and host alike.
+# ----------------------------------------------------------------------------
+
+
+def _concat(batches, get):
+    return np.concatenate([np.asarray(get(b)) for b in batches], axis=0)
+
+
+@functools.cache
+def _gymnax_cartpole_step(limit: int):
+    env, env_params = gymnax.make("CartPole-v1")
+    env_params = env_params.replace(max_steps_in_episode=limit)
+    step = jax.vmap(env.step, in_axes=(None, 0, 0, None))
+    return jax.jit(lambda state, action: step(jax.random.key(0), state, action, env_params))
+
+
+def gymnax_step(obs, length, action, limit):
+    """gymnax's CartPole step from each recorded (observation, time) (flat)."""
+    flat = obs.reshape(-1, 4)
+    state = EnvState(
+        x=flat[:, 0],
+        x_dot=flat[:, 1],
+        theta=flat[:, 2],
+        theta_dot=flat[:, 3],
+        time=np.maximum(length.reshape(-1) - 1, 0).astype(np.int32),
+    )
+    out = _gymnax_cartpole_step(limit)(state, action.reshape(-1).astype(np.int32))
+    _, _, reward, terminated, truncated, info = jax.device_get(out)
+    return reward, terminated, truncated, info["final_observation"]
+
+
+def check_stream(
+    batches, mode: str, ranks=tuple(range(B)), *, limit: int = LIMIT, envpool: bool = False
+) -> None:
+    """DESIGN.md's conventions on consecutive batches of CartPole, from any
+    sampler, and every valid step against gymnax's CartPole dynamics.
+
+    ``envpool``: envpool reports a step that both reaches a terminal state and
+    hits the time limit as truncated only (gymnax and gymnasium: both).
+    """
+    get = functools.partial(_concat, batches)
+    obs = get(lambda b: b.samples.env.observation)
+    final = get(lambda b: b.samples.env.final_observation)
+    action = get(lambda b: b.samples.agent.action)
+    prev_action = get(lambda b: b.samples.agent.prev_action)
+    reward = get(lambda b: b.samples.env.reward)
+    prev_reward = get(lambda b: b.samples.env.prev_reward)
+    term = get(lambda b: b.samples.env.terminated)
+    trunc = get(lambda b: b.samples.env.truncated)
+    done = get(lambda b: b.samples.env.done)
+    valid = get(lambda b: b.samples.valid)
+    count = get(lambda b: b.samples.agent.agent_info["count"])
+    length = get(lambda b: b.traj_infos.length)
+    ti = {f: get(lambda b, f=f: getattr(b.traj_infos, f)) for f in ("completed", "episode_return")}
+    ranks = 100 * np.asarray(ranks)
+    ended = (term | trunc) & valid
+
+    np.testing.assert_array_equal(done, ended | ~valid)
+    np.testing.assert_array_equal(ti["completed"], ended)
+    # Every valid step follows CartPole's dynamics (gymnax's implementation),
+    # re-stepped from the recorded state: time = length - 1 before the step.
+    v = valid.reshape(-1)
+    g_reward, g_term, g_trunc, g_final = (x[v] for x in gymnax_step(obs, length, action, limit))
+    np.testing.assert_array_equal(reward.reshape(-1)[v], g_reward)
+    if envpool:
+        g_term = g_term & ~g_trunc
+    np.testing.assert_array_equal(term.reshape(-1)[v], g_term)
+    forced = trunc.reshape(-1)[v] & ~g_trunc  # "episodic": the batch end
+    if mode != "episodic":
+        assert not forced.any()
+    np.testing.assert_array_equal(trunc.reshape(-1)[v] & ~forced, g_trunc)
+    kept = ~term.reshape(-1)[v] | trunc.reshape(-1)[v]  # what any store keeps
+    np.testing.assert_allclose(final.reshape(-1, 4)[v][kept], g_final[kept], rtol=1e-5, atol=1e-5)
+    # TrajInfo: CartPole pays 1 per step.
+    np.testing.assert_array_equal(ti["episode_return"][valid], length[valid])
+    assert np.all(length[valid] >= 1)
+    # Seams, within and across batches (auto mode: one stream).
+    if mode == "auto":
+        go, end = ~done[:-1], done[:-1]
+        np.testing.assert_array_equal(obs[1:][go], final[:-1][go])
+        np.testing.assert_array_equal(prev_action[1:][go], action[:-1][go])
+        np.testing.assert_array_equal(prev_reward[1:][go], reward[:-1][go])
+        np.testing.assert_array_equal(count[1:][go], count[:-1][go] + 1)
+        np.testing.assert_array_equal(length[1:][go], length[:-1][go] + 1)
+        assert end.any() and go.any()
+        assert np.all(np.abs(obs[1:][end]) <= 0.05)  # a reset observation
+        assert np.all(prev_action[1:][end] == 0) and np.all(prev_reward[1:][end] == 0)
+        assert np.all(length[1:][end] == 1)
+        np.testing.assert_array_equal(count[1:], np.where(end, ranks, count[1:]))
+        # A truncated step's final observation is the true one, not the reset one.
+        tr = trunc[:-1]
+        assert tr.any()
+        assert not np.any(np.all(final[:-1][tr] == obs[1:][tr], axis=-1))
+        assert np.all(np.abs(final[:-1][tr]).max(axis=-1) > 0)
+        # bootstrap_value of batch k is the value of batch k+1's first inputs.
+        for k in range(len(batches) - 1):
+            nxt = batches[k + 1].samples
+            expected = np_value(
+                WS[k],
+                nxt.env.observation[0],
+                nxt.env.prev_reward[0],
+                nxt.agent.agent_info["count"][0],
+            )
+            np.testing.assert_allclose(batches[k].samples.bootstrap_value, expected, rtol=1e-5)
+    else:
+        for b in batches:
+            s = b.samples
+            bvalid = np.asarray(s.valid)
+            bended = np.asarray(s.env.terminated | s.env.truncated) & bvalid
+            assert np.all(bended.sum(axis=0) <= 1)  # one episode end per env and batch
+            before = np.cumsum(bended, axis=0) - bended
+            np.testing.assert_array_equal(bvalid, before == 0)
+            for x in (s.env.observation, s.env.reward, s.agent.action, b.traj_infos.length):
+                assert np.all(np.asarray(x)[~bvalid] == 0)
+            if mode == "episodic":
+                assert np.all(np.asarray(s.env.done)[-1]) and np.all(bvalid[0])
+                assert np.all(np.asarray(b.traj_infos.length)[0] == 1)
+        for b, nxt in itertools.pairwise(batches):
+            e = np.asarray(b.samples.env.done)[-1]  # ended (or idle) at the end
+            n = nxt.samples
+            assert np.all(np.abs(np.asarray(n.env.observation[0])[e]) <= 0.05)
+            assert np.all(np.asarray(n.agent.prev_action[0])[e] == 0)
+            assert np.all(np.asarray(nxt.traj_infos.length[0])[e] == 1)
+            np.testing.assert_array_equal(np.asarray(n.agent.initial_state)[e], ranks[e])
+
+
+@functools.cache
+def jax_batches():
+    """The JAX sampler on gymnax CartPole with the same settings and agent."""
+    env, env_params = gymnax.make("CartPole-v1")
+    env_params = env_params.replace(max_steps_in_episode=LIMIT)
+    sampler = js.make_sampler(
+        env,
+        env_params,
+        CounterAgent(env.action_space(env_params)),
+        js.BatchSpec(T, B),
+        max_decorrelation_steps=DECORRELATION,
+        discount=DISCOUNT,
+        bootstrap_value=True,
+        agent_params=params(1.0),
+    )
+    # Compile time dominates here; XLA's backend optimizations are skipped.
+    fast = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+    state = jax.jit(sampler.init, compiler_options=fast)(KEY, params(1.0))
+    collect_jit = jax.jit(sampler.collect, compiler_options=fast)
+    batches = []
+    for w in WS:
+        state, batch = collect_jit(state, params(w))
+        batches.append(jax.device_get(batch))
+    return batches
+
+
+@pytest.mark.parametrize("name", ["jax", *CASES])
+def test_same_consistency_checks_for_jax_and_host(name):
+    if name == "jax":
+        check_stream(jax_batches(), "auto")
+    else:
+        c = CASES[name]
+        check_stream(run(name), c.mode, c.env_ranks, envpool=c.backend == "envpool")
+
+
+def test_same_agent_keys_as_the_jax_sampler():
+    """The host sampler gives the agent the JAX sampler's keys: with the same
+    key, rank and step, CounterAgent (which samples from its key) takes the
+    same actions on gymnasium's CartPole as on gymnax's, decorrelation and all."""
+    for jb, hb in zip(jax_batches(), run("auto-samestep"), strict=True):
+        np.testing.assert_array_equal(hb.samples.agent.action, jb.samples.agent.action)
+        # ...while the envs themselves differ (gymnasium seeds its own resets).
+        assert not np.array_equal(hb.samples.env.observation, jb.samples.env.observation)
+
+
+def test_examples_describe_a_step_as_the_jax_sampler_does():
+    hs = sampler_of("auto-samestep")
+    env, env_params = gymnax.make("CartPole-v1")
+    js_sampler = js.make_sampler(
+        env,
+        env_params,
+        CounterAgent(env.action_space(env_params)),
+        js.BatchSpec(T, B),
+        bootstrap_value=True,
+        agent_params=params(1.0),
+    )
+    ex_h, ex_j = hs.examples, js_sampler.examples
+    assert ex_h.env.env_info == {"count": jax.ShapeDtypeStruct((), jnp.int32)}
+    ex_h = ex_h.replace(env=ex_h.env.replace(env_info={}))
+    ex_j = ex_j.replace(env=ex_j.env.replace(env_info={}))
+    assert jax.tree.structure(ex_h) == jax.tree.structure(ex_j)
+    assert jax.tree.leaves(ex_h) == jax.tree.leaves(ex_j)
+    # ...and a batch has these shapes with [T, B] in front.
+    b = run("auto-samestep")[0]
+    one = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[2:], x.dtype), b.samples.env.reward)
+    assert one == hs.examples.env.reward
+    assert b.samples.env.final_observation.shape == (T, B, 4)
+
+
+# ----------------------------------------------------------------------------
+# Determinism, seeding, state handling, retracing
+# ----------------------------------------------------------------------------
+
+
+def test_same_key_same_samples_other_key_other_samples():
+    sampler = sampler_of("auto-nextstep")
+    _, a = collect(sampler, ws=WS[:2])
+    _, b = collect(sampler, ws=WS[:2])
+    _, c = collect(sampler, key=jax.random.key(99), ws=WS[:2])
+    for x, y, z in zip(a, b, c, strict=True):
+        for lx, ly in zip(jax.tree.leaves(x), jax.tree.leaves(y), strict=True):
+            np.testing.assert_array_equal(lx, ly)
+        assert not np.array_equal(x.samples.env.observation, z.samples.env.observation)
+    # A fresh init gives the cached run's stream (nothing leaks between inits).
+    cached = run("auto-nextstep")[0].samples.env.observation
+    np.testing.assert_array_equal(a[0].samples.env.observation, cached)
+
+
+def test_env_seeds_come_from_the_global_rank():
+    key = jax.random.key(5)
+    seeds = host.env_seeds(key, range(6))
+    assert len(set(seeds)) == 6 and all(0 <= s < 2**31 for s in seeds)
+    # A rank's seed does not depend on which other ranks a process holds.
+    assert host.env_seeds(key, [4, 1]) == [seeds[4], seeds[1]]
+    # No rlpyt-style overlap between neighbouring run seeds.
+    other = host.env_seeds(jax.random.key(6), range(6))
+    assert not set(seeds) & set(other)
+
+
+def test_stale_state_and_no_retrace():
+    sampler = sampler_of("auto-samestep")
+    state = sampler.init(KEY, params(1.0))
+    new, _ = sampler.collect(state, params(1.0))
+    with pytest.raises(ValueError, match="stale"):
+        sampler.collect(state, params(1.0))
+    for w in (3.0, 4.0, 5.0):
+        new, batch = sampler.collect(new, params(w))
+    # New params every call, one compilation of each device function.
+    for fn in (sampler._act, sampler._finish, sampler._begin):
+        assert fn._cache_size() == 1
+    values = np.asarray(batch.samples.agent.agent_info["value"])
+    assert values.dtype == np.float32 and np.isfinite(values).all()
+    with pytest.raises(TypeError, match="HostSamplerState"):
+        sampler.collect({"not": "a state"}, params(1.0))
+    with pytest.raises(ValueError, match="another host sampler"):
+        sampler_of("auto-nextstep").collect(new, params(1.0))
+
+
+def test_continuous_actions_reach_the_env():
+    """A Box action space (Pendulum): the agent's float actions are the ones the
+    env applied — each reward re-computed from the recorded observation and
+    action with Pendulum's cost — and truncations keep their true final
+    observation (dense store)."""
+    vec = gym.vector.SyncVectorEnv(
+        [lambda: gym.make("Pendulum-v1", max_episode_steps=5)] * 2, autoreset_mode="NextStep"
+    )
+    space = host.gymnax_space(vec.single_action_space)
+    assert isinstance(space, gymnax.environments.spaces.Box) and space.shape == (1,)
+    sampler = host.make_host_sampler(
+        vec,
+        js.agents.RandomAgent(space),
+        js.BatchSpec(8, 2),
+        max_decorrelation_steps=3,
+        final_observation="dense",
+    )
+    state = sampler.init(KEY, ())
+    batches = []
+    for _ in range(2):
+        state, batch = sampler.collect(state, ())
+        batches.append(jax.device_get(batch))
+    obs = np.concatenate([b.samples.env.observation for b in batches])
+    action = np.concatenate([b.samples.agent.action for b in batches])
+    reward = np.concatenate([b.samples.env.reward for b in batches])
+    final = np.concatenate([b.samples.env.final_observation for b in batches])
+    trunc = np.concatenate([b.samples.env.truncated for b in batches])
+    assert action.shape == (16, 2, 1) and action.dtype == np.float32
+    assert np.all(np.abs(action) <= 2.0) and np.unique(action).size > 10
+    theta = np.arctan2(obs[..., 1], obs[..., 0])
+    u = action[..., 0]
+    cost = theta**2 + 0.1 * obs[..., 2] ** 2 + 0.001 * u**2
+    np.testing.assert_allclose(reward, -cost, rtol=1e-4, atol=1e-4)
+    # Truncated every 5 steps; the final observation is not the next (reset) one.
+    assert trunc.sum() >= 4
+    t, b = np.nonzero(trunc[:-1])
+    assert not np.any(np.all(final[t, b] == obs[t + 1, b], axis=-1))
+    state.env.close()
+
+
+def test_packed_record_round_trip():
+    """The per-step record (action, agent_info, stored state) travels bit-packed
+    in one uint32 buffer; every dtype comes back exactly."""
+    from jaxsample.host.sampler import _pack, _Record, _unpack
+
+    rng = np.random.default_rng(0)
+    record = _Record(
+        action=rng.integers(-5, 5, (B, 2)).astype(np.int32),
+        agent_info={
+            "flag": rng.random((B,)) > 0.5,
+            "small": rng.integers(-128, 127, (B, 3)).astype(np.int8),
+            "byte": rng.integers(0, 255, (B,)).astype(np.uint8),
+            "half": rng.normal(size=(B, 2)).astype(np.float16),
+            "value": rng.normal(size=(B,)).astype(np.float32),
+            "bits": rng.integers(0, 2**32, (B,), dtype=np.uint64).astype(np.uint32),
+        },
+        agent_state=(rng.integers(-(2**15), 2**15, (B, 1)).astype(np.int16),),
+    )
+    spec = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), record)
+    packed = jax.jit(_pack)(record)
+    assert packed.dtype == jnp.uint32 and packed.shape == (B, 2 + 1 + 3 + 1 + 2 + 1 + 1 + 1)
+    stacked = jnp.stack([packed, packed])  # [T=2, B, K]
+    back = jax.jit(lambda p: _unpack(p, spec))(stacked)
+    for x, y in zip(jax.tree.leaves(record), jax.tree.leaves(back), strict=True):
+        assert y.dtype == x.dtype and y.shape == (2, *x.shape)
+        np.testing.assert_array_equal(np.asarray(y[1]), x)
+
+
+def test_sparse_store_overflow_is_an_error():
+    """An env that truncates more often than its spec's time limit says
+    overflows the sparse store: a clear error, not dropped observations."""
+
+    class EveryTwo(gym.Wrapper):
+        def reset(self, **kwargs):
+            self.n = 0
+            return self.env.reset(**kwargs)
+
+        def step(self, action):
+            self.n += 1
+            obs, reward, terminated, _, info = self.env.step(action)
+            return obs, reward, terminated, self.n % 2 == 0, info
+
+    vec = gym.vector.SyncVectorEnv(
+        [lambda: EveryTwo(gym.make("CartPole-v1", max_episode_steps=LIMIT))] * 2,
+        autoreset_mode="SameStep",
+    )
+    agent = js.agents.RandomAgent(gymnax.environments.spaces.Discrete(2))
+    sampler = host.make_host_sampler(vec, agent, js.BatchSpec(8, 2))
+    state = sampler.init(KEY, ())
+    with pytest.raises(RuntimeError, match="final_observation='dense'"):
+        sampler.collect(state, ())
+
+
+# ----------------------------------------------------------------------------
+# Bad input, optional dependencies
+# ----------------------------------------------------------------------------
+
+
+def _make(**kwargs):
+    env = kwargs.pop("env", None) or make_vec("SameStep", n=2)
+    agent = kwargs.pop("agent", CounterAgent(gymnax.environments.spaces.Discrete(2)))
+    spec = kwargs.pop("spec", js.BatchSpec(4, 2))
+    return host.make_host_sampler(env, agent, spec, agent_params=params(1.0), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"spec": js.BatchSpec(0, 2)}, ValueError, "batch_spec.T"),
+        ({"spec": js.BatchSpec(4, 3)}, ValueError, "num_envs=2, but batch_spec.B=3"),
+        ({"reset_mode": "bogus"}, ValueError, "reset_mode"),
+        ({"max_decorrelation_steps": -1}, ValueError, "max_decorrelation_steps"),
+        ({"max_decorrelation_steps": 3, "reset_mode": "episodic"}, ValueError, "episodic"),
+        ({"discount": 1.5}, ValueError, "discount"),
+        ({"final_observation": "x"}, ValueError, "final_observation"),
+        ({"bootstrap_value": 1}, TypeError, "bootstrap_value"),
+        ({"env_ranks": [0, 0]}, ValueError, "env_ranks"),
+        ({"autoreset_mode": "Sometimes"}, ValueError, "autoreset_mode"),
+        ({"info_spec": {"count": int}}, TypeError, "info_spec"),
+        ({"env": "CartPole-v1"}, TypeError, "env must be a gymnasium"),
+        ({"agent": object()}, TypeError, "agent must have a method"),
+        (
+            {"agent": js.agents.RandomAgent(gymnax.environments.spaces.Box(0.0, 1.0, (2,)))},
+            ValueError,
+            "agent action",
+        ),
+    ],
+)
+def test_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        _make(**kwargs)
+
+
+def test_bad_key():
+    sampler = sampler_of("auto-samestep")
+    with pytest.raises(TypeError, match="key"):
+        sampler.init(jax.random.PRNGKey(0), params(1.0))
+
+
+def test_envpool_instance_needs_a_factory():
+    import envpool
+
+    pool = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=2, seed=0)
+    with pytest.raises(TypeError, match="envpool_factory"):
+        _make(env=pool)
+
+
+def test_missing_extras_name_the_extra(monkeypatch):
+    with monkeypatch.context() as m:
+        m.delattr(gym.vector, "AutoresetMode")  # gymnasium 1.0
+        with pytest.raises(ImportError, match=r">= 1.1.*pip install 'jaxsample\[host\]'"):
+            host.make_host_sampler(make_vec("SameStep", n=2), None, js.BatchSpec(2, 2))
+    monkeypatch.setitem(sys.modules, "gymnasium", None)
+    with pytest.raises(ImportError, match=r"pip install 'jaxsample\[host\]'"):
+        host.make_host_sampler(object(), None, js.BatchSpec(2, 2))
+    with pytest.raises(ImportError, match=r"jaxsample\[host\]"):
+        host.make_bridge(object(), 2)
+    monkeypatch.setitem(sys.modules, "gymnasium", gym)
+    monkeypatch.setitem(sys.modules, "envpool", None)
+    with pytest.raises(ImportError, match=r"pip install 'jaxsample\[envpool\]'"):
+        host.envpool_factory("CartPole-v1")
+
+
+def test_host_package_imports_without_envpool_or_new_gymnasium(monkeypatch):
+    """jaxsample.host imports (afresh) without envpool and with a gymnasium
+    older than 1.1 (gymnax itself needs some gymnasium), and then its functions
+    say which extra to install."""
+    import jaxsample as jaxsample_pkg
+
+    for name in [m for m in sys.modules if m.startswith("jaxsample.host")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(jaxsample_pkg, "host", None, raising=False)
+    monkeypatch.setitem(sys.modules, "envpool", None)
+    monkeypatch.delattr(gym.vector, "AutoresetMode")
+    fresh = importlib.import_module("jaxsample.host")
+    assert fresh is not host and callable(fresh.make_bridge)
+    with pytest.raises(ImportError, match=r">= 1.1.*jaxsample\[host\]"):
+        fresh.make_host_sampler(None, None, js.BatchSpec(2, 1))
+    with pytest.raises(ImportError, match=r"jaxsample\[host\]"):
+        fresh.envpool_factory("CartPole-v1")  # envpool needs gymnasium >= 1.1 first

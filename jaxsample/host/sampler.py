@@ -70,7 +70,7 @@ from jaxsample.host.envs import (
     seed_of,
 )
 from jaxsample.host.envs import write_info as _write_info
-from jaxsample.sampler import EPOCH, act_checked
+from jaxsample.sampler import EPOCH, act_checked, check_options
 from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import (
     AgentInputs,
@@ -891,46 +891,19 @@ def make_host_sampler(
         fit the action space, or whose state changes structure.
     """
     require_gymnasium()
-    T = _check_int("batch_spec.T", getattr(batch_spec, "T", None), 1)
-    B = _check_int("batch_spec.B", getattr(batch_spec, "B", None), 1)
-    batch_spec = BatchSpec(T, B)
-    if reset_mode not in RESET_MODES:
-        raise ValueError(f"reset_mode must be one of {RESET_MODES}, got {reset_mode!r}")
-    max_decorrelation_steps = _check_int("max_decorrelation_steps", max_decorrelation_steps, 0)
-    if reset_mode == "episodic" and max_decorrelation_steps:
-        raise ValueError(
-            "max_decorrelation_steps must be 0 with reset_mode='episodic' "
-            "(every batch resets all envs, so there is nothing to decorrelate)"
-        )
-    if isinstance(discount, bool) or not isinstance(discount, (int, float)):
-        raise TypeError(f"discount must be a float, got {discount!r}")
-    if not 0.0 <= discount <= 1.0:
-        raise ValueError(f"discount must be in [0, 1], got {discount}")
-    flags = {"bootstrap_value": bootstrap_value, "store_agent_state": store_agent_state}
-    for name, flag in flags.items():
-        if not isinstance(flag, bool):
-            raise TypeError(f"{name} must be a bool, got {flag!r}")
-    if final_observation not in FINAL_OBSERVATION_STORES:
-        raise ValueError(
-            f"final_observation must be one of {FINAL_OBSERVATION_STORES}, "
-            f"got {final_observation!r}"
-        )
-    if env_ranks is None:
-        env_ranks = tuple(range(B))
-    else:
-        env_ranks = tuple(_check_int("env_ranks[i]", r, 0) for r in env_ranks)
-        if len(env_ranks) != B:
-            raise ValueError(f"env_ranks has {len(env_ranks)} entries, but B={B}")
-        if len(set(env_ranks)) != B:
-            raise ValueError("env_ranks must be distinct")
-    if global_B is None:
-        global_B = max(env_ranks) + 1
-    global_B = _check_int("global_B", global_B, 1)
-    if max(env_ranks) >= global_B:
-        raise ValueError(f"env_ranks must be < global_B={global_B}, got {max(env_ranks)}")
-    for name in ("initial_state", "step", "value"):
-        if not callable(getattr(agent, name, None)):
-            raise TypeError(f"agent must have a method {name}(...), see jaxsample.agents.Agent")
+    batch_spec, max_decorrelation_steps, env_ranks, global_B = check_options(
+        agent,
+        batch_spec,
+        max_decorrelation_steps=max_decorrelation_steps,
+        reset_mode=reset_mode,
+        discount=discount,
+        bootstrap_value=bootstrap_value,
+        store_agent_state=store_agent_state,
+        final_observation=final_observation,
+        env_ranks=env_ranks,
+        global_B=global_B,
+    )
+    T, B = batch_spec
     specs: dict[str, jax.ShapeDtypeStruct] = {}
     if info_spec is not None:
         if not isinstance(info_spec, Mapping):

@@ -79,6 +79,7 @@ import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces
 
+from jaxsample._checks import check_int as _check_int
 from jaxsample.agents.actor_critic import CategoricalActorCritic, GaussianActorCritic
 from jaxsample.agents.base import RandomAgent
 from jaxsample.sampler import make_sampler
@@ -485,13 +486,6 @@ def _check_sizes(name: str, values: Any) -> tuple[int, ...]:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name} must contain positive ints, got {values!r}")
     return tuple(sorted({int(v) for v in values}))
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
 
 def _check_seconds(name: str, value: Any, allow_none: bool) -> None:

@@ -77,6 +77,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsample._checks import check_int as _check_int
+
 __all__ = [
     "BatchInfo",
     "Driver",
@@ -543,14 +545,6 @@ class _Run:
 # ----------------------------------------------------------------------------
 # Factory
 # ----------------------------------------------------------------------------
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 def _check_device(name: str, value: Any) -> None:

@@ -45,6 +45,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxsample._checks import check_int as _check_int
+from jaxsample._checks import check_key as _check_key
 from jaxsample.types import (
     AgentSamples,
     Batch,
@@ -129,26 +131,6 @@ class ReplayInfo:
     start: jax.Array
     same_episode: jax.Array
     crosses_episode: jax.Array
-
-
-def _check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
-    return int(value)
-
-
-def _check_key(key: Any) -> None:
-    if not (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)):
-        raise TypeError(
-            f"key must be a typed PRNG key from jax.random.key(seed), got {type(key).__name__}"
-            f"{getattr(key, 'dtype', '')}"
-        )
-    if key.shape != ():
-        raise ValueError(f"key must be a single key (shape ()), got shape {key.shape}")
 
 
 def _spec_str(shape: tuple[int, ...], dtype: Any) -> str:

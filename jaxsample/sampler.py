@@ -43,6 +43,8 @@ import numpy as np
 from flax import struct
 from gymnax.environments.environment import Environment
 
+from jaxsample._checks import check_int as _check_int
+from jaxsample._checks import check_key as _check_key
 from jaxsample.agents.base import Agent, action_spec, null_action
 from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import (
@@ -165,14 +167,6 @@ def act_checked(
         "agent.step must return a state with the structure of agent.initial_state.",
     )
     return agent_step, new_state
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 def truncation_bound(env: Any, env_params: Any, T: int) -> int:
@@ -556,16 +550,6 @@ def _advance_epoch(keys: _EpochKeys, T: int) -> dict[str, jax.Array]:
     return {"key": key, "step": step}
 
 
-def _check_key(key: Any) -> None:
-    if not (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)):
-        raise TypeError(
-            f"key must be a typed PRNG key from jax.random.key(seed), got {type(key).__name__}"
-            f"{getattr(key, 'dtype', '')}"
-        )
-    if key.shape != ():
-        raise ValueError(f"key must be a single key (shape ()), got shape {key.shape}")
-
-
 def _check_state(state: Any, B: int) -> None:
     if not isinstance(state, SamplerState):
         raise TypeError(f"state must be the SamplerState from sampler.init, got {type(state)}")
@@ -574,6 +558,43 @@ def _check_state(state: Any, B: int) -> None:
             f"state holds {state.idle.shape[0] if state.idle.ndim else 0} envs, "
             f"but this sampler's BatchSpec has B={B}"
         )
+
+
+def step_examples(
+    observation: PyTree,
+    action: PyTree,
+    env_info: PyTree,
+    agent_info: PyTree,
+    agent_state: PyTree,
+    *,
+    store_agent_state: bool,
+    bootstrap_value: bool,
+) -> Samples:
+    """A sampler's ``examples``: :class:`Samples` of one step (no ``T``/``B``
+    axes) with ``jax.ShapeDtypeStruct`` leaves, from the specs of one env's
+    observation, action, info, and the agent's info and state."""
+    f32, boolean = jax.ShapeDtypeStruct((), jnp.float32), jax.ShapeDtypeStruct((), bool)
+    return Samples(
+        env=EnvSamples(
+            observation=_specs(observation),
+            reward=f32,
+            prev_reward=f32,
+            terminated=boolean,
+            truncated=boolean,
+            done=boolean,
+            env_info=_specs(env_info),
+            final_store=_specs(observation),
+        ),
+        agent=AgentSamples(
+            action=_specs(action),
+            prev_action=_specs(action),
+            agent_info=_specs(agent_info),
+            initial_state=_specs(agent_state),
+            state=_specs(agent_state) if store_agent_state else None,
+        ),
+        valid=boolean,
+        bootstrap_value=f32 if bootstrap_value else None,
+    )
 
 
 def check_options(
@@ -755,29 +776,14 @@ def make_sampler(
         if value_spec.shape != ():
             raise ValueError(f"agent.value must return a scalar, got shape {value_spec.shape}")
 
-    f32, boolean = jax.ShapeDtypeStruct((), jnp.float32), jax.ShapeDtypeStruct((), bool)
-    examples = Samples(
-        env=EnvSamples(
-            observation=obs_spec,
-            reward=f32,
-            prev_reward=f32,
-            terminated=boolean,
-            truncated=boolean,
-            done=boolean,
-            env_info=_specs(
-                {k: v for k, v in info_spec.items() if k not in _INFO_KEYS_WITH_FIELDS}
-            ),
-            final_store=obs_spec,
-        ),
-        agent=AgentSamples(
-            action=act_spec,
-            prev_action=act_spec,
-            agent_info=_specs(agent_step.agent_info),
-            initial_state=agent_state_spec,
-            state=agent_state_spec if store_agent_state else None,
-        ),
-        valid=boolean,
-        bootstrap_value=f32 if bootstrap_value else None,
+    examples = step_examples(
+        obs_spec,
+        act_spec,
+        {k: v for k, v in info_spec.items() if k not in _INFO_KEYS_WITH_FIELDS},
+        agent_step.agent_info,
+        agent_state_spec,
+        store_agent_state=store_agent_state,
+        bootstrap_value=bootstrap_value,
     )
     slots = 1 if reset_mode != "auto" else truncation_bound(env, env_params, T)
     sampler = Sampler(

@@ -67,6 +67,7 @@ from flax import struct
 from gymnax.environments import spaces
 
 import jaxsample as js
+from jaxsample._checks import check_int as _check_int
 
 __all__ = [
     "DQNConfig",
@@ -245,13 +246,6 @@ class DQNConfig:
     def num_iterations(self) -> int:
         """Iterations of a full run, ``total_timesteps // steps_per_iteration``."""
         return self.total_timesteps // self.steps_per_iteration
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
 
 def _check_float(name: str, value: Any, low: float, high: float, open_low: bool) -> None:

@@ -55,6 +55,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import jaxsample as js
+from jaxsample._checks import check_int as _check_int
 from jaxsample.envs import mask_velocity
 
 __all__ = [
@@ -220,13 +221,6 @@ class PPOConfig:
     def num_iterations(self) -> int:
         """Iterations of a full run, ``total_timesteps // batch_size``."""
         return self.total_timesteps // self.batch_size
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
 
 #: Recurrent PPO for CartPole with the velocities hidden (a POMDP). After RL Zoo's

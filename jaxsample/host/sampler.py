@@ -61,6 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxsample._checks import check_key as _check_key
 from jaxsample.agents.base import Agent, action_spec, null_action
 from jaxsample.host.envs import (
     EnvHandle,
@@ -70,7 +71,7 @@ from jaxsample.host.envs import (
     seed_of,
 )
 from jaxsample.host.envs import write_info as _write_info
-from jaxsample.sampler import EPOCH, act_checked, check_options
+from jaxsample.sampler import EPOCH, act_checked, check_options, step_examples
 from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import (
     AgentInputs,
@@ -274,24 +275,6 @@ def decorrelation_plan(
         n_steps[b] = n
     assert actions is not None
     return n_steps, actions
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_key(key: Any) -> None:
-    if not (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)):
-        raise TypeError(
-            f"key must be a typed PRNG key from jax.random.key(seed), got {type(key).__name__}"
-            f"{getattr(key, 'dtype', '')}"
-        )
-    if key.shape != ():
-        raise ValueError(f"key must be a single key (shape ()), got shape {key.shape}")
 
 
 def _np_zeros(spec: Any, lead: tuple[int, ...]) -> np.ndarray:
@@ -958,27 +941,14 @@ def make_host_sampler(
         slots = max(1, min(T, -(-T // handle.time_limit)))
     else:
         slots = T
-    f32, boolean = jax.ShapeDtypeStruct((), jnp.float32), jax.ShapeDtypeStruct((), bool)
-    examples = Samples(
-        env=EnvSamples(
-            observation=obs_spec,
-            reward=f32,
-            prev_reward=f32,
-            terminated=boolean,
-            truncated=boolean,
-            done=boolean,
-            env_info=dict(specs),
-            final_store=obs_spec,
-        ),
-        agent=AgentSamples(
-            action=act_spec,
-            prev_action=act_spec,
-            agent_info=agent_info_spec,
-            initial_state=agent_state_spec,
-            state=agent_state_spec if store_agent_state else None,
-        ),
-        valid=boolean,
-        bootstrap_value=f32 if bootstrap_value else None,
+    examples = step_examples(
+        obs_spec,
+        act_spec,
+        dict(specs),
+        agent_info_spec,
+        agent_state_spec,
+        store_agent_state=store_agent_state,
+        bootstrap_value=bootstrap_value,
     )
     sampler = HostSampler(
         agent=agent,

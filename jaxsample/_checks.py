@@ -1,0 +1,32 @@
+"""Argument checks shared by the factories: a clear error naming the argument."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
+    """``int(value)``, or a ``TypeError``/``ValueError`` naming ``name`` when it is
+    not an int (bools are not) or lies outside ``[minimum, maximum]``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return int(value)
+
+
+def check_key(key: Any) -> None:
+    """Raise unless ``key`` is one typed PRNG key (``jax.random.key(seed)``)."""
+    if not (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)):
+        raise TypeError(
+            f"key must be a typed PRNG key from jax.random.key(seed), got {type(key).__name__}"
+            f"{getattr(key, 'dtype', '')}"
+        )
+    if key.shape != ():
+        raise ValueError(f"key must be a single key (shape ()), got shape {key.shape}")

@@ -147,3 +147,26 @@ def test_mask_velocity_uses_the_pomdp_preset() -> None:
     assert trainer.sampler.examples.env.observation.shape == (2,)  # velocities hidden
     args.algo = "ppo"
     assert _make_trainer(args)[0].config.recurrent is False
+
+
+def test_train_eight_seeds_finishes_within_a_timeout(tmp_path) -> None:
+    """The README's multi-seed command, run as a user runs it, must not hang.
+
+    jaxlib 0.10.0-0.10.2 deadlocked here on a 2-core CPU: vmapping the trainer's
+    init over 8 seeds batches the orthogonal initializers' LAPACK calls, and
+    each one blocked an intra-op pool thread waiting for batch chunks queued on
+    that same pool. A timeout turns a hang into a failure.
+    """
+    import subprocess
+    import sys
+
+    out = tmp_path / "train.json"
+    cmd = [sys.executable, "-m", "jaxsample", "train", "--algo", "ppo", "--seeds", "8"]
+    cmd += ["--total-steps", "2048", "--chunks", "1", "--json", str(out)]
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"`{' '.join(cmd[1:])}` did not finish in 240 s (a deadlock?)")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(out.read_text())["seeds"] == 8
+

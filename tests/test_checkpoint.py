@@ -1,0 +1,155 @@
+"""Checkpoints: a state saved mid-run and restored continues bit for bit.
+
+Each test runs the same stream twice — once uninterrupted, once saved to disk
+after k steps, restored onto a fresh (abstract or concrete) state and
+continued — and compares every leaf of what follows, bitwise.
+"""
+
+import jax
+import numpy as np
+import pytest
+from gymnax import make
+
+import jaxsample as js
+from jaxsample import checkpoint
+from jaxsample.algos import dqn, ppo
+
+
+def _assert_identical(a, b) -> None:
+    """Same structure, and every leaf equal bit for bit (typed keys by their data)."""
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(la, lb, strict=True):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype and x.shape == y.shape
+        assert np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
+
+
+@pytest.mark.parametrize("reset_mode", ["auto", "wait"])
+def test_sampler_state_resumes_the_same_stream(tmp_path, reset_mode: str) -> None:
+    env, params = make("CartPole-v1")
+    agent = js.agents.RandomAgent(env.action_space(params))
+    sampler = js.make_sampler(
+        env,
+        params,
+        agent,
+        js.BatchSpec(T=16, B=4),
+        reset_mode=reset_mode,
+        max_decorrelation_steps=0 if reset_mode == "episodic" else 10,
+        bootstrap_value=True,
+    )
+    collect = jax.jit(sampler.collect)
+    key = jax.random.key(3)
+    state, _ = collect(sampler.init(key, None), None)
+    checkpoint.save(tmp_path / "ckpt", state, step=1)
+    _, expected = collect(*collect(state, None)[:1], None)
+
+    like = jax.eval_shape(sampler.init, key, None)  # abstract: nothing computed
+    restored = checkpoint.restore(tmp_path / "ckpt", like)
+    _assert_identical(restored, state)
+    _, got = collect(*collect(restored, None)[:1], None)
+    _assert_identical(got, expected)
+
+
+def test_ppo_resumes_to_the_same_parameters(tmp_path) -> None:
+    config = ppo.PPOConfig(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 4)
+    trainer = ppo.make_train(config)
+    run2 = jax.jit(lambda s: trainer.run(s, 2))
+    key = jax.random.key(0)
+    half, _ = run2(trainer.init(key))
+    expected, expected_metrics = run2(half)
+
+    checkpoint.save(tmp_path / "ppo", half, step=2)
+    restored = checkpoint.restore(tmp_path / "ppo", jax.eval_shape(trainer.init, key))
+    got, metrics = run2(restored)
+    _assert_identical(got, expected)
+    _assert_identical(metrics, expected_metrics)
+
+
+def test_dqn_resumes_with_its_replay_buffer(tmp_path) -> None:
+    config = dqn.DQNConfig(
+        num_envs=4,
+        num_steps=4,
+        total_timesteps=4 * 4 * 20,
+        buffer_capacity=32,
+        batch_size=8,
+        learning_starts=32,
+        target_update_interval=32,
+        hidden_sizes=(16,),
+    )
+    trainer = dqn.make_train(config)
+    run = jax.jit(lambda s: trainer.run(s, 5))
+    key = jax.random.key(1)
+    half, _ = run(trainer.init(key))
+    assert int(half.updates) > 0  # learning has started: the buffer matters
+    expected, expected_metrics = run(half)
+
+    checkpoint.save(tmp_path / "dqn", half, step=5)
+    restored = checkpoint.restore(tmp_path / "dqn", jax.eval_shape(trainer.init, key))
+    _assert_identical(restored.replay_state, half.replay_state)
+    got, metrics = run(restored)
+    _assert_identical(got, expected)
+    _assert_identical(metrics, expected_metrics)
+
+
+def test_sharded_sampler_restores_onto_its_shardings(tmp_path) -> None:
+    devices = jax.devices("cpu")
+    assert len(devices) >= 2, "conftest forces several host devices"
+    mesh = jax.sharding.Mesh(np.array(devices[:2]), ("envs",))
+    env, params = make("CartPole-v1")
+    agent = js.agents.RandomAgent(env.action_space(params))
+    sampler = js.make_sampler(env, params, agent, js.BatchSpec(T=8, B=4), mesh=mesh)
+    collect = jax.jit(sampler.collect)
+    state, _ = collect(sampler.init(jax.random.key(5), None), None)
+    checkpoint.save(tmp_path / "sharded", state, step=0)
+    _, expected = collect(state, None)
+
+    fresh = sampler.init(jax.random.key(99), None)  # another key: only its layout counts
+    restored = checkpoint.restore(tmp_path / "sharded", fresh)
+    for r, f in zip(jax.tree.leaves(restored), jax.tree.leaves(fresh), strict=True):
+        assert r.sharding.is_equivalent_to(f.sharding, r.ndim)
+    _, got = collect(restored, None)
+    _assert_identical(got, expected)
+
+
+def test_step_metrics_and_numpy_leaves_round_trip(tmp_path) -> None:
+    metrics = js.StepMetrics.init(window=4)
+    tree = {"metrics": metrics, "host": np.arange(6, dtype=np.int64).reshape(2, 3)}
+    checkpoint.save(tmp_path / "m", tree, step=7)
+    back = checkpoint.restore(tmp_path / "m", tree)
+    _assert_identical(back, tree)
+    assert isinstance(back["host"], np.ndarray)
+
+
+def test_steps_latest_and_keep(tmp_path) -> None:
+    state = {"x": jax.numpy.arange(3), "key": jax.random.key(0)}
+    assert checkpoint.latest_step(tmp_path / "none") is None
+    for step in (1, 5, 9):
+        checkpoint.save(tmp_path / "c", state, step=step, keep=2)
+    assert list(checkpoint.all_steps(tmp_path / "c")) == [5, 9]
+    assert checkpoint.latest_step(tmp_path / "c") == 9
+    with pytest.raises(ValueError, match="step 9 exists"):
+        checkpoint.save(tmp_path / "c", state, step=9)
+    with pytest.raises(FileNotFoundError, match="no step 1"):
+        checkpoint.restore(tmp_path / "c", state, step=1)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        checkpoint.restore(tmp_path / "none", state)
+
+
+def test_another_configuration_is_a_clear_error(tmp_path) -> None:
+    env, params = make("CartPole-v1")
+    agent = js.agents.RandomAgent(env.action_space(params))
+
+    def init(B: int, **kw):
+        sampler = js.make_sampler(env, params, agent, js.BatchSpec(T=4, B=B), **kw)
+        return sampler.init(jax.random.key(0), None)
+
+    checkpoint.save(tmp_path / "c", init(4), step=0)
+    with pytest.raises(ValueError, match=r"does not match the target state at .*\[4\].*\[8\]"):
+        checkpoint.restore(tmp_path / "c", init(8))
+    with pytest.raises(ValueError, match="another structure"):
+        checkpoint.restore(tmp_path / "c", {"x": jax.numpy.zeros(3)})
+    with pytest.raises(TypeError, match="pytree of arrays"):
+        checkpoint.save(tmp_path / "d", {"x": "not an array"})

@@ -16,7 +16,6 @@ On GPUs/TPUs each device is a real one.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ import numpy as np
 
 import jaxsample as js
 from jaxsample.bench.measure import compile_timed, interleave
+from jaxsample.bench.report import write_json
 
 
 def _stepper(collect: Callable, state: Any) -> Callable[[], None]:
@@ -129,8 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{lo:>6.2f}-{hi:<7.2f} {r['ratio']:>8.2f}x"
         )
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
+        write_json(out, args.json)
     return 0
 
 

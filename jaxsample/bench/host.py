@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import statistics
 import warnings
 from collections.abc import Callable, Sequence
@@ -47,6 +46,7 @@ import numpy as np
 import jaxsample as js
 from jaxsample import host
 from jaxsample.bench.measure import interleave, time_once
+from jaxsample.bench.report import write_json
 
 
 @dataclasses.dataclass
@@ -301,8 +301,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(format_result(result), flush=True)
         out.append(result)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
+        write_json(out, args.json)
 
 
 if __name__ == "__main__":

@@ -109,8 +109,9 @@ def markdown_table(result: dict[str, Any], *, best: bool = False) -> str:
     return "\n".join(lines)
 
 
-def write_json(result: dict[str, Any], path: str | os.PathLike) -> None:
-    """Write ``result`` as JSON (strict: no NaN or infinity)."""
+def write_json(result: Any, path: str | os.PathLike) -> None:
+    """Write ``result`` (a benchmark's JSON-ready result) as JSON (strict: no NaN
+    or infinity)."""
     with open(path, "w") as f:
         json.dump(result, f, indent=1, allow_nan=False)
         f.write("\n")

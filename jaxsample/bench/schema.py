@@ -28,6 +28,12 @@ _NUM = {"type": "number"}
 _NUM_OR_NULL = {"type": ["number", "null"]}
 _INT_OR_NULL = {"type": ["integer", "null"]}
 _STR_OR_NULL = {"type": ["string", "null"]}
+#: A cell's place in the grid (also that of a skip).
+_WHERE = {
+    "env": {"type": "string"},
+    "B": {"type": "integer", "minimum": 1},
+    "T": {"type": "integer", "minimum": 1},
+}
 _QUARTILES = {
     "type": "object",
     "required": ["median", "q25", "q75"],
@@ -106,9 +112,7 @@ RESULT_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["env", "B", "T", "steps_per_call", "methods"],
                 "properties": {
-                    "env": {"type": "string"},
-                    "B": {"type": "integer", "minimum": 1},
-                    "T": {"type": "integer", "minimum": 1},
+                    **_WHERE,
                     "steps_per_call": {"type": "integer", "minimum": 1},
                     "methods": {
                         "type": "object",
@@ -169,9 +173,7 @@ RESULT_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["env", "B", "T", "method", "reason"],
                 "properties": {
-                    "env": {"type": "string"},
-                    "B": {"type": "integer"},
-                    "T": {"type": "integer"},
+                    **_WHERE,
                     "method": {"enum": list(METHODS)},
                     "reason": {"type": "string"},
                 },

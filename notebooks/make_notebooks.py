@@ -346,7 +346,10 @@ and steps `T`, the same `T x B` steps done by:
 Compile time is measured apart; the run times are medians of repetitions
 interleaved method by method. On Colab pick a GPU or TPU under *Runtime > Change
 runtime type*; the code is the same on every backend. `jaxsample bench --quick`
-runs a small grid from a terminal.""",
+runs a small grid from a terminal. The project's own results, and its other
+benchmarks (host envs, the actor/learner driver, device count:
+`python -m jaxsample.bench.host`, `jaxsample.bench.driver`,
+`jaxsample.bench.devices`), are in the repository's `docs/benchmarks.md`.""",
     ),
     ("code", INSTALL),
     (

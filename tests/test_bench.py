@@ -23,6 +23,8 @@ import numpy as np
 import pytest
 
 from jaxsample import bench
+from jaxsample.bench import grid as grid_module
+from jaxsample.bench import measure, peers, system
 
 # Bytes per env-step that the floor and the peers store for CartPole:
 # observation 4 x float32, action int32, reward float32, done bool.
@@ -160,11 +162,11 @@ def test_host_peers_step_real_cartpoles() -> None:
     T, B = 60, 3
     for name in bench.PEER_METHODS:
         environ = dict(os.environ)
-        module = bench._import_optional(name)
+        module = system.import_optional(name)
         assert module is not None, f"{name} is a dev dependency"
         assert dict(os.environ) == environ  # envpool's import sets MPLBACKEND=Agg
-        make = bench._PEER_MAKERS[name](module, "CartPole-v1", B, 0)
-        program = bench._host_program(make, T, B, seed=0)
+        make = peers.PEER_MAKERS[name](module, "CartPole-v1", B, 0)
+        program = peers.host_program(make, T, B, seed=0)
         try:
             program.call()
         finally:
@@ -185,9 +187,11 @@ def test_host_peers_step_real_cartpoles() -> None:
 
 
 def test_a_missing_peer_is_a_note(monkeypatch) -> None:
-    real = bench._import_optional
+    real = system.import_optional
     monkeypatch.setattr(
-        bench, "_import_optional", lambda name: None if name in bench.PEER_METHODS else real(name)
+        grid_module,
+        "import_optional",
+        lambda name: None if name in bench.PEER_METHODS else real(name),
     )
     spec = bench.GridSpec(
         envs=("CartPole-v1",), Bs=(2,), Ts=(4,), methods=("bare", "gymnasium", "envpool"), reps=1
@@ -207,7 +211,7 @@ def test_a_failing_peer_is_a_skip(monkeypatch) -> None:
 
         return make
 
-    monkeypatch.setitem(bench._PEER_MAKERS, "envpool", broken)
+    monkeypatch.setitem(peers.PEER_MAKERS, "envpool", broken)
     spec = bench.GridSpec(envs=("CartPole-v1",), Bs=(2,), Ts=(4,), methods=("envpool",), reps=1)
     result = bench.run_grid(spec)
     jsonschema.validate(result, bench.RESULT_SCHEMA)
@@ -223,7 +227,7 @@ def test_overhead_and_the_grid_make_the_same_measurement(monkeypatch) -> None:
 
     def fake_build(plan, key):
         built.append(plan.tag)
-        return bench._Program(call=lambda: None, compile_s=0.5, peak_bytes=10, output_bytes=5)
+        return measure.Program(call=lambda: None, compile_s=0.5, peak_bytes=10, output_bytes=5)
 
     def tagged(name, builder):
         signature = inspect.signature(builder)
@@ -247,10 +251,10 @@ def test_overhead_and_the_grid_make_the_same_measurement(monkeypatch) -> None:
         measured.append((sorted(programs), reps, min_rep_seconds))
         return {k: canned[k] for k in programs}, {k: 1 for k in programs}
 
-    monkeypatch.setattr(bench._JaxPlan, "build", fake_build)
-    monkeypatch.setattr(bench, "_bare_plan", tagged("bare", bench._bare_plan))
-    monkeypatch.setattr(bench, "_random_plan", tagged("random", bench._random_plan))
-    monkeypatch.setattr(bench, "_measure", fake_measure)
+    monkeypatch.setattr(measure.JaxPlan, "build", fake_build)
+    monkeypatch.setattr(grid_module, "bare_plan", tagged("bare", measure.bare_plan))
+    monkeypatch.setattr(grid_module, "random_plan", tagged("random", measure.random_plan))
+    monkeypatch.setattr(grid_module, "measure", fake_measure)
 
     over = bench.overhead("CartPole-v1", B=1024, T=128, reps=4)
     over_built = list(built)
@@ -295,15 +299,15 @@ def test_measure_interleaves_and_calibrates(monkeypatch) -> None:
             order.append(name)
             clock[0] += seconds
 
-        return bench._Program(call=call, compile_s=0.0)
+        return measure.Program(call=call, compile_s=0.0)
 
     progs = {"a": program("a", 2.0), "b": program("b", 1.0)}
-    monkeypatch.setattr(bench, "_clock", lambda: clock[0])
-    times, calls = bench._measure(progs, reps=4, warmup=2, min_rep_seconds=0.0)
+    monkeypatch.setattr(measure, "_clock", lambda: clock[0])
+    times, calls = measure.measure(progs, reps=4, warmup=2, min_rep_seconds=0.0)
     assert order == ["a", "a", "b", "b"] + ["a", "b", "b", "a"] * 2
     assert times == {"a": [2.0] * 4, "b": [1.0] * 4} and calls == {"a": 1, "b": 1}
     order.clear()
-    times, calls = bench._measure(progs, reps=2, warmup=1, min_rep_seconds=5.0)
+    times, calls = measure.measure(progs, reps=2, warmup=1, min_rep_seconds=5.0)
     assert calls == {"a": 3, "b": 5}  # a repetition lasts >= 5 s
     assert times == {"a": [2.0, 2.0], "b": [1.0, 1.0]}  # still seconds per call
     assert order == ["a", "b"] + ["a"] * 3 + ["b"] * 5 + ["b"] * 5 + ["a"] * 3
@@ -345,7 +349,7 @@ def test_out_of_memory_is_a_skip_other_errors_raise(monkeypatch) -> None:
     def oom(plan, key):
         raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.0GiB")
 
-    monkeypatch.setattr(bench._JaxPlan, "build", oom)
+    monkeypatch.setattr(measure.JaxPlan, "build", oom)
     spec = bench.GridSpec(envs=("CartPole-v1",), Bs=(2, 4), Ts=(4,), methods=("bare",))
     result = bench.run_grid(spec)
     assert result["cells"] == []
@@ -355,7 +359,7 @@ def test_out_of_memory_is_a_skip_other_errors_raise(monkeypatch) -> None:
     def broken(plan, key):
         raise ValueError("a real bug")
 
-    monkeypatch.setattr(bench._JaxPlan, "build", broken)
+    monkeypatch.setattr(measure.JaxPlan, "build", broken)
     with pytest.raises(ValueError, match="a real bug"):
         bench.run_grid(spec)
 

@@ -278,7 +278,7 @@ def test_processes_that_disagree_on_B_get_a_clear_error(tmp_path):
 
 
 def test_device_scaling_benchmark_runs_and_reports(tmp_path, capsys):
-    from jaxsample import bench_devices
+    from jaxsample.bench import devices as bench_devices
 
     out = tmp_path / "devices.json"
     argv = ["--B", "8", "--T", "4", "--devices", "1", "2", "--reps", "2", "--json", str(out)]

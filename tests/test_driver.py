@@ -3,7 +3,7 @@ determinism, reproducibility, shutdown, and the PPO / DQN adapters.
 
 Toy functions first (a counter "env" whose batches record the parameters they
 were collected with), then the real trainers at small budgets. Speed is not
-measured here (``python -m jaxsample.bench_driver``).
+measured here (``python -m jaxsample.bench.driver``).
 """
 
 from __future__ import annotations
@@ -599,7 +599,7 @@ def test_dqn_async_holds_the_replay_ratio_and_fills_the_replay(dqn_reference):
 def test_ppo_async_learns_cartpole():
     """A short async run (5e4 steps, the default PPO, refreshed behaviour) beats a
     random policy's ~22 by far; the full-budget scores are in
-    ``python -m jaxsample.bench_driver``."""
+    ``python -m jaxsample.bench.driver``."""
     trainer = ppo.make_train(ppo.PPOConfig(total_timesteps=50_000))
     d = jd.ppo_driver(trainer, actor_devices=[ACTOR], learner_device=LEARNER)
     r = d.train(jax.random.key(0))

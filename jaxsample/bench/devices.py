@@ -1,26 +1,44 @@
 """Throughput of a sharded sampler vs the number of devices (a runner: this one jits).
 
-    python -m jaxsample.bench_devices --B 4096 --T 128 --devices 1 2 4
+    python -m jaxsample.bench.devices --B 4096 --T 128 --devices 1 2 4
 
 For each device count ``n`` (a mesh over the first ``n`` devices), ``collect``
 of ``B`` envs split over the mesh, timed side by side with the one-device
-sampler in the same process (interleaved repetitions, medians; compile time
+sampler in the same process (interleaved repetitions,
+:func:`~jaxsample.bench.measure.interleave`; medians; compile time
 separately). On a CPU the devices are forced host devices
 (``--xla_force_host_platform_device_count``, which the command sets when
-``XLA_FLAGS`` does not) that share the machine's cores:
-the figures show the overhead of sharding, not a speed-up beyond the cores.
+``XLA_FLAGS`` does not) that share the machine's cores: the figures show the
+overhead of sharding, not a speed-up beyond the cores.
 On GPUs/TPUs each device is a real one.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import gymnax
+import jax
+import numpy as np
+
+import jaxsample as js
+from jaxsample.bench.measure import compile_timed, interleave
+from jaxsample.bench.report import write_json
+
+
+def _stepper(collect: Callable, state: Any) -> Callable[[], None]:
+    """One blocking ``collect`` call per call, the state carried (donated)."""
+    box = [state]
+
+    def run() -> None:
+        box[0], batch = jax.block_until_ready(collect(box[0], None))
+        del batch
+
+    return run
 
 
 def device_scaling(
@@ -37,12 +55,6 @@ def device_scaling(
     (median), ``spread`` (min/max steps/s) and ``ratio`` (to the unsharded
     sampler's median, measured interleaved with it).
     """
-    import gymnax
-    import jax
-    import numpy as np
-
-    import jaxsample as js
-
     available = len(jax.devices())
     for n in devices:
         if n > available:
@@ -50,25 +62,18 @@ def device_scaling(
     env, params = gymnax.make(env_name)
     agent = js.agents.RandomAgent(env.action_space(params))
     spec = js.BatchSpec(T=T, B=B)
-    runs: dict[Any, Any] = {}
+    runs: dict[Any, Callable[[], None]] = {}
     compile_s: dict[Any, float] = {}
     for n in (None, *devices):
         mesh = None if n is None else jax.sharding.Mesh(np.array(jax.devices()[:n]), ("envs",))
         sampler = js.make_sampler(env, params, agent, spec, mesh=mesh)
         state = jax.block_until_ready(jax.jit(sampler.init)(jax.random.key(0), None))
-        t0 = time.perf_counter()
-        collect = jax.jit(sampler.collect, donate_argnums=0).lower(state, None).compile()
-        compile_s[n] = time.perf_counter() - t0
-        state, _ = jax.block_until_ready(collect(state, None))  # warm-up
-        runs[n] = [collect, state]
-    times: dict[Any, list[float]] = {n: [] for n in runs}
-    for _ in range(reps):
-        for n, run in runs.items():
-            t0 = time.perf_counter()
-            run[1], batch = run[0](run[1], None)
-            jax.block_until_ready(batch)
-            times[n].append(time.perf_counter() - t0)
-            del batch
+        collect, compile_s[n] = compile_timed(
+            jax.jit(sampler.collect, donate_argnums=0), state, None
+        )
+        runs[n] = _stepper(collect, state)
+        runs[n]()  # warm-up
+    times = interleave(runs, reps=reps)
     rate = {n: B * T / float(np.median(t)) for n, t in times.items()}
     rows = [
         {
@@ -108,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # again with enough forced host devices (ignored by GPU/TPU backends)
         env = dict(os.environ)
         env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flag}={max(args.devices)}".strip()
-        argv = [sys.executable, "-m", "jaxsample.bench_devices", *sys.argv[1:]]
+        argv = [sys.executable, "-m", "jaxsample.bench.devices", *sys.argv[1:]]
         os.execve(sys.executable, argv, env)
     out = device_scaling(args.env, args.B, args.T, args.devices, args.reps)
     print(
@@ -124,8 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{lo:>6.2f}-{hi:<7.2f} {r['ratio']:>8.2f}x"
         )
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
+        write_json(out, args.json)
     return 0
 
 

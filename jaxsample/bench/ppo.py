@@ -5,13 +5,14 @@ the collection. Its rollout is what one writes by hand without jaxsample, a
 ``lax.scan`` over ``vmap(env.step)`` with the agent's forward pass, keeping
 gymnax's ``info["final_observation"]`` densely so that truncations can be
 bootstrapped too; GAE, the minibatches, the loss and the optimizer are the
-trainer's own. Both run in one process, interleaved, compiled separately.
+trainer's own. Both run in one process, interleaved
+(:func:`~jaxsample.bench.measure.interleave`), compiled separately.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -20,6 +21,7 @@ from flax import struct
 
 import jaxsample as js
 from jaxsample.algos import ppo
+from jaxsample.bench.measure import compile_timed, interleave
 
 
 class _InlineState(struct.PyTreeNode):
@@ -171,17 +173,13 @@ def ppo_overhead(
     }
     compiled, compile_s = {}, {}
     for name, fn in programs.items():
-        t0 = time.perf_counter()
-        compiled[name] = fn.lower(keys).compile()
-        compile_s[name] = time.perf_counter() - t0
-    times: dict[str, list[float]] = {name: [] for name in programs}
-    returns: dict[str, Any] = {}
-    for _ in range(reps):
-        for name, fn in compiled.items():
-            t0 = time.perf_counter()
-            out = jax.block_until_ready(fn(keys))
-            times[name].append(time.perf_counter() - t0)
-            returns[name] = out
+        compiled[name], compile_s[name] = compile_timed(fn, keys)
+    returns: dict[str, Any] = {}  # the last run's returns of each
+
+    def run(name: str) -> Callable[[], None]:
+        return lambda: returns.__setitem__(name, jax.block_until_ready(compiled[name](keys)))
+
+    times = interleave({name: run(name) for name in compiled}, reps=reps)
     med = {k: statistics.median(v) for k, v in times.items()}
 
     def tail(r: jax.Array) -> list[float]:

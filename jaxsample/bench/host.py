@@ -1,4 +1,4 @@
-"""Benchmark of the host sampler: ``python -m jaxsample.bench_host``.
+"""Benchmark of the host sampler: ``python -m jaxsample.bench.host``.
 
 The same agent (PPO's 64x64 tanh actor-critic, :class:`CategoricalActorCritic`,
 one set of parameters) collects ``T`` steps of ``B`` CartPole-v1 envs with:
@@ -23,9 +23,9 @@ one set of parameters) collects ``T`` steps of ``B`` CartPole-v1 envs with:
 autoreset mode) or ``envpool`` (when installed). All methods run in one
 process; after a warm-up (compilation) every repetition times ``calls``
 batches of each method, the methods interleaved and their order reversed on
-every other repetition, and the median over repetitions is reported as env
-steps per second with the ratios ``host / loop`` per env and
-``jax / host:samestep``.
+every other repetition (:func:`~jaxsample.bench.measure.interleave`), and the
+median over repetitions is reported as env steps per second with the ratios
+``host / loop`` per env and ``jax / host:samestep``.
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import statistics
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -47,6 +45,8 @@ import numpy as np
 
 import jaxsample as js
 from jaxsample import host
+from jaxsample.bench.measure import interleave, time_once
+from jaxsample.bench.report import write_json
 
 
 @dataclasses.dataclass
@@ -210,20 +210,18 @@ def run_benchmark(
     methods.append(_jax_method(agent, params, B, T, key))
     compile_s = {}
     for m in methods:  # warm-up: compile, first env steps
-        t0 = time.perf_counter()
+        compile_s[m.name] = time_once(m.run)[1]
         m.run()
-        compile_s[m.name] = time.perf_counter() - t0
-        m.run()
-    times: dict[str, list[float]] = {m.name: [] for m in methods}
-    kept: dict[str, list[float]] = {m.name: [] for m in methods}  # transitions
-    for rep in range(reps):
-        for m in methods if rep % 2 == 0 else methods[::-1]:
-            n = 0
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                n += m.run()
-            times[m.name].append((time.perf_counter() - t0) / calls)
-            kept[m.name].append(n / calls)
+    counts: dict[str, list[int]] = {m.name: [] for m in methods}  # transitions per call
+
+    def counted(m: Method) -> Callable[[], None]:
+        return lambda: counts[m.name].append(m.run())
+
+    times = interleave({m.name: counted(m) for m in methods}, reps=reps, calls=calls)
+    kept = {
+        name: [sum(c[i * calls : (i + 1) * calls]) / calls for i in range(reps)]
+        for name, c in counts.items()
+    }
     for m in methods:
         m.close()
     steps = B * T
@@ -303,8 +301,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(format_result(result), flush=True)
         out.append(result)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
+        write_json(out, args.json)
 
 
 if __name__ == "__main__":

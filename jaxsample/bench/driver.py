@@ -3,7 +3,8 @@
 Two parts, each in one process:
 
 * ``speed``: wall time for a fixed number of environment steps and updates,
-  the same PPO / DQN work run four ways, interleaved, medians of ``--reps``:
+  the same PPO / DQN work run four ways, interleaved
+  (:func:`~jaxsample.bench.measure.interleave`), medians of ``--reps``:
   ``fused`` (``jax.jit(trainer.run)``: the whole loop one program on one
   device, the project's normal synchronous path), ``sync`` (the driver's sync
   mode with one buffer: collect, then learn, alternating, through the host),
@@ -16,7 +17,7 @@ Two parts, each in one process:
   staleness, replay ratio), next to the synchronous reference of the same
   seeds (``ppo.reference_run`` / ``dqn.reference_run``).
 
-``python -m jaxsample.bench_driver`` (on a CPU with one device it re-executes
+``python -m jaxsample.bench.driver`` (on a CPU with one device it re-executes
 itself with ``XLA_FLAGS=--xla_force_host_platform_device_count=4``); actor and
 learner default to devices 0 and 1 (the same device where there is one), or
 ``--actor-device gpu:0 --learner-device gpu:0``. This module is a runner: it
@@ -26,12 +27,13 @@ jits.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -39,6 +41,7 @@ import numpy as np
 
 from jaxsample import driver as jd
 from jaxsample.algos import dqn, ppo
+from jaxsample.bench.measure import interleave, time_once
 
 FORCE_FLAG = "--xla_force_host_platform_device_count=4"
 
@@ -79,6 +82,24 @@ def _driver(algo: str, trainer: Any, k: int, **kwargs: Any) -> jd.Driver:
     return jd.dqn_driver(trainer, iterations_per_batch=k, **kwargs)
 
 
+def _fused_seconds(run: Callable, state: Any, iterations: int) -> float:
+    """Seconds of one fused run (``jax.jit(trainer.run)``), blocked until done."""
+    return time_once(run, state, iterations)[1]
+
+
+def _driver_seconds(
+    d: jd.Driver, key: jax.Array, batches: int, results: list[jd.DriverResult]
+) -> Callable[[], float]:
+    """A self-timed callable: one driver run kept in ``results``; returns its own
+    wall time (the states' set-up excluded)."""
+
+    def train() -> float:
+        results.append(d.train(key, batches))
+        return results[-1].wall_seconds
+
+    return train
+
+
 def speed(
     names: Sequence[str],
     *,
@@ -103,29 +124,18 @@ def speed(
         run = jax.jit(trainer.run, static_argnums=1)
         state0 = jax.device_put(trainer.init(key), learner)
 
-        def fused(run=run, state0=state0, iterations=iterations) -> float:
-            t0 = time.perf_counter()
-            jax.block_until_ready(run(state0, iterations))
-            return time.perf_counter() - t0
-
+        results: dict[str, list[jd.DriverResult]] = {mode: [] for mode in drivers}
+        fns = {"fused": functools.partial(_fused_seconds, run, state0, iterations)}
+        fns.update({m: _driver_seconds(d, key, batches, results[m]) for m, d in drivers.items()})
         t0 = time.perf_counter()
-        fused()  # compiles
+        fns["fused"]()  # compiles
         for d in drivers.values():
             d.train(key, 2)  # compiles collect and learn on their devices
         compile_s = time.perf_counter() - t0
-        times: dict[str, list[float]] = {m: [] for m in ("fused", *drivers)}
-        collect_ms, learn_ms = [], []
-        staleness = 0
-        for _ in range(reps):
-            times["fused"].append(fused())
-            for mode, d in drivers.items():
-                r = d.train(key, batches)
-                times[mode].append(r.wall_seconds)
-                if mode == "sync":
-                    collect_ms.append(1e3 * r.collect_seconds[0] / batches)
-                    learn_ms.append(1e3 * r.learn_seconds / batches)
-                if mode == "async":
-                    staleness = max(staleness, r.staleness_max)
+        times = interleave(fns, reps=reps, self_timed=list(fns))
+        collect_ms = [1e3 * r.collect_seconds[0] / batches for r in results["sync"]]
+        learn_ms = [1e3 * r.learn_seconds / batches for r in results["sync"]]
+        staleness = max(r.staleness_max for r in results["async"])
         med = {m: statistics.median(v) for m, v in times.items()}
         c, lrn = statistics.median(collect_ms), statistics.median(learn_ms)
         steps = batches * k * (config.batch_size if algo == "ppo" else config.steps_per_iteration)
@@ -242,11 +252,11 @@ def _reexec_with_host_devices(argv: Sequence[str]) -> None:
         return
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + FORCE_FLAG).strip()
-    os.execve(sys.executable, [sys.executable, "-m", "jaxsample.bench_driver", *argv], env)
+    os.execve(sys.executable, [sys.executable, "-m", "jaxsample.bench.driver", *argv], env)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m jaxsample.bench_driver [--part speed|scores|all] ...``."""
+    """``python -m jaxsample.bench.driver [--part speed|scores|all] ...``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=("speed", "scores", "all"), default="all")

@@ -1,0 +1,70 @@
+"""Benchmarks of jaxsample, out of the package root.
+
+``jaxsample bench`` (the CLI) runs the grid; ``from jaxsample import bench``
+gives its Python interface (the names below). The modules:
+
+* :mod:`~jaxsample.bench.measure` — the hand-written floor
+  (:func:`bare_rollout`), program builders, the one timing helper every
+  benchmark uses (:func:`~jaxsample.bench.measure.interleave`: repetitions
+  interleaved method by method, the order reversed every other one), memory;
+* :mod:`~jaxsample.bench.grid` — :class:`GridSpec`, :func:`run_grid` and
+  :func:`overhead` (the sampler against the floor);
+* :mod:`~jaxsample.bench.peers` — the gymnasium / envpool host programs;
+* :mod:`~jaxsample.bench.schema` — method names and :data:`RESULT_SCHEMA`;
+* :mod:`~jaxsample.bench.report` — :func:`format_table`,
+  :func:`markdown_table`, :func:`write_json`, :func:`plot`;
+* :mod:`~jaxsample.bench.system` — :func:`system_info`;
+* :mod:`~jaxsample.bench.scaling` — :func:`compile_scaling`,
+  :func:`evaluator_scaling`.
+
+Four more benchmarks are runners, not imported here (they jit, and some
+restart the process with forced host devices):
+
+* ``python -m jaxsample.bench.host`` — the host sampler against a plain loop;
+* ``python -m jaxsample.bench.driver`` — the actor/learner driver;
+* ``python -m jaxsample.bench.devices`` — a sharded sampler against the
+  device count;
+* :mod:`jaxsample.bench.ppo` — PPO with jaxsample against a hand-written
+  rollout (``ppo_overhead``).
+
+Results and their discussion: ``docs/benchmarks.md``.
+"""
+
+from jaxsample.bench.grid import GridSpec, overhead, run_grid
+from jaxsample.bench.measure import DEFAULT_MIN_REP_SECONDS, bare_rollout
+from jaxsample.bench.peers import PEER_ENVS
+from jaxsample.bench.report import format_table, markdown_table, plot, write_json
+from jaxsample.bench.scaling import compile_scaling, evaluator_scaling
+from jaxsample.bench.schema import (
+    FLOOR,
+    JAX_METHODS,
+    LABELS,
+    METHODS,
+    PEER_METHODS,
+    RESULT_SCHEMA,
+    SCHEMA_VERSION,
+)
+from jaxsample.bench.system import system_info
+
+__all__ = [
+    "DEFAULT_MIN_REP_SECONDS",
+    "FLOOR",
+    "JAX_METHODS",
+    "LABELS",
+    "METHODS",
+    "PEER_ENVS",
+    "PEER_METHODS",
+    "RESULT_SCHEMA",
+    "SCHEMA_VERSION",
+    "GridSpec",
+    "bare_rollout",
+    "compile_scaling",
+    "evaluator_scaling",
+    "format_table",
+    "markdown_table",
+    "overhead",
+    "plot",
+    "run_grid",
+    "system_info",
+    "write_json",
+]

@@ -1,0 +1,295 @@
+"""Measuring: the hand-written floor, program builders, timing and memory.
+
+Every benchmark of :mod:`jaxsample.bench` times its methods with
+:func:`interleave` (repetitions interleaved method by method, the order
+reversed on every other repetition, so the machine's noise hits all methods
+alike); the grid and :func:`~jaxsample.bench.grid.overhead` add the warm-up
+calibration of :func:`measure`. JAX programs are built as a :class:`JaxPlan`
+(shapes first, so a cell can be skipped before anything is allocated) and run
+as a :class:`Program`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from gymnax.environments import spaces
+
+from jaxsample.agents.actor_critic import CategoricalActorCritic, GaussianActorCritic
+from jaxsample.agents.base import RandomAgent
+from jaxsample.sampler import make_sampler
+from jaxsample.types import BatchSpec
+
+#: A repetition lasts at least this long (``calls_per_rep`` calls).
+DEFAULT_MIN_REP_SECONDS = 0.01
+_MAX_CALLS_PER_REP = 10_000
+_clock = time.perf_counter
+
+
+# ----------------------------------------------------------------------------
+# Timing
+# ----------------------------------------------------------------------------
+
+
+def interleave(
+    fns: Mapping[str, Callable[[], Any]],
+    *,
+    reps: int,
+    calls: int | Mapping[str, int] = 1,
+    self_timed: Collection[str] = (),
+) -> dict[str, list[float]]:
+    """Time ``reps`` interleaved repetitions of every callable.
+
+    Each repetition runs every callable ``calls`` times in a row (an int, or one
+    per name), method by method, the order reversed on every other repetition.
+    A callable must block until its work is done (``jax.block_until_ready``).
+    The callables named in ``self_timed`` return their own seconds (a run that
+    should not count its set-up), which replace the clock's.
+
+    Returns:
+      Seconds per call, one per repetition, keyed like ``fns``.
+    """
+    names = list(fns)
+    per_name = {n: calls if isinstance(calls, int) else calls[n] for n in names}
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(reps):
+        for name in names if r % 2 == 0 else names[::-1]:
+            fn, n = fns[name], per_name[name]
+            own = 0.0
+            t0 = _clock()
+            for _ in range(n):
+                out = fn()
+                if name in self_timed:
+                    own += out
+            elapsed = own if name in self_timed else _clock() - t0
+            times[name].append(elapsed / n)
+    return times
+
+
+def compile_timed(fn: Any, *args: Any) -> tuple[Any, float]:
+    """``(compiled, seconds)``: lower and compile the jitted ``fn`` for ``args``."""
+    t0 = _clock()
+    compiled = fn.lower(*args).compile()
+    return compiled, _clock() - t0
+
+
+def time_once(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    """``(fn(*args), seconds)``: one call, blocked until its output is ready."""
+    t0 = _clock()
+    out = jax.block_until_ready(fn(*args))
+    return out, _clock() - t0
+
+
+def measure(
+    programs: Mapping[str, Program],
+    *,
+    reps: int,
+    warmup: int = 1,
+    min_rep_seconds: float = DEFAULT_MIN_REP_SECONDS,
+) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Warm up, then time ``reps`` interleaved repetitions of every program.
+
+    The last warm-up call's time sets ``calls_per_rep`` so that a repetition
+    lasts at least ``min_rep_seconds`` (short calls are otherwise all timer and
+    dispatch noise).
+
+    Returns ``(seconds per call, one per repetition; calls per repetition)``,
+    both keyed like ``programs``.
+    """
+    calls: dict[str, int] = {}
+    for name, p in programs.items():
+        dt = 0.0
+        for _ in range(max(1, warmup)):
+            dt = time_once(p.call)[1]
+        calls[name] = max(1, min(_MAX_CALLS_PER_REP, math.ceil(min_rep_seconds / max(dt, 1e-9))))
+    times = interleave({name: p.call for name, p in programs.items()}, reps=reps, calls=calls)
+    return times, calls
+
+
+def ratio(floor_times: Sequence[float], times: Sequence[float]) -> float:
+    """Throughput relative to the floor: ``median(floor) / median(times)``."""
+    return statistics.median(floor_times) / statistics.median(times)
+
+
+def quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
+    """``(q25, median, q75)`` of ``xs``."""
+    q25, q50, q75 = np.percentile(np.asarray(xs, np.float64), [25, 50, 75])
+    return float(q25), float(q50), float(q75)
+
+
+# ----------------------------------------------------------------------------
+# Memory
+# ----------------------------------------------------------------------------
+
+
+def _leaf_bytes(x: Any) -> int:
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):  # typed keys: their key data
+        x = jax.eval_shape(jax.random.key_data, x)
+    return math.prod(x.shape) * jnp.dtype(x.dtype).itemsize
+
+
+def nbytes(tree: Any) -> int:
+    """Bytes of the leaves of ``tree`` (arrays or ``jax.ShapeDtypeStruct``)."""
+    return sum(_leaf_bytes(x) for x in jax.tree.leaves(tree))
+
+
+def peak_bytes(compiled: Any) -> int | None:
+    """Argument + output + temporaries - aliased bytes of a compiled executable
+    (None where the backend reports no memory analysis)."""
+    try:
+        m = compiled.memory_analysis()
+    except Exception:  # some backends do not report it
+        return None
+    if m is None:
+        return None
+    return int(
+        m.temp_size_in_bytes
+        + m.argument_size_in_bytes
+        + m.output_size_in_bytes
+        - m.alias_size_in_bytes
+    )
+
+
+def is_oom(e: Exception) -> bool:
+    """Whether ``e`` says the device ran out of memory."""
+    msg = str(e).lower()
+    return "resource_exhausted" in msg or "out of memory" in msg
+
+
+# ----------------------------------------------------------------------------
+# Programs: the floor, the samplers
+# ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Program:
+    """One method of one cell, built and ready to time.
+
+    ``call()`` does one ``[T, B]`` call to completion (blocked until ready) and
+    advances the method's own carried state.
+    """
+
+    call: Callable[[], None]
+    compile_s: float
+    peak_bytes: int | None = None
+    output_bytes: int | None = None
+    host: bool = False
+    close: Callable[[], None] = lambda: None
+    buffers: dict[str, np.ndarray] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class JaxPlan:
+    """A JAX method before anything is allocated: ``init(key) -> state`` and
+    ``fn(state, *args) -> (state, out)``."""
+
+    init: Callable[[jax.Array], Any]
+    fn: Callable[..., tuple[Any, Any]]
+    args: tuple = ()
+
+    def estimate_bytes(self, key: jax.Array) -> tuple[int, int]:
+        """``(state bytes, output bytes)`` from shapes alone."""
+        state = jax.eval_shape(self.init, key)
+        out = jax.eval_shape(self.fn, state, *self.args)[1]
+        return nbytes(state), nbytes(out)
+
+    def build(self, key: jax.Array) -> Program:
+        """Initialise the state and compile ``fn`` (state donated)."""
+        state = jax.block_until_ready(jax.jit(self.init)(key))
+        output_bytes = nbytes(jax.eval_shape(self.fn, state, *self.args)[1])
+        compiled, compile_s = compile_timed(jax.jit(self.fn, donate_argnums=0), state, *self.args)
+        carry = [state]
+        args = self.args
+
+        def call() -> None:
+            carry[0], out = jax.block_until_ready(compiled(carry[0], *args))
+            del out
+
+        return Program(call, compile_s, peak_bytes(compiled), output_bytes)
+
+
+def bare_rollout(env: Any, env_params: Any, T: int, B: int) -> tuple[Callable, Callable]:
+    """The hand-written floor: ``scan(vmap(env.step))`` with random actions.
+
+    Stores observation, action, reward and done ``[T, B]``, as a hand-written
+    rollout that a user would compare against.
+
+    Returns:
+      ``(init(key) -> carry, run(carry) -> (carry, (obs, action, reward, done)))``.
+    """
+    space = env.action_space(env_params)
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def init(key: jax.Array):
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, B), env_params)
+        return key, state, obs
+
+    def run(carry):
+        def body(c, _):
+            key, state, obs = c
+            key, k_action, k_step = jax.random.split(key, 3)
+            action = jax.vmap(space.sample)(jax.random.split(k_action, B))
+            next_obs, state, reward, terminated, truncated, _ = step(
+                jax.random.split(k_step, B), state, action, env_params
+            )
+            done = jnp.logical_or(terminated, truncated)
+            return (key, state, next_obs), (obs, action, reward, done)
+
+        return jax.lax.scan(body, carry, None, T)
+
+    return init, run
+
+
+def bare_plan(env: Any, env_params: Any, T: int, B: int) -> JaxPlan:
+    """The floor (:func:`bare_rollout`) as a plan."""
+    init, run = bare_rollout(env, env_params, T, B)
+    return JaxPlan(init, run)
+
+
+def sampler_plan(
+    env: Any,
+    env_params: Any,
+    agent: Any,
+    params: Any,
+    T: int,
+    B: int,
+    final_observation: str = "sparse",
+) -> JaxPlan:
+    """``sampler.collect`` of ``agent`` with ``params`` as a plan."""
+    sampler = make_sampler(
+        env, env_params, agent, BatchSpec(T, B), final_observation=final_observation
+    )
+    return JaxPlan(lambda key: sampler.init(key, params), sampler.collect, (params,))
+
+
+def random_plan(
+    env: Any, env_params: Any, T: int, B: int, final_observation: str = "sparse"
+) -> JaxPlan:
+    """``sampler.collect`` with a :class:`~jaxsample.agents.RandomAgent` as a plan."""
+    agent = RandomAgent(env.action_space(env_params))
+    return sampler_plan(env, env_params, agent, (), T, B, final_observation)
+
+
+def mlp_agent(env: Any, env_params: Any) -> Any | None:
+    """PPO's default actor-critic for the env's action space (None if there is none)."""
+    space = env.action_space(env_params)
+    if isinstance(space, spaces.Discrete):
+        return CategoricalActorCritic(space, hidden_sizes=(64, 64))
+    if isinstance(space, spaces.Box):
+        return GaussianActorCritic(space, hidden_sizes=(64, 64))
+    return None
+
+
+def mlp_params(agent: Any, env: Any, env_params: Any, key: jax.Array) -> Any:
+    """Fresh parameters of :func:`mlp_agent`'s network for ``env``."""
+    obs_spec = jax.eval_shape(lambda k: env.reset(k, env_params)[0], key)
+    example = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), obs_spec)
+    return jax.jit(agent.init)(jax.random.fold_in(key, 1), example)

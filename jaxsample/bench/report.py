@@ -1,0 +1,196 @@
+"""Presenting a :func:`~jaxsample.bench.grid.run_grid` result: the terminal
+table, a markdown table for the docs, strict JSON and a plot."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+from jaxsample.bench.schema import FLOOR, LABELS, METHODS
+
+_COLORS = {
+    "bare": "black",
+    "random": "tab:blue",
+    "mlp": "tab:orange",
+    "gymnasium": "tab:green",
+    "envpool": "tab:red",
+}
+
+
+def _si(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def cell_line(cell: dict[str, Any]) -> str:
+    """One line of progress: a cell's steps/s and ratios per method."""
+    parts = []
+    for m, r in cell["methods"].items():
+        ratio, best = r["ratio_to_floor"], r["ratio_to_floor_best"]
+        parts.append(
+            f"{m} {_si(r['steps_per_s']['median'])}"
+            + ("" if ratio is None or m == FLOOR else f" ({ratio:.2f}x, best {best:.2f}x)")
+        )
+    return f"{cell['env']} B={cell['B']} T={cell['T']}: " + ", ".join(parts) + " steps/s"
+
+
+def _header(result: dict[str, Any]) -> str:
+    s = result["system"]
+    return (
+        f"backend {s['backend']} ({s['device_kind']}, {s['device_count']} device(s), 1 used), "
+        f"jax {s['jax']}, jaxlib {s['jaxlib']}, gymnax {s['gymnax']}, {s['cpu_count']} CPU(s)"
+    )
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The terminal table: one line per (cell, method), then skips and notes."""
+    lines = [
+        f"jaxsample bench: {_header(result)}",
+        f"{'env':<18} {'B':>6} {'T':>5}  {'method':<10} {'compile s':>9} "
+        f"{'steps/s':>9} {'[q25 .. q75]':>19} {'ratio':>6} {'best':>6} {'peak MB':>8}",
+    ]
+    for cell in result["cells"]:
+        for m, r in cell["methods"].items():
+            sps = r["steps_per_s"]
+            ratio, best = r["ratio_to_floor"], r["ratio_to_floor_best"]
+            peak = r["peak_bytes"]
+            lines.append(
+                f"{cell['env']:<18} {cell['B']:>6} {cell['T']:>5}  {m:<10} "
+                f"{r['compile_s']:>9.2f} {_si(sps['median']):>9} "
+                f"{'[' + _si(sps['q25']) + ' .. ' + _si(sps['q75']) + ']':>19} "
+                f"{'n/a' if ratio is None else f'{ratio:.3f}':>6} "
+                f"{'n/a' if best is None else f'{best:.3f}':>6} "
+                f"{'n/a' if peak is None else f'{peak / 2**20:.1f}':>8}"
+            )
+    if result["skipped"]:
+        grouped: dict[str, list[str]] = {}
+        for s in result["skipped"]:
+            grouped.setdefault(s["reason"], []).append(f"{s['env']} B={s['B']} {s['method']}")
+        lines.append("skipped:")
+        for reason, what in grouped.items():
+            shown = ", ".join(what[:4]) + (f" and {len(what) - 4} more" if len(what) > 4 else "")
+            lines.append(f"  {reason}: {shown}")
+    for note in result["notes"]:
+        lines.append(f"note: {note}")
+    lines.append(
+        "ratio = throughput / the bare floor's, from the medians of the interleaved "
+        "repetitions; best = from the fastest repetition of each (steadier on a busy "
+        "machine); compile s of a host peer = env construction + reset"
+    )
+    return "\n".join(lines)
+
+
+def markdown_table(result: dict[str, Any], *, best: bool = False) -> str:
+    """A README table: one row per cell, median steps/s per method and the
+    ratio to the floor in parentheses (with ``best``, also the ratio of the
+    fastest repetitions)."""
+    methods = [m for m in METHODS if any(m in c["methods"] for c in result["cells"])]
+    head = "| env | B | T | " + " | ".join(methods) + " |"
+    lines = [head, "|" + "---|" * (3 + len(methods))]
+    for cell in result["cells"]:
+        vals = []
+        for m in methods:
+            r = cell["methods"].get(m)
+            if r is None:
+                vals.append("–")
+                continue
+            ratio = r["ratio_to_floor"]
+            extra = "" if ratio is None or m == FLOOR else f" ({ratio:.2f})"
+            if best and extra:
+                extra = f" ({ratio:.2f}; best {r['ratio_to_floor_best']:.2f})"
+            vals.append(_si(r["steps_per_s"]["median"]) + extra)
+        lines.append(f"| {cell['env']} | {cell['B']} | {cell['T']} | " + " | ".join(vals) + " |")
+    return "\n".join(lines)
+
+
+def write_json(result: Any, path: str | os.PathLike) -> None:
+    """Write ``result`` (a benchmark's JSON-ready result) as JSON (strict: no NaN
+    or infinity)."""
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1, allow_nan=False)
+        f.write("\n")
+
+
+def _minor_ratio_label(value: float, _: Any) -> str:
+    """Label the minor log ticks 2x and 5x a power of ten (0.2, 0.5, 2, 5, ...)."""
+    if value <= 0:
+        return ""
+    mantissa = value / 10 ** math.floor(math.log10(value))
+    return f"{value:g}" if round(mantissa) in (2, 5) else ""
+
+
+def plot(result: dict[str, Any], path: str | os.PathLike | None = None) -> Any:
+    """Per env, steps/s vs B (log-log, one line per method, the band is the
+    interquartile range) and throughput relative to the floor vs B.
+
+    Writes a PNG to ``path`` when given; returns the matplotlib ``Figure``
+    (built without pyplot, so it never changes the notebook's backend).
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
+
+    cells = result["cells"]
+    envs = list(dict.fromkeys(c["env"] for c in cells))
+    Ts = sorted({c["T"] for c in cells})
+    styles = ["-", "--", ":", "-."]
+    fig = Figure(figsize=(10, 3.4 * max(1, len(envs))), dpi=80)
+    axes = fig.subplots(max(1, len(envs)), 2, squeeze=False)
+    for i, env_name in enumerate(envs):
+        ax_s, ax_r = axes[i]
+        for m in METHODS:
+            for j, T in enumerate(Ts):
+                rows = [
+                    (c["B"], c["methods"][m])
+                    for c in cells
+                    if c["env"] == env_name and c["T"] == T and m in c["methods"]
+                ]
+                if not rows:
+                    continue
+                Bs = [b for b, _ in rows]
+                label = LABELS[m] + (f", T={T}" if len(Ts) > 1 else "")
+                style = {"color": _COLORS[m], "ls": styles[j % len(styles)], "marker": "o"}
+                ax_s.plot(Bs, [r["steps_per_s"]["median"] for _, r in rows], label=label, **style)
+                ax_s.fill_between(
+                    Bs,
+                    [r["steps_per_s"]["q25"] for _, r in rows],
+                    [r["steps_per_s"]["q75"] for _, r in rows],
+                    color=_COLORS[m],
+                    alpha=0.2,
+                )
+                with_ratio = [(b, r) for b, r in rows if r["ratio_to_floor"] is not None]
+                if m != FLOOR and with_ratio:
+                    xs = [b for b, _ in with_ratio]
+                    ax_r.plot(
+                        xs, [r["ratio_to_floor"] for _, r in with_ratio], label=label, **style
+                    )
+                    ax_r.fill_between(
+                        xs,
+                        [r["ratio_to_floor_spread"][0] for _, r in with_ratio],
+                        [r["ratio_to_floor_spread"][1] for _, r in with_ratio],
+                        color=_COLORS[m],
+                        alpha=0.2,
+                    )
+        T_text = ", ".join(str(T) for T in Ts)
+        ax_s.set(xscale="log", yscale="log", xlabel="B (environments)", ylabel="steps / s")
+        ax_s.set_title(f"{env_name}, T={T_text}", fontsize=10)
+        ax_r.axhline(1.0, color=_COLORS[FLOOR], lw=0.8)
+        ax_r.set(xscale="log", yscale="log", xlabel="B (environments)")
+        ax_r.set_ylabel("throughput / bare floor")
+        ax_r.set_title(f"{env_name}: relative to the floor (1 = floor)", fontsize=10)
+        ax_r.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax_r.yaxis.set_minor_formatter(FuncFormatter(_minor_ratio_label))
+        for ax in (ax_s, ax_r):
+            ax.set_xscale("log", base=2)
+            ax.grid(alpha=0.3, which="both")
+        ax_s.legend(fontsize=7)
+    fig.suptitle(f"jaxsample bench: {_header(result)}", fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path)
+    return fig

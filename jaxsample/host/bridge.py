@@ -26,7 +26,7 @@ the compiled program waits for; nothing of the env overlaps with device work,
 and on an accelerator each step also synchronizes the device stream. The bridge
 makes a host env *composable* with compiled code, not faster: per step it costs
 what the host sampler costs plus the callback's overhead (measured by
-``python -m jaxsample.bench_host``).
+``python -m jaxsample.bench.host``).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import pytest
 
 import jaxsample as js
 from jaxsample import replay
+from jaxsample.replay.ring import episode_mask
 from jaxsample.types import AgentSamples, EnvSamples, Samples
 
 T, B = 5, 3
@@ -484,7 +485,7 @@ def test_episode_mask_with_idle_and_padding_steps() -> None:
     # One column per case, rows are time: (done, valid).
     done = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 1, 1, 0], [0, 1, 0, 0], [0, 0, 0, 1]], bool)
     valid = np.array([[0, 1, 1, 1], [1, 1, 1, 1], [1, 0, 1, 1], [1, 0, 1, 1], [1, 1, 1, 1]], bool)
-    same, crosses = replay._episode_mask(jnp.asarray(done), jnp.asarray(valid))
+    same, crosses = episode_mask(jnp.asarray(done), jnp.asarray(valid))
     want = np.array([[0, 1, 1, 1], [1, 1, 1, 1], [1, 0, 1, 1], [1, 0, 0, 1], [1, 0, 0, 1]], bool)
     np.testing.assert_array_equal(np.asarray(same), want)
     np.testing.assert_array_equal(np.asarray(crosses), [False, True, True, False])

@@ -1,6 +1,7 @@
 """Tests of the experience replayers (jaxsample.replay)."""
 
 import math
+import re
 
 import chex
 import gymnax
@@ -422,6 +423,29 @@ def test_add_is_in_place_and_does_not_retrace(sampler: js.Sampler, batches: list
     add = jax.jit(chex.assert_max_traces(rep.add, n=1), donate_argnums=0)
     hlo = add.lower(state, batches[0]).compile().as_text()
     copies = [line for line in hlo.splitlines() if " copy(" in line and f",{capacity}" in line]
+    assert not copies, copies
+    old = state.data.env.observation
+    pointer = old.unsafe_buffer_pointer()
+    for batch in batches:
+        state = add(state, batch)
+    assert old.is_deleted()
+    if jax.default_backend() == "cpu":
+        assert state.data.env.observation.unsafe_buffer_pointer() == pointer
+
+
+@pytest.mark.parametrize("factory", ["cycle_one_time", "one_time"])
+def test_fixed_length_add_is_in_place(
+    sampler: js.Sampler, batches: list[js.Batch], factory: str
+) -> None:
+    """The rings of T (+ 1) steps are written in place too: no copy of a [B, capacity, ...]
+    leaf in the compiled add, and the donated buffer is reused."""
+    chex.clear_trace_counter()
+    rep = getattr(replay, factory)(sampler.examples, B, T)
+    state = rep.init()
+    add = jax.jit(chex.assert_max_traces(rep.add, n=1), donate_argnums=0)
+    hlo = add.lower(state, batches[0]).compile().as_text()
+    ring = re.compile(rf"\[{B},{rep.capacity}[,\]]")
+    copies = [line for line in hlo.splitlines() if " copy(" in line and ring.search(line)]
     assert not copies, copies
     old = state.data.env.observation
     pointer = old.unsafe_buffer_pointer()

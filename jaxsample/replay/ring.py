@@ -85,14 +85,20 @@ def write(state: ReplayState, steps: Samples, capacity: int) -> ReplayState:
     )
 
 
-def read(data: Samples, env_index: jax.Array, slots: jax.Array) -> Samples:
-    """Steps ``data[env_index[n], slots[l, n]]``: time-major leaves ``[L, N, ...]``.
+def read(data: Samples, slots: jax.Array, env_index: jax.Array | None = None) -> Samples:
+    """Stored steps, time-major: leaves ``[L, N, ...]``.
 
-    ``env_index`` is int32 ``[N]``, ``slots`` int32 ``[L, N]`` (or ``[L, 1]``,
-    broadcast). ``agent.initial_state`` is the stored state before row 0,
-    ``[N, ...]`` (``()`` when no state is stored).
+    With ``env_index`` (int32 ``[N]``), step ``l`` of sequence ``n`` is
+    ``data[env_index[n], slots[l, n]]`` (``slots`` int32 ``[L, N]``); without,
+    slots ``[L]`` of every ring (``N = B``; a plain ``take`` along the ring
+    axis, cheaper than the general gather on CPU). ``agent.initial_state``
+    is the stored state before row 0, ``[N, ...]`` (``()`` when no state is
+    stored).
     """
-    out = jax.tree.map(lambda buf: buf[env_index[None, :], slots], data)
+    if env_index is None:
+        out = jax.tree.map(lambda buf: jnp.swapaxes(jnp.take(buf, slots, axis=1), 0, 1), data)
+    else:
+        out = jax.tree.map(lambda buf: buf[env_index[None, :], slots], data)
     initial_state = jax.tree.map(lambda x: x[0], out.agent.initial_state)
     return out.replace(agent=out.agent.replace(initial_state=initial_state))
 
@@ -133,7 +139,7 @@ def sample_sequences(
     start = jax.random.randint(k_start, (N,), 0, n_starts, jnp.int32)
     oldest = (state.position - state.filled) % C
     slots = (oldest + start[None, :] + jnp.arange(L, dtype=jnp.int32)[:, None]) % C
-    return _with_info(read(state.data, env, slots), env, start)
+    return _with_info(read(state.data, slots, env), env, start)
 
 
 def read_all(state: ReplayState, *, num_envs: int, capacity: int) -> tuple[Samples, ReplayInfo]:
@@ -143,7 +149,7 @@ def read_all(state: ReplayState, *, num_envs: int, capacity: int) -> tuple[Sampl
     slots = (state.position + jnp.arange(C, dtype=jnp.int32)) % C
     env = jnp.arange(num_envs, dtype=jnp.int32)
     start = jnp.full((num_envs,), state.filled - C, jnp.int32)
-    return _with_info(read(state.data, env, slots[:, None]), env, start)
+    return _with_info(read(state.data, slots), env, start)
 
 
 def has_steps(state: ReplayState, sequence_length: int, capacity: int) -> jax.Array:

@@ -415,37 +415,22 @@ def test_store_agent_state(examples: Samples) -> None:
     np.testing.assert_array_equal(np.asarray(cout.agent.initial_state)[:, 0], 4)
 
 
-def test_add_is_in_place_and_does_not_retrace(sampler: js.Sampler, batches: list[js.Batch]) -> None:
-    """Donated add writes into the same buffers: no copy of a [B, capacity, ...] leaf."""
-    capacity = 997
-    rep = replay.uniform(sampler.examples, B, capacity)
-    state = rep.init()
-    add = jax.jit(chex.assert_max_traces(rep.add, n=1), donate_argnums=0)
-    hlo = add.lower(state, batches[0]).compile().as_text()
-    copies = [line for line in hlo.splitlines() if " copy(" in line and f",{capacity}" in line]
-    assert not copies, copies
-    old = state.data.env.observation
-    pointer = old.unsafe_buffer_pointer()
-    for batch in batches:
-        state = add(state, batch)
-    assert old.is_deleted()
-    if jax.default_backend() == "cpu":
-        assert state.data.env.observation.unsafe_buffer_pointer() == pointer
-
-
-@pytest.mark.parametrize("factory", ["cycle_one_time", "one_time"])
-def test_fixed_length_add_is_in_place(
-    sampler: js.Sampler, batches: list[js.Batch], factory: str
+@pytest.mark.parametrize(
+    ("factory", "length"), [("uniform", 997), ("cycle_one_time", T), ("one_time", T)]
+)
+def test_add_is_in_place_and_does_not_retrace(
+    sampler: js.Sampler, batches: list[js.Batch], factory: str, length: int
 ) -> None:
-    """The rings of T (+ 1) steps are written in place too: no copy of a [B, capacity, ...]
-    leaf in the compiled add, and the donated buffer is reused."""
+    """Donated add writes into the same buffers: no copy of a [B, capacity, ...] leaf
+    (uniform's ring of 997, and the rings of T + 1 and T steps of the other two)."""
     chex.clear_trace_counter()
-    rep = getattr(replay, factory)(sampler.examples, B, T)
+    rep = getattr(replay, factory)(sampler.examples, B, length)
+    capacity = rep.capacity
     state = rep.init()
     add = jax.jit(chex.assert_max_traces(rep.add, n=1), donate_argnums=0)
     hlo = add.lower(state, batches[0]).compile().as_text()
-    ring = re.compile(rf"\[{B},{rep.capacity}[,\]]")
-    copies = [line for line in hlo.splitlines() if " copy(" in line and ring.search(line)]
+    ring_dim = re.compile(rf",{capacity}[,\]]")  # a [.., capacity, ..] shape
+    copies = [line for line in hlo.splitlines() if " copy(" in line and ring_dim.search(line)]
     assert not copies, copies
     old = state.data.env.observation
     pointer = old.unsafe_buffer_pointer()

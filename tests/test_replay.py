@@ -1,6 +1,7 @@
 """Tests of the experience replayers (jaxsample.replay)."""
 
 import math
+import re
 
 import chex
 import gymnax
@@ -11,6 +12,7 @@ import pytest
 
 import jaxsample as js
 from jaxsample import replay
+from jaxsample.replay.ring import episode_mask
 from jaxsample.types import AgentSamples, EnvSamples, Samples
 
 T, B = 5, 3
@@ -413,14 +415,22 @@ def test_store_agent_state(examples: Samples) -> None:
     np.testing.assert_array_equal(np.asarray(cout.agent.initial_state)[:, 0], 4)
 
 
-def test_add_is_in_place_and_does_not_retrace(sampler: js.Sampler, batches: list[js.Batch]) -> None:
-    """Donated add writes into the same buffers: no copy of a [B, capacity, ...] leaf."""
-    capacity = 997
-    rep = replay.uniform(sampler.examples, B, capacity)
+@pytest.mark.parametrize(
+    ("factory", "length"), [("uniform", 997), ("cycle_one_time", T), ("one_time", T)]
+)
+def test_add_is_in_place_and_does_not_retrace(
+    sampler: js.Sampler, batches: list[js.Batch], factory: str, length: int
+) -> None:
+    """Donated add writes into the same buffers: no copy of a [B, capacity, ...] leaf
+    (uniform's ring of 997, and the rings of T + 1 and T steps of the other two)."""
+    chex.clear_trace_counter()
+    rep = getattr(replay, factory)(sampler.examples, B, length)
+    capacity = rep.capacity
     state = rep.init()
     add = jax.jit(chex.assert_max_traces(rep.add, n=1), donate_argnums=0)
     hlo = add.lower(state, batches[0]).compile().as_text()
-    copies = [line for line in hlo.splitlines() if " copy(" in line and f",{capacity}" in line]
+    ring_dim = re.compile(rf",{capacity}[,\]]")  # a [.., capacity, ..] shape
+    copies = [line for line in hlo.splitlines() if " copy(" in line and ring_dim.search(line)]
     assert not copies, copies
     old = state.data.env.observation
     pointer = old.unsafe_buffer_pointer()
@@ -484,7 +494,7 @@ def test_episode_mask_with_idle_and_padding_steps() -> None:
     # One column per case, rows are time: (done, valid).
     done = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 1, 1, 0], [0, 1, 0, 0], [0, 0, 0, 1]], bool)
     valid = np.array([[0, 1, 1, 1], [1, 1, 1, 1], [1, 0, 1, 1], [1, 0, 1, 1], [1, 1, 1, 1]], bool)
-    same, crosses = replay._episode_mask(jnp.asarray(done), jnp.asarray(valid))
+    same, crosses = episode_mask(jnp.asarray(done), jnp.asarray(valid))
     want = np.array([[0, 1, 1, 1], [1, 1, 1, 1], [1, 0, 1, 1], [1, 0, 0, 1], [1, 0, 0, 1]], bool)
     np.testing.assert_array_equal(np.asarray(same), want)
     np.testing.assert_array_equal(np.asarray(crosses), [False, True, True, False])

@@ -1,0 +1,57 @@
+"""Experience replayers (ALF's ``exp_replayer``) as pure functions.
+
+Three factories, all built from ``sampler.examples`` (one step of
+:class:`~jaxsample.types.Samples`, leaves ``jax.ShapeDtypeStruct``), each
+composed from the per-env rings of :mod:`jaxsample.replay.ring`:
+
+* :func:`uniform` keeps a ring of ``capacity`` steps per env and samples
+  contiguous sequences uniformly over (env, start position) pairs.
+* :func:`cycle_one_time` is that ring with ``unroll_length + 1`` steps:
+  ``replay_all`` returns the latest unroll preceded by the last step of the
+  previous one, so consecutive windows overlap by exactly one step and the last
+  step of every unroll, whose value target needs the next step, is trained as
+  the first step of the next window (ALF's reason for it).
+* :func:`one_time` is that ring with ``T`` steps, plus the batch's initial
+  agent state and bootstrap value: ``replay_all`` returns the latest unroll,
+  so every step is used once (on-policy learners).
+
+Each factory validates its arguments eagerly and returns a frozen
+:class:`Replayer` of pure, jittable functions (callers jit; donate the state to
+``add`` so the write happens in place)::
+
+    rep = js.replay.uniform(sampler.examples, B, capacity=10_000)
+    add = jax.jit(rep.add, donate_argnums=0)
+    sample = jax.jit(rep.sample, static_argnums=(2, 3))
+    buf = rep.init()
+    buf = add(buf, batch)                       # O(T * B), in place
+    seq, info = sample(buf, key, 256, 8)        # Samples [8, 256, ...]
+
+Storage layout: every stored leaf is ``[B, capacity, ...]``, one ring per env,
+all advancing together. Outputs are time-major ``Samples`` whose leaves are
+``[L, N, ...]`` (sequence length, number of sequences), with ``env.final_store``
+the dense true next observation (read it as ``samples.env.final_observation``,
+as for a collected batch). What is stored is the batch's ``final_observation``:
+with the sampler's default sparse store it is zeros on terminated steps (never
+bootstrapped from); build the sampler with ``final_observation="dense"`` to
+keep those too.
+
+Modules: :mod:`~jaxsample.replay.types` (``ReplayState``, ``ReplayInfo``,
+``Replayer``), :mod:`~jaxsample.replay.steps` (the stored spec and the checks of
+a batch), :mod:`~jaxsample.replay.ring` (ring read/write helpers and the ring
+replayer), and one module per factory (``uniform``, ``cycle``, ``one_time``).
+"""
+
+from jaxsample.replay.cycle import cycle_one_time
+from jaxsample.replay.one_time import one_time
+from jaxsample.replay.types import MAX_CAPACITY, Replayer, ReplayInfo, ReplayState
+from jaxsample.replay.uniform import uniform
+
+__all__ = [
+    "MAX_CAPACITY",
+    "ReplayInfo",
+    "ReplayState",
+    "Replayer",
+    "cycle_one_time",
+    "one_time",
+    "uniform",
+]

@@ -1,0 +1,167 @@
+"""The replayers' state, the info of replayed sequences, and the replayer object."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import jax
+from flax import struct
+
+from jaxsample.types import PyTree, Samples
+
+__all__ = ["MAX_CAPACITY", "ReplayInfo", "ReplayState", "Replayer"]
+
+# Largest ring: positions are int32 and ``position + offset`` (both < capacity)
+# must not overflow, so capacity <= 2**30 keeps every intermediate < 2**31.
+MAX_CAPACITY = 2**30
+
+
+@struct.dataclass
+class ReplayState:
+    """The replay buffer: ``B`` rings of ``capacity`` steps.
+
+    Attributes:
+      data: a :class:`~jaxsample.types.Samples` whose leaves are
+        ``[B, capacity, ...]`` (one ring per env): the per-step fields of
+        ``examples``, with ``env.final_store`` the dense true next observation
+        ``[B, capacity, *obs]`` and ``agent.initial_state`` the agent's recurrent
+        state before each step ``[B, capacity, *state]`` when the replayer was
+        built with ``store_agent_state=True`` (else ``()``);
+        ``bootstrap_value`` is None. Slots never written hold zeros with
+        ``valid`` False and ``done`` True, like the sampler's idle steps.
+      position: int32 ``[]``, the slot the next step is written to, in
+        ``[0, capacity)``. It is kept modulo ``capacity``, so it cannot
+        overflow however many steps are added.
+      filled: int32 ``[]``, the number of written slots of each ring; it
+        saturates at ``capacity`` (so it cannot overflow either). The stored
+        steps of each env are, oldest first, the slots
+        ``(position - filled) % capacity, ..., (position - 1) % capacity``.
+      batch_initial_state: :func:`~jaxsample.replay.one_time` only (else
+        ``()``): the last batch's ``samples.agent.initial_state`` ``[B, ...]``.
+      batch_bootstrap_value: :func:`~jaxsample.replay.one_time` only, when
+        ``examples`` has one (else None): the last batch's
+        ``samples.bootstrap_value`` ``[B]``.
+    """
+
+    data: Samples
+    position: jax.Array
+    filled: jax.Array
+    batch_initial_state: PyTree = ()
+    batch_bootstrap_value: jax.Array | None = None
+
+
+@struct.dataclass
+class ReplayInfo:
+    """Where replayed sequences come from, and which of their steps to use.
+
+    For ``N`` sequences of ``L`` steps:
+
+    Attributes:
+      env_index: int32 ``[N]``, the env (ring) each sequence comes from.
+      start: int32 ``[N]``, the position of each sequence's first step counted
+        from the oldest step stored for its env (``0 .. filled - L`` for
+        ``Replayer.sample``). From ``Replayer.replay_all`` it is
+        ``filled - capacity``: negative while the ring is not yet full, meaning
+        that many leading rows are padding (``valid`` False, ``done`` True).
+      same_episode: bool ``[L, N]``, the step is valid and belongs to the same
+        episode as the sequence's first valid step (no valid ``done`` step
+        before it in the sequence). Sequences may cross episode boundaries:
+        mask per-step losses with this, or use ``done``/``valid`` directly.
+      crosses_episode: bool ``[N]``, the sequence holds valid steps of more than
+        one episode (``same_episode`` is not ``valid`` everywhere).
+    """
+
+    env_index: jax.Array
+    start: jax.Array
+    same_episode: jax.Array
+    crosses_episode: jax.Array
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Replayer:
+    """A replay buffer as pure functions; build it with
+    :func:`~jaxsample.replay.one_time`, :func:`~jaxsample.replay.uniform` or
+    :func:`~jaxsample.replay.cycle_one_time`.
+
+    The functions are pure and jittable (callers jit; donate the state to
+    ``add`` so the write happens in place)::
+
+        init() -> ReplayState
+        add(state, batch, agent_state=None) -> ReplayState
+        sample(state, key, batch_size, sequence_length) -> (Samples, ReplayInfo)
+        replay_all(state) -> (Samples, ReplayInfo)
+        can_sample(state, sequence_length=1) -> bool []
+
+    * ``init()``: an empty buffer, leaves ``[B, capacity, ...]`` (see
+      :class:`ReplayState`); unwritten slots hold zeros with ``valid`` False
+      and ``done`` True.
+    * ``add(state, batch, agent_state=None)``: write the ``T`` steps of each of
+      the ``B`` envs of ``batch`` (a :class:`~jaxsample.types.Batch` from
+      ``sampler.collect`` or its :class:`~jaxsample.types.Samples`, leaves
+      ``[T, B, ...]``) into its ring. ``O(T * B)``: a scatter of the new steps
+      at modular indices, in place when the caller donates ``state``
+      (``jax.jit(rep.add, donate_argnums=0)``). When ``T > capacity`` only the
+      last ``capacity`` steps are kept. The per-step structure must match
+      ``examples`` (checked at trace time, with an error naming the field); the
+      final observation is read through ``samples.env.final_observation``
+      (sparse or dense store). ``agent_state``: with ``store_agent_state=True``,
+      the agent's recurrent state before each step, leaves ``[T, B, *state]``
+      matching ``examples.agent.initial_state`` (the state ``agent.step`` was
+      given at step ``t``); it defaults to ``samples.agent.state``, which a
+      sampler built with ``store_agent_state=True`` fills. It must be None when
+      the replayer does not store agent states.
+    * ``sample(state, key, batch_size, sequence_length)``: draw ``batch_size``
+      contiguous sequences of ``sequence_length`` steps. Each sequence picks its
+      env uniformly from ``0 .. B-1`` and, independently, its start uniformly
+      from the ``filled - sequence_length + 1`` positions at which a whole
+      sequence fits in that env's stored steps (with replacement), so every
+      (env, start) pair has probability
+      ``1 / (B * (filled - sequence_length + 1))``. Steps are in time order and
+      contiguous; sequences may cross episode boundaries (see
+      :class:`ReplayInfo`). Call only when ``can_sample`` is True: before that,
+      sequences start at the oldest step and run into padding (``valid``
+      False). ``batch_size`` and ``sequence_length`` are static Python ints
+      (mark them ``static_argnums`` under ``jax.jit``). Returns a time-major
+      ``Samples`` with leaves ``[sequence_length, batch_size, ...]``
+      (``env.final_store`` the dense final observation; ``agent.initial_state``
+      the stored recurrent state before each sequence's first step
+      ``[batch_size, ...]`` with ``store_agent_state=True``, else ``()``;
+      ``bootstrap_value`` None) and a :class:`ReplayInfo`.
+    * ``replay_all(state)``: every stored step, each ring in time order, oldest
+      first: a time-major ``Samples`` with leaves ``[capacity, B, ...]``. While a
+      ring is not full its first ``capacity - filled`` rows are padding (zeros,
+      ``valid`` False, ``done`` True); ``info.start`` is ``filled - capacity``.
+      ``agent.initial_state`` is the stored state before row 0 with
+      ``store_agent_state=True``, else ``()``; :func:`~jaxsample.replay.one_time`
+      returns the last batch's own ``agent.initial_state`` and
+      ``bootstrap_value`` instead. Pure: the state is not consumed; calling it
+      once after each ``add`` uses every step once
+      (:func:`~jaxsample.replay.cycle_one_time`: twice for each batch's last
+      step).
+    * ``can_sample(state, sequence_length=1)``: every ring holds at least
+      ``sequence_length`` steps.
+
+    Attributes:
+      kind: ``"one_time"``, ``"uniform"`` or ``"cycle_one_time"``: the factory
+        that built it (a label for messages; nothing branches on it).
+      num_envs: ``B``, the number of envs (rings).
+      capacity: steps per ring.
+      unroll_length: the number of steps ``add`` requires per call (``T``), or
+        None when any ``T`` is accepted (:func:`~jaxsample.replay.uniform`).
+      store_agent_state: whether the agent's recurrent state is stored per step.
+      examples: the ``sampler.examples`` the buffer was allocated from.
+      init, add, sample, replay_all, can_sample: the functions above.
+    """
+
+    kind: str
+    num_envs: int
+    capacity: int
+    unroll_length: int | None
+    store_agent_state: bool
+    examples: Samples
+    init: Callable[[], ReplayState]
+    add: Callable[..., ReplayState]  # (state, batch, agent_state=None)
+    sample: Callable[[ReplayState, jax.Array, int, int], tuple[Samples, ReplayInfo]]
+    replay_all: Callable[[ReplayState], tuple[Samples, ReplayInfo]]
+    can_sample: Callable[..., jax.Array]  # (state, sequence_length=1)

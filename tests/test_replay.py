@@ -524,3 +524,27 @@ def test_store_agent_state_from_sampler() -> None:
     starts, envs = np.asarray(info.start), np.asarray(info.env_index)
     np.testing.assert_array_equal(np.asarray(seq.agent.initial_state), want[starts, envs])
     assert len(set(starts.tolist())) > 1
+
+
+def test_sampling_too_few_steps_refuses_or_flags(sampler: js.Sampler, batches) -> None:
+    """An empty or under-filled buffer never hands zeros over as data: outside
+    jit sample raises; under jit ReplayInfo.ok is False and same_episode masks
+    every step."""
+    B, T = sampler.batch_spec.B, sampler.batch_spec.T
+    rep = replay.uniform(sampler.examples, B, capacity=4 * T)
+    empty = rep.init()
+    key = jax.random.key(0)
+    with pytest.raises(ValueError, match=r"holds 0 steps.*can_sample"):
+        rep.sample(empty, key, 8, 1)
+    sample = jax.jit(rep.sample, static_argnums=(2, 3))
+    _, info = sample(empty, key, 8, 1)
+    assert not np.asarray(info.ok).any() and not np.asarray(info.same_episode).any()
+
+    one = rep.add(empty, batches[0])  # T steps per env stored
+    with pytest.raises(ValueError, match=rf"sequences of {T + 1} steps: the buffer holds {T}"):
+        rep.sample(one, key, 8, T + 1)
+    _, info = sample(one, key, 8, T + 1)
+    assert not np.asarray(info.ok).any() and not np.asarray(info.same_episode).any()
+    _, info = sample(one, key, 8, T)
+    assert np.asarray(info.ok).all() and np.asarray(info.same_episode).any()
+    assert bool(rep.can_sample(one, T)) and not bool(rep.can_sample(one, T + 1))

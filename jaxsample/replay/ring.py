@@ -113,9 +113,13 @@ def episode_mask(done: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Arra
     return same, crosses
 
 
-def _with_info(out: Samples, env_index: jax.Array, start: jax.Array) -> tuple[Samples, ReplayInfo]:
-    same, crosses = episode_mask(out.env.done, out.valid)
-    info = ReplayInfo(env_index=env_index, start=start, same_episode=same, crosses_episode=crosses)
+def _with_info(
+    out: Samples, env_index: jax.Array, start: jax.Array, ok: jax.Array
+) -> tuple[Samples, ReplayInfo]:
+    same, crosses = episode_mask(out.env.done, out.valid & ok[None, :])
+    info = ReplayInfo(
+        env_index=env_index, start=start, same_episode=same, crosses_episode=crosses, ok=ok
+    )
     return out, info
 
 
@@ -132,6 +136,11 @@ def sample_sequences(
     N = check_int("batch_size", batch_size, 1)
     L = check_int("sequence_length", sequence_length, 1, capacity)
     check_key(key)
+    if not isinstance(state.filled, jax.core.Tracer) and int(state.filled) < L:
+        raise ValueError(
+            f"cannot sample sequences of {L} steps: the buffer holds {int(state.filled)} "
+            "steps per env (check can_sample(state, sequence_length) first)"
+        )
     C = capacity
     k_env, k_start = jax.random.split(key)
     env = jax.random.randint(k_env, (N,), 0, num_envs, jnp.int32)
@@ -139,7 +148,8 @@ def sample_sequences(
     start = jax.random.randint(k_start, (N,), 0, n_starts, jnp.int32)
     oldest = (state.position - state.filled) % C
     slots = (oldest + start[None, :] + jnp.arange(L, dtype=jnp.int32)[:, None]) % C
-    return _with_info(read(state.data, slots, env), env, start)
+    ok = jnp.broadcast_to(state.filled >= L, (N,))  # under jit: too few steps stored
+    return _with_info(read(state.data, slots, env), env, start, ok)
 
 
 def read_all(state: ReplayState, *, num_envs: int, capacity: int) -> tuple[Samples, ReplayInfo]:
@@ -149,7 +159,8 @@ def read_all(state: ReplayState, *, num_envs: int, capacity: int) -> tuple[Sampl
     slots = (state.position + jnp.arange(C, dtype=jnp.int32)) % C
     env = jnp.arange(num_envs, dtype=jnp.int32)
     start = jnp.full((num_envs,), state.filled - C, jnp.int32)
-    return _with_info(read(state.data, slots), env, start)
+    ok = jnp.broadcast_to(state.filled > 0, (num_envs,))
+    return _with_info(read(state.data, slots), env, start, ok)
 
 
 def has_steps(state: ReplayState, sequence_length: int, capacity: int) -> jax.Array:

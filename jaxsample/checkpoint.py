@@ -49,6 +49,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from jaxsample._checks import check_int
+from jaxsample.host.sampler import HostSamplerState
 from jaxsample.types import PyTree
 
 __all__ = ["all_steps", "latest_step", "restore", "save"]
@@ -82,8 +83,6 @@ def _manifest(tree: PyTree) -> dict[str, Any]:
 
 
 def _check_state(state: PyTree, what: str) -> None:
-    from jaxsample.host.sampler import HostSamplerState  # noqa: PLC0415 (host is optional)
-
     for leaf in jax.tree.leaves(state, is_leaf=lambda x: isinstance(x, HostSamplerState)):
         if isinstance(leaf, HostSamplerState):
             raise TypeError(

@@ -37,7 +37,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxsample import driver as jd
+from jaxsample.algos import drivers as jd
 from jaxsample.algos import dqn, ppo
 
 FORCE_FLAG = "--xla_force_host_platform_device_count=4"

@@ -94,11 +94,12 @@ STALE_POLICIES = ("wait", "drop")
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Driver:
-    """An actor/learner driver; build it with :func:`make_driver` (or an adapter).
+    """An actor/learner driver; build it with :func:`make_driver` (or an adapter
+    of :mod:`jaxsample.algos.drivers`).
 
     Attributes are the validated arguments of :func:`make_driver`; ``init``
-    (set by the adapters) is ``init(key, num_actors) -> (learner_state,
-    actor_states)``.
+    (optional, what :meth:`train` starts from) is ``init(key, num_actors) ->
+    (learner_state, actor_states)``.
     """
 
     collect: Callable[..., tuple[PyTree, PyTree]]
@@ -258,7 +259,9 @@ def make_driver(
         them as given.
       join_timeout: seconds to wait for the actor threads to stop at the end
         or after an error.
-      init, default_num_batches: set by the adapters (:meth:`Driver.train`).
+      init, default_num_batches: what :meth:`Driver.train` starts from
+        (``init(key, num_actors) -> (learner_state, actor_states)``) and its
+        default number of batches (an adapter sets them from its trainer).
     """
     for name, fn in (("collect", collect), ("learn", learn), ("publish", publish)):
         if not callable(fn):

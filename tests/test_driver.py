@@ -437,7 +437,9 @@ def ppo_trainer():
 @pytest.fixture(scope="module")
 def ppo_drivers(ppo_trainer):
     """Drivers that share compiled functions (one jit per driver object)."""
-    base = drivers.ppo_driver(ppo_trainer, refresh=False, actor_devices=[ACTOR], learner_device=LEARNER)
+    base = drivers.ppo_driver(
+        ppo_trainer, refresh=False, actor_devices=[ACTOR], learner_device=LEARNER
+    )
     return {"async": base, "sync": base.replace(mode="sync")}
 
 

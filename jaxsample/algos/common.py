@@ -2,7 +2,8 @@
 
 Written once here:
 
-* the environment a config names (:func:`make_env`);
+* the environment a config names (:func:`make_env`) and the sampler a trainer
+  collects with (:func:`make_trainer_sampler`);
 * :class:`TrainerBase`, the methods both ``Trainer`` objects have:
   ``num_iterations``, ``hparams(**overrides)`` (hyperparameters as data, one
   vmap lane per run), ``run`` (a ``lax.scan`` of ``iteration``) and ``train``,
@@ -29,13 +30,15 @@ import numpy as np
 
 from jaxsample._checks import check_int
 from jaxsample.metrics import StepMetrics
+from jaxsample.sampler import Sampler, make_sampler
 from jaxsample.traj_info import summarize
-from jaxsample.types import Batch
+from jaxsample.types import Batch, BatchSpec
 
 __all__ = [
     "TrainerBase",
     "episode_metrics",
     "make_env",
+    "make_trainer_sampler",
     "reference_main",
     "reference_run",
 ]
@@ -53,6 +56,26 @@ def make_env(config: Any, env: Any, env_params: Any) -> tuple[Any, Any]:
             raise ValueError(f"env_name {config.env_name!r} is not a gymnax environment")
         return gymnax.make(config.env_name)
     return env, env.default_params if env_params is None else env_params
+
+
+def make_trainer_sampler(
+    env: Any, env_params: Any, agent: Any, config: Any, **options: Any
+) -> Sampler:
+    """The sampler a trainer collects with: ``make_sampler(env, env_params,
+    agent, BatchSpec(T=config.num_steps, B=config.num_envs), reset_mode="auto",
+    max_decorrelation_steps=config.max_decorrelation_steps,
+    discount=config.gamma, **options)`` (the default sparse final-observation
+    store: exact wherever a value target bootstraps)."""
+    return make_sampler(
+        env,
+        env_params,
+        agent,
+        BatchSpec(T=config.num_steps, B=config.num_envs),
+        max_decorrelation_steps=config.max_decorrelation_steps,
+        reset_mode="auto",
+        discount=config.gamma,
+        **options,
+    )
 
 
 # ----------------------------------------------------------------------------

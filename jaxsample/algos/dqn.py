@@ -64,15 +64,20 @@ from gymnax.environments import spaces
 
 from jaxsample.agents import EpsilonGreedyAgent, EpsilonGreedyParams
 from jaxsample.algos import common
-from jaxsample.algos.common import TrainerBase, episode_metrics, make_env
+from jaxsample.algos.common import (
+    TrainerBase,
+    episode_metrics,
+    make_env,
+    make_trainer_sampler,
+)
 from jaxsample.algos.configs import DQNConfig
 from jaxsample.algos.returns import td_target
 from jaxsample.evaluation import Evaluator, make_evaluator
 from jaxsample.metrics import StepMetrics
 from jaxsample.replay import Replayer, ReplayState, uniform
-from jaxsample.sampler import Sampler, SamplerState, make_sampler
+from jaxsample.sampler import Sampler, SamplerState
 from jaxsample.traj_info import summarize
-from jaxsample.types import Batch, BatchSpec, Samples
+from jaxsample.types import Batch, Samples
 
 __all__ = [
     "DQNConfig",
@@ -389,15 +394,7 @@ def make_train(config: DQNConfig, *, env: Any = None, env_params: Any = None) ->
         epsilon_final=config.epsilon_final,
         epsilon_final_min=config.epsilon_final_min,
     )
-    sampler = make_sampler(
-        env,
-        env_params,
-        agent,
-        BatchSpec(T=config.num_steps, B=config.num_envs),
-        max_decorrelation_steps=config.max_decorrelation_steps,
-        reset_mode="auto",
-        discount=config.gamma,
-    )
+    sampler = make_trainer_sampler(env, env_params, agent, config)
     replayer = uniform(sampler.examples, config.num_envs, config.buffer_capacity)
     try:
         episode_limit = int(np.asarray(env_params.max_steps_in_episode))

@@ -52,13 +52,18 @@ from jax.sharding import PartitionSpec as P
 
 from jaxsample.agents import CategoricalActorCritic, GaussianActorCritic, RecurrentActorCritic
 from jaxsample.algos import common
-from jaxsample.algos.common import TrainerBase, episode_metrics, make_env
+from jaxsample.algos.common import (
+    TrainerBase,
+    episode_metrics,
+    make_env,
+    make_trainer_sampler,
+)
 from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT, PPOConfig
 from jaxsample.algos.returns import final_values, gae
 from jaxsample.envs import mask_velocity
 from jaxsample.metrics import StepMetrics
-from jaxsample.sampler import Sampler, SamplerState, make_sampler
-from jaxsample.types import AgentInputs, Batch, BatchSpec, Samples
+from jaxsample.sampler import Sampler, SamplerState
+from jaxsample.types import AgentInputs, Batch, Samples
 
 __all__ = [
     "MASKED_CARTPOLE_RECURRENT",
@@ -437,14 +442,11 @@ def make_train(
         agent = GaussianActorCritic(space, hidden_sizes=config.hidden_sizes)
     else:
         raise TypeError(f"PPO needs a Discrete or Box action space, got {type(space).__name__}")
-    sampler = make_sampler(
+    sampler = make_trainer_sampler(
         env,
         env_params,
         agent,
-        BatchSpec(T=config.num_steps, B=config.num_envs),
-        max_decorrelation_steps=config.max_decorrelation_steps,
-        reset_mode="auto",
-        discount=config.gamma,
+        config,
         bootstrap_value=True,
         store_agent_state=config.recurrent,
         mesh=mesh,

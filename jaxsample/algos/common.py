@@ -117,9 +117,11 @@ class TrainerBase:
         return self.hparams_type(**{k: jnp.broadcast_to(v, shape) for k, v in values.items()})
 
     def init(self, key: jax.Array, hparams: Any = None) -> Any:
+        """A fresh run's state (the subclass's)."""
         raise NotImplementedError
 
     def iteration(self, state: Any) -> tuple[Any, dict[str, jax.Array]]:
+        """One iteration: ``(state, metrics)`` (the subclass's)."""
         raise NotImplementedError
 
     def run(self, state: Any, num_iterations: int) -> tuple[Any, dict[str, jax.Array]]:

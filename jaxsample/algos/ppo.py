@@ -34,6 +34,7 @@ Two variants (``config.recurrent``):
   reset exactly where the sampler reset it (``reset[t] = done[t - 1]``).
 
 Nothing here calls ``jax.jit`` except :func:`reference_run`, a runner: callers jit.
+``python -m jaxsample.algos.ppo`` runs the reference benchmark.
 """
 
 from __future__ import annotations

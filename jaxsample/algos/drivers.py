@@ -7,7 +7,8 @@
   learner, the replay ratio held exactly, epsilon following the batch index.
 
 Both build a :class:`~jaxsample.driver.Driver` with :func:`~jaxsample.driver.make_driver`
-and an ``init(key, num_actors)`` from the trainer.
+and an ``init(key, num_actors)`` from the trainer. ``Driver`` and
+``DriverResult`` (what ``Driver.train`` returns) are re-exported here.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import jax.numpy as jnp
 
 from jaxsample._checks import check_int
 from jaxsample.algos.returns import final_values
-from jaxsample.driver import Driver, make_driver
+from jaxsample.driver import Driver, DriverResult, make_driver
 from jaxsample.types import AgentInputs
 
 __all__ = [
     "ACTOR_KEY_TAG",
     "Driver",
+    "DriverResult",
     "dqn_driver",
     "ppo_driver",
     "refresh_behaviour",

@@ -37,8 +37,8 @@ from typing import Any
 import jax
 import numpy as np
 
+import jaxsample.algos.drivers as jd
 from jaxsample.algos import dqn, ppo
-from jaxsample.algos import drivers as jd
 
 FORCE_FLAG = "--xla_force_host_platform_device_count=4"
 

@@ -2,10 +2,15 @@
 
 Environment, agent and buffer writes are pure functions, vmapped over ``B``
 environments and scanned over ``T`` steps, so a whole batch collection compiles
-under ``jax.jit`` into one XLA program. See ``README.md`` and ``DESIGN.md``.
+under ``jax.jit`` into one XLA program. See ``README.md`` and ``docs/design.md``.
+
+The package root holds the sampler-level layers only. The layers built on top
+of them are submodules to import explicitly: :mod:`jaxsample.algos` (PPO, DQN,
+``from jaxsample.algos import ppo``) and :mod:`jaxsample.driver` (the
+actor/learner runtime).
 """
 
-from jaxsample import agents, algos, distributed, driver, envs, host, metrics, replay
+from jaxsample import agents, distributed, envs, host, metrics, replay
 from jaxsample.evaluation import EvalStats, Evaluator, make_evaluator
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import Sampler, SamplerState, make_sampler
@@ -41,9 +46,7 @@ __all__ = [
     "TrajInfo",
     "__version__",
     "agents",
-    "algos",
     "distributed",
-    "driver",
     "envs",
     "host",
     "make_evaluator",

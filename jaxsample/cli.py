@@ -220,7 +220,7 @@ def _make_trainer(args: argparse.Namespace) -> tuple[object, int]:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from jaxsample import training
+    from jaxsample.algos import runner
 
     if args.seeds < 1:
         raise SystemExit("--seeds must be >= 1")
@@ -236,7 +236,7 @@ def _train(args: argparse.Namespace) -> int:
         f"backend={jax.default_backend()}",
         flush=True,
     )
-    result = training.drive(
+    result = runner.run_training(
         trainer,
         jax.random.key(args.seed),
         seeds=args.seeds,
@@ -244,19 +244,19 @@ def _train(args: argparse.Namespace) -> int:
         steps_per_iteration=steps_per_iteration,
         chunks=args.chunks,
         returns_of=lambda m: m["episode_return_mean"],
-        progress=training.print_progress(),
+        progress=runner.print_progress(),
     )
     print(f"compiled in {result.compile_seconds:.1f} s")
-    print(training.summary_table(result))
+    print(runner.summary_table(result))
     settings = {"algo": args.algo, "env": args.env, "mask_velocity": args.mask_velocity}
     if args.json:
-        training.write_json(result, args.json, settings)
+        runner.write_json(result, args.json, settings)
         print(f"wrote {args.json}")
     if args.plot:
         title = f"{args.algo} on {args.env}" + (
             " (velocities masked)" if args.mask_velocity else ""
         )
-        training.plot(result, args.plot, title)
+        runner.plot(result, args.plot, title)
         print(f"wrote {args.plot}")
     return 0
 

@@ -52,9 +52,11 @@ records every batch's version (:attr:`DriverResult.records`), so its batches
 can be recollected exactly from the initial actor states and the published
 parameters; which version a batch gets depends on timing.
 
-Adapters: :func:`ppo_driver` (on-policy PPO on one-step-stale batches whose
+The runtime knows nothing of any algorithm. The adapters for the reference
+trainers live next to them, in :mod:`jaxsample.algos.drivers`:
+``ppo_driver`` (on-policy PPO on one-step-stale batches whose
 log-probabilities and values the learner re-evaluates; no V-trace) and
-:func:`dqn_driver` (off-policy DQN: batches go into the replay buffer on the
+``dqn_driver`` (off-policy DQN: batches go into the replay buffer on the
 learner, the replay ratio is the trainer's and is held exactly, epsilon follows
 the batch index).
 
@@ -67,26 +69,20 @@ to call them as they are (already jitted, or eagerly).
 from __future__ import annotations
 
 import dataclasses
-import math
-import threading
-import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
 from jaxsample._checks import check_int as _check_int
+from jaxsample._driver_run import THREAD_PREFIX, BatchInfo, DriverResult, Run
 
 __all__ = [
+    "THREAD_PREFIX",
     "BatchInfo",
     "Driver",
     "DriverResult",
-    "dqn_driver",
     "make_driver",
-    "ppo_driver",
-    "refresh_behaviour",
 ]
 
 PyTree = Any
@@ -94,125 +90,16 @@ Mode = Literal["async", "sync"]
 StalePolicy = Literal["wait", "drop"]
 MODES = ("async", "sync")
 STALE_POLICIES = ("wait", "drop")
-THREAD_PREFIX = "jaxsample-actor"
-_POLL_S = 0.05  # how often waiting threads re-check for errors and stops
-
-
-class BatchInfo(NamedTuple):
-    """What the driver knows about one batch (host values).
-
-    Attributes:
-      index: the batch's global position (``0 .. num_batches - 1``).
-      actor: the actor that collected it (``index % num_actors``).
-      version: the parameter version it was collected with.
-      staleness: batches the learner had learned when it took the batch, minus
-        ``version``.
-      learned: False if the learner dropped it (``stale="drop"``).
-      learner_updates: batches learned after this one was taken.
-    """
-
-    index: int
-    actor: int
-    version: int
-    staleness: int
-    learned: bool
-    learner_updates: int
-
-
-@dataclasses.dataclass
-class DriverResult:
-    """What :meth:`Driver.run` returns.
-
-    Attributes:
-      learner_state: the final learner state (on the learner device).
-      actor_states: the final state of each actor (on its device).
-      metrics: ``learn``'s metrics of every learned batch, on the host, stacked
-        along a new leading axis (``[num_learned, ...]``); None if none was
-        learned.
-      records: ``[num_batches]`` numpy arrays ``index``, ``actor``,
-        ``version``, ``staleness``, ``learned`` (bool), ``learner_updates``, in
-        the order the learner took the batches (= index order).
-      published: the versions published, in order (``0`` first).
-      max_in_flight: per actor, the most batches it held at once (collecting,
-        queued or being learned); at most ``num_buffers``.
-      env_steps: ``steps_per_batch`` times the learned batches (None without
-        ``steps_per_batch``).
-      wall_seconds: the run's wall time (compilation on first use included).
-      collect_seconds: per actor, time in ``collect`` and the transfer.
-      actor_wait_seconds: per actor, time waiting for a free buffer or a fresh
-        enough version (back-pressure).
-      learn_seconds: time in ``learn`` and publishing.
-      learner_wait_seconds: time the learner waited for a batch (starved).
-    """
-
-    learner_state: PyTree
-    actor_states: list[PyTree]
-    metrics: PyTree | None
-    records: dict[str, np.ndarray]
-    published: list[int]
-    max_in_flight: list[int]
-    env_steps: int | None
-    wall_seconds: float
-    collect_seconds: list[float]
-    actor_wait_seconds: list[float]
-    learn_seconds: float
-    learner_wait_seconds: float
-
-    @property
-    def num_learned(self) -> int:
-        """Batches learned."""
-        return int(np.sum(self.records["learned"]))
-
-    @property
-    def num_dropped(self) -> int:
-        """Batches dropped for staleness (``stale="drop"``)."""
-        return int(np.sum(~self.records["learned"]))
-
-    @property
-    def staleness_max(self) -> int:
-        """The largest staleness of a learned batch (0 if none)."""
-        s = self.records["staleness"][self.records["learned"]]
-        return int(s.max()) if s.size else 0
-
-
-class _Item(NamedTuple):
-    batch: PyTree
-    version: int
-    actor: int
-
-
-class _Shared:
-    """State shared by the actor threads and the learner, under one condition."""
-
-    def __init__(self, num_actors: int) -> None:
-        self.cond = threading.Condition()
-        self.ready: dict[int, _Item] = {}
-        self.released = 0  # batches 0 .. released-1 are done with (learned or dropped)
-        self.version = 0
-        self.params: list[PyTree] = [None] * num_actors
-        self.error: BaseException | None = None
-        self.stop = False
-        self.in_flight = [0] * num_actors
-        self.max_in_flight = [0] * num_actors
-        self.actor_states: list[PyTree] = [None] * num_actors
-        self.collect_s = [0.0] * num_actors
-        self.wait_s = [0.0] * num_actors
-
-    def fail(self, error: BaseException) -> None:
-        with self.cond:
-            if self.error is None:
-                self.error = error
-            self.stop = True
-            self.cond.notify_all()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Driver:
-    """An actor/learner driver; build it with :func:`make_driver` (or an adapter).
+    """An actor/learner driver; build it with :func:`make_driver` (or an adapter
+    of :mod:`jaxsample.algos.drivers`).
 
     Attributes are the validated arguments of :func:`make_driver`; ``init``
-    (set by the adapters) is ``init(key, num_actors) -> (learner_state,
-    actor_states)``.
+    (optional, what :meth:`train` starts from) is ``init(key, num_actors) ->
+    (learner_state, actor_states)``.
     """
 
     collect: Callable[..., tuple[PyTree, PyTree]]
@@ -308,238 +195,8 @@ class Driver:
             )
         if callback is not None and not callable(callback):
             raise TypeError(f"callback must be callable, got {callback!r}")
-        run = _Run(self, int(num_batches), callback)
+        run = Run(self, int(num_batches), callback)
         return run.execute(learner_state, list(actor_states))
-
-
-class _Run:
-    """One :meth:`Driver.run`: the learner (caller's thread) and the actors."""
-
-    def __init__(self, driver: Driver, num_batches: int, callback: Any) -> None:
-        self.d = driver
-        self.n = num_batches
-        self.callback = callback
-        self.shared = _Shared(driver.num_actors)
-        self.learned = 0
-        self.records: list[BatchInfo] = []
-        self.metrics: list[PyTree] = []
-        self.published: list[int] = []
-        self.learn_s = 0.0
-        self.learner_wait_s = 0.0
-
-    # -- schedule ----------------------------------------------------------
-    def _may_start(self, i: int) -> bool:
-        """Whether batch ``i`` may be collected now (call under the lock)."""
-        d, sh = self.d, self.shared
-        if sh.released < i - d.num_actors * d.num_buffers + 1:
-            return False
-        return not (
-            d.stale == "wait" and d.max_staleness is not None and sh.version < i - d.max_staleness
-        )
-
-    def _needed_before(self, i: int) -> int:
-        """Sync mode: batches the learner must have taken before batch ``i`` is
-        collected (to free a buffer and, with ``stale="wait"``, to publish a
-        fresh enough version)."""
-        d = self.d
-        need = max(0, i - d.num_actors * d.num_buffers + 1)
-        if d.stale == "wait" and d.max_staleness is not None and i - d.max_staleness > 0:
-            k = d.sync_every
-            need = max(need, k * math.ceil((i - d.max_staleness) / k))
-        return need
-
-    # -- pieces --------------------------------------------------------------
-    def _publish(self, state: PyTree) -> None:
-        params = self.d.publish(state)
-        copies = [jax.device_put(params, dev, may_alias=False) for dev in self.d.actor_devices]
-        jax.block_until_ready(copies)  # before the next learn donates the state
-        with self.shared.cond:
-            self.shared.version = self.learned
-            self.shared.params = copies
-            self.shared.cond.notify_all()
-        self.published.append(self.learned)
-
-    def _collect_one(self, a: int, i: int, state: PyTree) -> PyTree:
-        """Collect batch ``i`` on actor ``a`` and hand it to the learner; returns
-        the actor's new state. Waits are done by the caller."""
-        sh = self.shared
-        with sh.cond:
-            params, version = sh.params[a], sh.version
-            sh.in_flight[a] += 1
-            sh.max_in_flight[a] = max(sh.max_in_flight[a], sh.in_flight[a])
-        t0 = time.perf_counter()
-        state, batch = self.d._collect(state, params, np.int32(i))
-        batch = jax.device_put(batch, self.d.learner_device)
-        jax.block_until_ready(batch)
-        sh.collect_s[a] += time.perf_counter() - t0
-        with sh.cond:
-            sh.ready[i] = _Item(batch, version, a)
-            sh.cond.notify_all()
-        return state
-
-    def _learn_one(self, state: PyTree, i: int) -> PyTree:
-        """Take batch ``i`` (it must be ready) and learn it or drop it."""
-        d, sh = self.d, self.shared
-        with sh.cond:
-            item = sh.ready.pop(i)
-        staleness = self.learned - item.version
-        learn = not (d.stale == "drop" and staleness > d.max_staleness)
-        if d.stale == "wait" and d.max_staleness is not None and staleness > d.max_staleness:
-            raise RuntimeError(  # the schedule makes this impossible
-                f"internal error: batch {i} is {staleness} versions stale "
-                f"(max_staleness={d.max_staleness})"
-            )
-        metrics = None
-        t0 = time.perf_counter()
-        batch, item = item.batch, item._replace(batch=None)
-        if learn:
-            state, metrics = d._learn(state, batch)
-            jax.block_until_ready((state, metrics))
-            metrics = jax.device_get(metrics)
-            self.learned += 1
-            if self.learned % d.sync_every == 0:
-                self._publish(state)
-            self.metrics.append(metrics)
-        del batch
-        with sh.cond:
-            sh.released = i + 1
-            sh.in_flight[i % d.num_actors] -= 1
-            sh.cond.notify_all()
-        self.learn_s += time.perf_counter() - t0
-        info = BatchInfo(i, item.actor, item.version, staleness, learn, self.learned)
-        self.records.append(info)
-        if self.callback is not None:
-            self.callback(info, metrics)
-        return state
-
-    # -- modes ---------------------------------------------------------------
-    def execute(self, learner_state: PyTree, actor_states: list[PyTree]) -> DriverResult:
-        d = self.d
-        t_start = time.perf_counter()
-        learner_state = jax.device_put(learner_state, d.learner_device, may_alias=False)
-        actor_states = [
-            jax.device_put(s, dev, may_alias=False)
-            for s, dev in zip(actor_states, d.actor_devices, strict=True)
-        ]
-        self._publish(learner_state)
-        if d.mode == "sync":
-            learner_state = self._run_sync(learner_state, actor_states)
-        else:
-            learner_state = self._run_async(learner_state, actor_states)
-        wall = time.perf_counter() - t_start
-        sh = self.shared
-        metrics = None
-        if self.metrics:
-            metrics = jax.tree.map(lambda *xs: np.stack(xs), *self.metrics)
-        fields = BatchInfo._fields
-        records = {
-            f: np.asarray(
-                [getattr(r, f) for r in self.records], bool if f == "learned" else np.int64
-            )
-            for f in fields
-        }
-        return DriverResult(
-            learner_state=learner_state,
-            actor_states=list(sh.actor_states),
-            metrics=metrics,
-            records=records,
-            published=list(self.published),
-            max_in_flight=list(sh.max_in_flight),
-            env_steps=None if d.steps_per_batch is None else d.steps_per_batch * self.learned,
-            wall_seconds=wall,
-            collect_seconds=list(sh.collect_s),
-            actor_wait_seconds=list(sh.wait_s),
-            learn_seconds=self.learn_s,
-            learner_wait_seconds=self.learner_wait_s,
-        )
-
-    def _run_sync(self, learner_state: PyTree, actor_states: list[PyTree]) -> PyTree:
-        d, sh = self.d, self.shared
-        taken = 0
-        for i in range(self.n):
-            while taken < self._needed_before(i):
-                learner_state = self._learn_one(learner_state, taken)
-                taken += 1
-            a = i % d.num_actors
-            actor_states[a] = self._collect_one(a, i, actor_states[a])
-        while taken < self.n:
-            learner_state = self._learn_one(learner_state, taken)
-            taken += 1
-        sh.actor_states = actor_states
-        return learner_state
-
-    def _run_async(self, learner_state: PyTree, actor_states: list[PyTree]) -> PyTree:
-        d, sh = self.d, self.shared
-        threads = [
-            threading.Thread(
-                target=self._actor_loop,
-                args=(a, actor_states[a]),
-                name=f"{THREAD_PREFIX}-{a}",
-                daemon=True,
-            )
-            for a in range(d.num_actors)
-        ]
-        actor_states.clear()  # the threads own them now
-        try:
-            for t in threads:
-                t.start()
-            for i in range(self.n):
-                t0 = time.perf_counter()
-                with sh.cond:
-                    while i not in sh.ready and sh.error is None:
-                        sh.cond.wait(_POLL_S)
-                    if sh.error is not None:
-                        raise sh.error
-                self.learner_wait_s += time.perf_counter() - t0
-                learner_state = self._learn_one(learner_state, i)
-        except BaseException as e:
-            sh.fail(e)
-            stuck = self._join(threads, raising=False)
-            if stuck and hasattr(e, "add_note"):
-                e.add_note(stuck)
-            raise
-        self._join(threads, raising=True)
-        return learner_state
-
-    def _actor_loop(self, a: int, state: PyTree) -> None:
-        d, sh = self.d, self.shared
-        try:
-            for i in range(a, self.n, d.num_actors):
-                t0 = time.perf_counter()
-                with sh.cond:
-                    while not sh.stop and not self._may_start(i):
-                        sh.cond.wait(_POLL_S)
-                    if sh.stop:
-                        return
-                sh.wait_s[a] += time.perf_counter() - t0
-                state = self._collect_one(a, i, state)
-            sh.actor_states[a] = state
-        except BaseException as e:
-            sh.fail(e)
-
-    def _join(self, threads: list[threading.Thread], raising: bool) -> str:
-        """Stop and join the actors; returns a message naming any still alive."""
-        sh = self.shared
-        with sh.cond:
-            sh.stop = True
-            sh.cond.notify_all()
-        deadline = time.monotonic() + self.d.join_timeout
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in threads if t.is_alive()]
-        with sh.cond:
-            sh.ready.clear()
-        if raising and sh.error is not None:
-            raise sh.error
-        message = ""
-        if alive:
-            message = (
-                f"actor threads {alive} did not stop within join_timeout="
-                f"{self.d.join_timeout} s (stuck in a device call?)"
-            )
-            if raising:
-                raise RuntimeError(message)
-        return message
 
 
 # ----------------------------------------------------------------------------
@@ -602,7 +259,9 @@ def make_driver(
         them as given.
       join_timeout: seconds to wait for the actor threads to stop at the end
         or after an error.
-      init, default_num_batches: set by the adapters (:meth:`Driver.train`).
+      init, default_num_batches: what :meth:`Driver.train` starts from
+        (``init(key, num_actors) -> (learner_state, actor_states)``) and its
+        default number of batches (an adapter sets them from its trainer).
     """
     for name, fn in (("collect", collect), ("learn", learn), ("publish", publish)):
         if not callable(fn):
@@ -669,184 +328,4 @@ def make_driver(
         default_num_batches=default_num_batches,
         _collect=jax.jit(collect, donate_argnums=0) if jit else collect,
         _learn=jax.jit(learn, donate_argnums=0) if jit else learn,
-    )
-
-
-# ----------------------------------------------------------------------------
-# Adapters for the reference trainers
-# ----------------------------------------------------------------------------
-
-
-# Extra actors' sampler keys are fold_in(fold_in(key, ACTOR_KEY_TAG), a): not
-# fold_in(key, a), which equals split(key, n)[a] under JAX's partitionable
-# threefry, i.e. the very key trainer.init gives its own sampler.
-ACTOR_KEY_TAG = 0x61637472  # "actr"
-
-
-def _actor_states(trainer: Any, key: jax.Array, first: PyTree, params: PyTree, n: int) -> list:
-    """Actor 0 continues the trainer's own sampler state; actor ``a > 0`` starts
-    the same envs (same ranks) from ``fold_in(fold_in(key, ACTOR_KEY_TAG), a)``."""
-    base = jax.random.fold_in(key, ACTOR_KEY_TAG)
-    states = [first]
-    for a in range(1, n):
-        states.append(trainer.sampler.init(jax.random.fold_in(base, a), params))
-    return states
-
-
-def refresh_behaviour(trainer: Any, params: PyTree, batch: Any) -> Any:
-    """``batch`` with its log-probabilities, values and bootstrap values
-    re-evaluated under ``params`` (a PPO ``Trainer``'s agent; leaves ``[T, B]``).
-
-    ``agent_info.log_prob`` and ``agent_info.value`` become those of the
-    batch's actions and inputs under ``params`` (``agent.evaluate``, or
-    ``agent.evaluate_sequence`` from ``samples.agent.initial_state`` with the
-    sampler's resets for a recurrent agent), and ``samples.bootstrap_value``
-    becomes ``ppo.final_values(...)[T - 1]``, the value under ``params`` of the
-    inputs after the last step (what GAE reads there when that step is not
-    done). ``dist_params`` is left as collected (PPO does not read it).
-    """
-    from jaxsample.algos.ppo import final_values
-    from jaxsample.types import AgentInputs
-
-    samples = batch.samples
-    env, ag = samples.env, samples.agent
-    inputs = AgentInputs(env.observation, ag.prev_action, env.prev_reward)
-    if trainer.config.recurrent:
-        reset = jnp.concatenate([jnp.zeros_like(env.done[:1]), env.done[:-1]], axis=0)
-        evaluate = jax.vmap(trainer.agent.evaluate_sequence, in_axes=(None, 1, 0, 1, 1), out_axes=1)
-        log_prob, _, value = evaluate(params, inputs, ag.initial_state, reset, ag.action)
-    else:
-        step = jax.vmap(trainer.agent.evaluate, in_axes=(None, 0, 0))
-        log_prob, _, value = jax.vmap(step, in_axes=(None, 0, 0))(params, inputs, ag.action)
-    info = ag.agent_info._replace(
-        log_prob=log_prob.astype(ag.agent_info.log_prob.dtype),
-        value=value.astype(ag.agent_info.value.dtype),
-    )
-    bootstrap = final_values(trainer.agent, params, samples)[-1]
-    samples = samples.replace(
-        agent=ag.replace(agent_info=info),
-        bootstrap_value=bootstrap.astype(samples.bootstrap_value.dtype),
-    )
-    return batch.replace(samples=samples)
-
-
-def ppo_driver(trainer: Any, *, refresh: bool = True, **driver_kwargs: Any) -> Driver:
-    """A :class:`Driver` for a PPO ``Trainer`` (:func:`jaxsample.algos.ppo.make_train`).
-
-    On-policy with bounded staleness (IMPALA's setting, with PPO's clip in
-    place of V-trace): the learner runs ``trainer.learn`` (GAE,
-    ``update_epochs`` x ``num_minibatches`` clipped-PPO steps) on each batch.
-    With ``refresh`` (default) it first re-evaluates the batch's
-    log-probabilities, values and bootstrap values under its current
-    parameters (:func:`refresh_behaviour`): PPO's ratio and value clip are
-    then taken around the policy being trained (decoupled PPO's proximal
-    policy, without its behaviour importance weight) and GAE uses one critic.
-    Without ``refresh`` the ratio is against the behaviour policy the batch
-    was collected with and GAE mixes the behaviour critic's values with the
-    learner's; on one-step-stale CartPole batches that ended at a mean return
-    of 440 over 8 seeds against 500 with ``refresh`` (and 500 synchronously).
-    With staleness 0 the refreshed values equal the collected ones up to float
-    rounding; ``refresh=False, mode="sync", num_buffers=1`` reproduces
-    ``trainer.run`` bit for bit.
-
-    Defaults: two buffers, publish every batch, ``max_staleness=sync_every``
-    (one publication stale). The learning-rate annealing follows the
-    learner's batch count.
-
-    ``init(key, num_actors)``: the learner state is ``trainer.init(key)``; actor 0 starts
-    from its ``sampler_state`` (so ``mode="sync", num_buffers=1`` reproduces
-    ``trainer.run``), actor ``a > 0`` from its own ``sampler.init`` key (see
-    ``ACTOR_KEY_TAG``).
-    The learner state's own ``sampler_state`` is carried along unused.
-    ``train(key)`` runs ``trainer.num_iterations`` batches.
-    """
-    if not (hasattr(trainer, "learn") and hasattr(trainer, "sampler")):
-        raise TypeError(f"trainer must be a ppo.Trainer, got {type(trainer).__name__}")
-    if not isinstance(refresh, bool):
-        raise TypeError(f"refresh must be a bool, got {refresh!r}")
-    kwargs = {"max_staleness": driver_kwargs.get("sync_every", 1), **driver_kwargs}
-
-    def collect(sampler_state: PyTree, params: PyTree, index: jax.Array):
-        del index
-        return trainer.sampler.collect(sampler_state, params)
-
-    def learn(state: PyTree, batch: PyTree):
-        return trainer.learn(state, refresh_behaviour(trainer, state.params, batch))
-
-    def init(key: jax.Array, num_actors: int) -> tuple[PyTree, list[PyTree]]:
-        state = trainer.init(key)
-        actors = _actor_states(trainer, key, state.sampler_state, state.params, num_actors)
-        return state, actors
-
-    return make_driver(
-        collect,
-        learn if refresh else trainer.learn,
-        lambda state: state.params,
-        steps_per_batch=trainer.config.batch_size,
-        init=init,
-        default_num_batches=trainer.num_iterations,
-        **kwargs,
-    )
-
-
-def dqn_driver(trainer: Any, *, iterations_per_batch: int = 1, **driver_kwargs: Any) -> Driver:
-    """A :class:`Driver` for a DQN ``Trainer`` (:func:`jaxsample.algos.dqn.make_train`).
-
-    One driver batch is ``iterations_per_batch`` (``K``) DQN iterations: the
-    actor collects ``K`` ``[num_steps, num_envs]`` batches in one program
-    (leaves ``[K, T, B, ...]``), and the learner runs ``trainer.learn`` on
-    each in turn: add to the replay buffer (on the learner device), the
-    ``gradient_steps`` gradient steps once ``learning_starts`` steps are in,
-    the target update. Larger ``K`` amortizes the per-batch host work (DQN's
-    iterations are 10 env steps by default) at the cost of acting with
-    parameters up to ``K`` iterations older.
-
-    Replay ratio: ``gradient_steps / (num_envs * num_steps)`` updates per
-    collected step once learning has started (0.1 by default), held exactly:
-    every batch is learned exactly once and a slow learner stops the actor, so
-    the learner's ``updates`` metric equals what the synchronous loop does
-    after the same number of steps, whatever the timing.
-
-    Epsilon follows the batch index, not the learner: iteration ``index * K + j``
-    acts with ``trainer.decay(index * K + j)``, exactly the synchronous
-    schedule, so an actor's stream is a function of its network versions alone.
-
-    ``init(key, num_actors)``: as :func:`ppo_driver`'s (``trainer.init(key)``; actor 0
-    continues its sampler state). ``train(key)`` runs ``num_iterations // K``
-    batches. Defaults: two buffers, publish every batch,
-    ``max_staleness=sync_every``.
-    """
-    if not (hasattr(trainer, "learn") and hasattr(trainer, "decay")):
-        raise TypeError(f"trainer must be a dqn.Trainer, got {type(trainer).__name__}")
-    K = _check_int("iterations_per_batch", iterations_per_batch, 1)
-    if trainer.num_iterations < K:
-        raise ValueError(
-            f"iterations_per_batch ({K}) must be <= the trainer's num_iterations "
-            f"({trainer.num_iterations})"
-        )
-    kwargs = {"max_staleness": driver_kwargs.get("sync_every", 1), **driver_kwargs}
-
-    def collect(sampler_state: PyTree, params: PyTree, index: jax.Array):
-        def one(s: PyTree, j: jax.Array):
-            acting = params.replace(decay=trainer.decay(index * K + j))
-            return trainer.sampler.collect(s, acting)
-
-        return jax.lax.scan(one, sampler_state, jnp.arange(K, dtype=jnp.int32))
-
-    def learn(state: PyTree, batches: PyTree):
-        return jax.lax.scan(trainer.learn, state, batches)
-
-    def init(key: jax.Array, num_actors: int) -> tuple[PyTree, list[PyTree]]:
-        state = trainer.init(key)
-        actors = _actor_states(trainer, key, state.sampler_state, state.params, num_actors)
-        return state, actors
-
-    return make_driver(
-        collect,
-        learn,
-        lambda state: state.params,
-        steps_per_batch=K * trainer.config.steps_per_iteration,
-        init=init,
-        default_num_batches=trainer.num_iterations // K,
-        **kwargs,
     )

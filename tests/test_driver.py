@@ -1,5 +1,6 @@
 """The actor/learner driver (jaxsample.driver): schedule, staleness, back-pressure,
-determinism, reproducibility, shutdown, and the PPO / DQN adapters.
+determinism, reproducibility, shutdown, and the PPO / DQN adapters
+(jaxsample.algos.drivers).
 
 Toy functions first (a counter "env" whose batches record the parameters they
 were collected with), then the real trainers at small budgets. Speed is not
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 from jaxsample import driver as jd
-from jaxsample.algos import dqn, ppo
+from jaxsample.algos import dqn, drivers, ppo
 
 DEVICES = jax.devices()
 ACTOR, LEARNER, ACTOR2 = DEVICES[0], DEVICES[1], DEVICES[2]
@@ -394,9 +395,9 @@ def test_bad_run_arguments():
     with pytest.raises(ValueError, match="init"):
         d.train(jax.random.key(0), 3)
     with pytest.raises(TypeError, match="trainer"):
-        jd.ppo_driver(object())
+        drivers.ppo_driver(object())
     with pytest.raises(TypeError, match="trainer"):
-        jd.dqn_driver(object())
+        drivers.dqn_driver(object())
 
 
 # ----------------------------------------------------------------------------
@@ -436,7 +437,9 @@ def ppo_trainer():
 @pytest.fixture(scope="module")
 def ppo_drivers(ppo_trainer):
     """Drivers that share compiled functions (one jit per driver object)."""
-    base = jd.ppo_driver(ppo_trainer, refresh=False, actor_devices=[ACTOR], learner_device=LEARNER)
+    base = drivers.ppo_driver(
+        ppo_trainer, refresh=False, actor_devices=[ACTOR], learner_device=LEARNER
+    )
     return {"async": base, "sync": base.replace(mode="sync")}
 
 
@@ -515,7 +518,7 @@ def test_refresh_behaviour_with_the_collecting_params_changes_nothing(recurrent)
 
     def collect_and_refresh(state):
         _, batch = trainer.sampler.collect(state.sampler_state, state.params)
-        return batch, jd.refresh_behaviour(trainer, state.params, batch)
+        return batch, drivers.refresh_behaviour(trainer, state.params, batch)
 
     batch, fresh = jax.jit(collect_and_refresh)(state)
     old, new = batch.samples.agent.agent_info, fresh.samples.agent.agent_info
@@ -531,7 +534,7 @@ def test_refresh_behaviour_with_the_collecting_params_changes_nothing(recurrent)
     )
     # and under other parameters they do change
     other = trainer.init(jax.random.key(1)).params
-    moved = jax.jit(lambda b: jd.refresh_behaviour(trainer, other, b))(batch)
+    moved = jax.jit(lambda b: drivers.refresh_behaviour(trainer, other, b))(batch)
     assert not np.allclose(moved.samples.agent.agent_info.value, old.value)
 
 
@@ -555,7 +558,7 @@ def dqn_reference():
 
 def test_dqn_sync_with_one_buffer_is_trainer_run_bit_for_bit(dqn_reference):
     trainer, key, (ref_state, ref_metrics) = dqn_reference
-    d = jd.dqn_driver(
+    d = drivers.dqn_driver(
         trainer, mode="sync", num_buffers=1, actor_devices=[ACTOR], learner_device=LEARNER
     )
     r = d.train(key)
@@ -575,7 +578,7 @@ def test_dqn_async_holds_the_replay_ratio_and_fills_the_replay(dqn_reference):
     c = DQN_SMALL
     trainer, key, (_, ref_metrics) = dqn_reference
     K = 3
-    d = jd.dqn_driver(
+    d = drivers.dqn_driver(
         trainer, iterations_per_batch=K, actor_devices=[ACTOR], learner_device=LEARNER
     )
     r = d.train(key)
@@ -601,7 +604,7 @@ def test_ppo_async_learns_cartpole():
     random policy's ~22 by far; the full-budget scores are in
     ``python -m jaxsample.bench.driver``."""
     trainer = ppo.make_train(ppo.PPOConfig(total_timesteps=50_000))
-    d = jd.ppo_driver(trainer, actor_devices=[ACTOR], learner_device=LEARNER)
+    d = drivers.ppo_driver(trainer, actor_devices=[ACTOR], learner_device=LEARNER)
     r = d.train(jax.random.key(0))
     assert r.records["staleness"].max() <= 1
     final = float(r.metrics["average_return"][-1])

@@ -39,7 +39,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxsample import driver as jd
+import jaxsample.algos.drivers as jd
 from jaxsample.algos import dqn, ppo
 from jaxsample.bench.measure import interleave, time_once
 

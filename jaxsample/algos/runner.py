@@ -1,11 +1,14 @@
-"""Host-side driver for the jitted trainers: chunks, progress, summary, JSON, plot.
+"""Runs a jitted trainer in compiled chunks, with progress, summary table, JSON and PNG.
 
 A trainer (``jaxsample.algos.ppo.make_train``, ``jaxsample.algos.dqn.make_train``)
 is a frozen object of pure functions ``init(key) -> state`` and
-``run(state, num_iterations) -> (state, metrics)``. :func:`drive` vmaps them over
-seeds, compiles one chunk of iterations (and the remainder, if any) once, and
-runs the chunks back to back: between two chunks it only reads the small
-per-iteration metrics, so the display costs one host round trip per chunk.
+``run(state, num_iterations) -> (state, metrics)``. :func:`run_training` vmaps
+them over seeds, compiles one chunk of iterations (and the remainder, if any)
+once, and runs the chunks back to back: between two chunks it only reads the
+small per-iteration metrics, so the display costs one host round trip per chunk.
+This is what ``jaxsample train`` runs. (Not to be confused with the
+actor/learner runtime of :mod:`jaxsample.driver`, which overlaps collection and
+learning on separate devices.)
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import numpy as np
 
 @dataclasses.dataclass
 class TrainingResult:
-    """What :func:`drive` measured.
+    """What :func:`run_training` measured.
 
     Attributes:
       env_steps: ``[I]`` environment steps (all envs of one seed) after each
@@ -82,7 +85,7 @@ def _chunk_size(num_iterations: int, chunks: int) -> int:
     return min(num_iterations, target)
 
 
-def drive(
+def run_training(
     trainer: Any,
     key: jax.Array,
     *,
@@ -119,11 +122,11 @@ def drive(
     init = jax.jit(jax.vmap(trainer.init))
     state = jax.block_until_ready(init(keys))
 
-    def runner(n: int):
+    def chunk_program(n: int):
         return jax.jit(jax.vmap(lambda s: trainer.run(s, n)), donate_argnums=0)
 
-    run_chunk = runner(chunk).lower(state).compile()
-    run_rest = runner(rest).lower(state).compile() if rest else None
+    run_chunk = chunk_program(chunk).lower(state).compile()
+    run_rest = chunk_program(rest).lower(state).compile() if rest else None
     compile_seconds = time.perf_counter() - t0
 
     returns: list[np.ndarray] = []

@@ -1,0 +1,268 @@
+"""What the reference trainers (:mod:`~jaxsample.algos.ppo`, :mod:`~jaxsample.algos.dqn`) share.
+
+Written once here:
+
+* the environment a config names (:func:`make_env`) and the sampler a trainer
+  collects with (:func:`make_trainer_sampler`);
+* :class:`TrainerBase`, the methods both ``Trainer`` objects have:
+  ``num_iterations``, ``hparams(**overrides)`` (hyperparameters as data, one
+  vmap lane per run), ``run`` (a ``lax.scan`` of ``iteration``) and ``train``,
+  plus the pieces of ``init`` and ``learn`` they have in common (the checked
+  ``HParams``, the first parameters, the annealed learning rate, the
+  episode metrics);
+* :func:`reference_run`, the seeds x learning-rates sweep under one
+  ``jax.vmap`` (a runner: it jits), and its command line
+  (:func:`reference_main`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import gymnax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsample._checks import check_int
+from jaxsample.metrics import StepMetrics
+from jaxsample.sampler import Sampler, make_sampler
+from jaxsample.traj_info import summarize
+from jaxsample.types import Batch, BatchSpec
+
+__all__ = [
+    "TrainerBase",
+    "episode_metrics",
+    "make_env",
+    "make_trainer_sampler",
+    "reference_main",
+    "reference_run",
+]
+
+PyTree = Any
+
+
+def make_env(config: Any, env: Any, env_params: Any) -> tuple[Any, Any]:
+    """``(env, env_params)``: ``gymnax.make(config.env_name)`` when ``env`` is
+    None, else ``env`` with ``env_params`` (default: its ``default_params``)."""
+    if env is None:
+        if env_params is not None:
+            raise ValueError("env_params given without env")
+        if config.env_name not in gymnax.registered_envs:
+            raise ValueError(f"env_name {config.env_name!r} is not a gymnax environment")
+        return gymnax.make(config.env_name)
+    return env, env.default_params if env_params is None else env_params
+
+
+def make_trainer_sampler(
+    env: Any, env_params: Any, agent: Any, config: Any, **options: Any
+) -> Sampler:
+    """The sampler a trainer collects with: ``make_sampler(env, env_params,
+    agent, BatchSpec(T=config.num_steps, B=config.num_envs), reset_mode="auto",
+    max_decorrelation_steps=config.max_decorrelation_steps,
+    discount=config.gamma, **options)`` (the default sparse final-observation
+    store: exact wherever a value target bootstraps)."""
+    return make_sampler(
+        env,
+        env_params,
+        agent,
+        BatchSpec(T=config.num_steps, B=config.num_envs),
+        max_decorrelation_steps=config.max_decorrelation_steps,
+        reset_mode="auto",
+        discount=config.gamma,
+        **options,
+    )
+
+
+# ----------------------------------------------------------------------------
+# The trainers' shared methods
+# ----------------------------------------------------------------------------
+
+
+class TrainerBase:
+    """Methods of PPO's and DQN's ``Trainer`` (frozen dataclasses with a
+    ``config``, an ``agent`` and a ``sampler``; ``hparams_type`` is the
+    algorithm's hyperparameter struct, whose fields default to the config's
+    fields of the same names). A subclass defines ``init`` and ``iteration``."""
+
+    hparams_type: ClassVar[type]
+    config: Any
+    agent: Any
+    sampler: Any
+
+    @property
+    def num_iterations(self) -> int:
+        """Iterations of a full run (``config.num_iterations``)."""
+        return self.config.num_iterations
+
+    def hparams(self, **overrides: Any) -> Any:
+        """``HParams`` from the config, with ``overrides`` (e.g. ``lr=[...]``).
+
+        Fields are float32 and broadcast to one common shape, so giving one
+        field an ``[N]`` array makes ``N`` runs to vmap over.
+        """
+        fields = [f.name for f in dataclasses.fields(self.hparams_type)]
+        unknown = set(overrides) - set(fields)
+        if unknown:
+            raise ValueError(f"unknown hparams {sorted(unknown)}; the fields are {fields}")
+        values = {
+            name: jnp.asarray(overrides.get(name, getattr(self.config, name)), jnp.float32)
+            for name in fields
+        }
+        shape = jnp.broadcast_shapes(*(v.shape for v in values.values()))
+        return self.hparams_type(**{k: jnp.broadcast_to(v, shape) for k, v in values.items()})
+
+    def init(self, key: jax.Array, hparams: Any = None) -> Any:
+        """A fresh run's state (the subclass's)."""
+        raise NotImplementedError
+
+    def iteration(self, state: Any) -> tuple[Any, dict[str, jax.Array]]:
+        """One iteration: ``(state, metrics)`` (the subclass's)."""
+        raise NotImplementedError
+
+    def run(self, state: Any, num_iterations: int) -> tuple[Any, dict[str, jax.Array]]:
+        """``num_iterations`` (static) iterations; metrics stacked ``[num_iterations]``."""
+        check_int("num_iterations", num_iterations, 1)
+        return jax.lax.scan(lambda s, _: self.iteration(s), state, None, length=int(num_iterations))
+
+    def train(self, key: jax.Array, hparams: Any = None) -> tuple[Any, dict[str, jax.Array]]:
+        """The whole run: ``run(init(key, hparams), config.num_iterations)``."""
+        return self.run(self.init(key, hparams), self.num_iterations)
+
+    # -- pieces of init and learn --------------------------------------------
+
+    def _start(self, key: jax.Array, hparams: Any) -> tuple[Any, PyTree, jax.Array, jax.Array]:
+        """``(hparams, params, k_sampler, k_train)`` for ``init``: the checked
+        float32 hyperparameters of one run (the config's when None), the
+        agent's first parameters (from an all-zeros example observation) and
+        the sampler's and the trainer's keys (``key`` split in three)."""
+        hparams = self.hparams() if hparams is None else hparams
+        if not isinstance(hparams, self.hparams_type):
+            raise TypeError(f"hparams must be an HParams, got {type(hparams).__name__}")
+        for f in dataclasses.fields(self.hparams_type):
+            if jnp.shape(getattr(hparams, f.name)) != ():
+                raise ValueError(
+                    f"hparams.{f.name} must be a scalar for one run (vmap to run several), "
+                    f"got shape {jnp.shape(getattr(hparams, f.name))}"
+                )
+        hparams = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hparams)
+        k_params, k_sampler, k_train = jax.random.split(key, 3)
+        example = jax.tree.map(
+            lambda s: jnp.zeros(s.shape, s.dtype), self.sampler.examples.env.observation
+        )
+        return hparams, self.agent.init(k_params, example), k_sampler, k_train
+
+    def _lr(self, iteration: jax.Array, lr: jax.Array) -> jax.Array:
+        """The learning rate of iteration ``iteration`` (0-based): ``lr``, times
+        ``1 - iteration / num_iterations`` (floored at 0) with ``config.anneal_lr``."""
+        if not self.config.anneal_lr:
+            return lr * 1.0
+        frac = 1.0 - iteration.astype(jnp.float32) / self.num_iterations
+        return lr * jnp.maximum(frac, 0.0)
+
+
+def episode_metrics(batch: Batch, metrics: StepMetrics) -> dict[str, jax.Array]:
+    """The per-iteration episode figures both trainers report: ``env_steps``
+    (after the iteration), ``episode_return_mean``, ``episode_length_mean``,
+    ``n_episodes`` (this batch's completed episodes; NaN means when none),
+    ``average_return``, ``average_episode_length`` (last ``metrics_window``
+    episodes)."""
+    episodes = summarize(batch.traj_infos)
+    summary = metrics.summary()
+    return {
+        "env_steps": summary["environment_steps"],
+        "episode_return_mean": episodes["episode_return_mean"],
+        "episode_length_mean": episodes["length_mean"],
+        "n_episodes": episodes["n_trajectories"],
+        "average_return": summary["average_return"],
+        "average_episode_length": summary["average_episode_length"],
+    }
+
+
+# ----------------------------------------------------------------------------
+# Reference runs (a runner: this one jits)
+# ----------------------------------------------------------------------------
+
+
+def reference_run(
+    trainer: TrainerBase,
+    seeds: Sequence[int],
+    *,
+    lrs: Sequence[float] | None = None,
+    tail_iterations: int,
+) -> tuple[Any, dict[str, Any]]:
+    """Train ``len(seeds)`` runs (x ``len(lrs)``) of ``trainer`` under one ``jax.vmap``.
+
+    Run ``i`` is seed ``seeds[i // len(lrs)]`` (its key ``jax.random.key(seed)``)
+    with learning rate ``lrs[i % len(lrs)]`` (default: the config's).
+
+    Returns:
+      ``(state, report)``: the final vmapped trainer state and a dict with
+      ``compile_s``, ``run_s`` (wall times), ``final_return`` (per run,
+      ``StepMetrics``' mean over the last ``metrics_window`` episodes),
+      ``tail_return`` (mean return of the episodes completed in the last
+      ``tail_iterations`` iterations), ``metrics`` (numpy, ``[runs,
+      iterations]``) and the ``seeds`` and ``lrs`` of each run.
+    """
+    seed_list = [int(s) for s in seeds]
+    lr_list = [trainer.config.lr] if lrs is None else [float(x) for x in lrs]
+    run_seeds = [s for s in seed_list for _ in lr_list]
+    run_lrs = [lr for _ in seed_list for lr in lr_list]
+    keys = jax.vmap(jax.random.key)(jnp.asarray(run_seeds, jnp.uint32))
+    hparams = trainer.hparams(lr=jnp.asarray(run_lrs, jnp.float32))
+    train = jax.jit(jax.vmap(trainer.train))
+    t0 = time.perf_counter()
+    compiled = train.lower(keys, hparams).compile()
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    state, metrics = jax.block_until_ready(compiled(keys, hparams))
+    run_s = time.perf_counter() - t0
+    metrics = jax.tree.map(np.asarray, metrics)
+    tail = slice(-tail_iterations, None)
+    returns = metrics["episode_return_mean"][:, tail]
+    counts = metrics["n_episodes"][:, tail]
+    tail_return = np.nansum(np.nan_to_num(returns) * counts, axis=1) / np.maximum(
+        counts.sum(axis=1), 1
+    )
+    return state, {
+        "compile_s": compile_s,
+        "run_s": run_s,
+        "final_return": metrics["average_return"][:, -1],
+        "tail_return": tail_return,
+        "metrics": metrics,
+        "seeds": run_seeds,
+        "lrs": run_lrs,
+    }
+
+
+def reference_main(
+    argv: Sequence[str] | None,
+    *,
+    description: str,
+    config_type: type,
+    default_seeds: int,
+    run: Callable[[Any, Sequence[int]], dict[str, Any]],
+    describe: Callable[[Any, dict[str, Any], int], str],
+) -> None:
+    """``python -m jaxsample.algos.<algo> [--seeds N] [--first-seed S] [--total-timesteps T]``:
+    ``run(config, seeds)`` (the algorithm's ``reference_run``), then one line
+    of figures and ``describe(config, report, i)`` per run."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seeds", type=int, default=default_seeds)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--total-timesteps", type=int, default=config_type.total_timesteps)
+    args = parser.parse_args(argv)
+    config = config_type(total_timesteps=args.total_timesteps)
+    out = run(config, range(args.first_seed, args.first_seed + args.seeds))
+    steps = config.num_iterations * config.num_envs * config.num_steps
+    print(f"{config}")
+    print(
+        f"{len(out['seeds'])} runs x {steps} env steps (vmapped): compile {out['compile_s']:.1f} s,"
+        f" run {out['run_s']:.1f} s ({len(out['seeds']) * steps / out['run_s']:,.0f} env steps/s)"
+    )
+    for i, seed in enumerate(out["seeds"]):
+        print(f"seed {seed}: {describe(config, out, i)}")

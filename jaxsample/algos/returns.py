@@ -1,0 +1,218 @@
+"""Value targets that bootstrap through truncation, not through termination.
+
+Used by PPO (:mod:`jaxsample.algos.ppo`), its actor/learner adapter
+(:func:`jaxsample.algos.drivers.refresh_behaviour`) and DQN
+(:mod:`jaxsample.algos.dqn`):
+
+* :func:`final_values`: ``V(final_observation[t])``, the critic's value of the
+  true next observation of every step (the one the sampler kept at a
+  truncation, not the reset observation that follows it);
+* :func:`gae`: generalized advantage estimation whose TD target is
+  ``r + gamma * V(final_observation)`` at a truncated step, ``r`` at a
+  terminated one, with the lambda-recursion stopped at every episode end;
+* :func:`td_target`: DQN's one-step target ``r + gamma * (1 - terminated) *
+  V(s')`` from the Q-values of the true next observation.
+
+Conventions (time-major ``[T, B]``, ``final_observation``, ``bootstrap_value``)
+are the sampler's: see ``docs/design.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxsample.types import AgentInputs, Samples
+
+__all__ = ["final_values", "gae", "td_target"]
+
+PyTree = Any
+
+
+def gae(
+    reward: jax.Array,
+    value: jax.Array,
+    final_value: jax.Array,
+    bootstrap_value: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    *,
+    gamma: float | jax.Array,
+    lam: float | jax.Array,
+    valid: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """Generalized advantage estimation that bootstraps through truncation only.
+
+    Time-major: every per-step array is ``[T, ...]`` (``[T]`` for one env, ``[T, B]``
+    for a batch), ``bootstrap_value`` is ``[...]`` (``[]`` or ``[B]``).
+
+    Args:
+      reward: ``r[t]``, the reward for the action at step ``t``.
+      value: ``V(s[t])``, the critic's value of the inputs at step ``t`` (e.g.
+        ``samples.agent.agent_info.value``).
+      final_value: ``V(final_observation[t])``, the value of the true next
+        observation of step ``t`` (:func:`final_values`); only read where
+        ``truncated`` (it may be anything elsewhere).
+      bootstrap_value: the value of the inputs after the last step
+        (``samples.bootstrap_value``); read only if step ``T - 1`` is not done.
+      terminated: bool, the episode reached a terminal state at step ``t``.
+      truncated: bool, the episode was cut (time limit) at step ``t``. A step
+        that is both counts as terminated.
+      gamma, lam: discount and GAE lambda.
+      valid: optional bool mask (the sampler's ``samples.valid``); an invalid
+        (idle) step ends the recursion and gets advantage 0.
+
+    With ``next_value[t] = final_value[t]`` if ``truncated[t]``, else
+    ``value[t + 1]`` (``bootstrap_value`` for ``t = T - 1``), and
+    ``done[t] = terminated[t] | truncated[t] | ~valid[t]``::
+
+        delta[t] = r[t] + gamma * (1 - terminated[t]) * next_value[t] - value[t]
+        A[t]     = delta[t] + gamma * lam * (1 - done[t]) * A[t + 1],   A[T] = 0
+
+    so a truncated step's TD target is ``r + gamma * V(final observation)``, a
+    terminated step's is ``r``, and no advantage flows across an episode end.
+
+    Returns:
+      ``(advantages, returns)``, both ``[T, ...]`` float32, ``returns = A + value``
+      (the value targets; on invalid steps ``A = 0``).
+    """
+    reward = jnp.asarray(reward, jnp.float32)
+    value = jnp.asarray(value, jnp.float32)
+    final_value = jnp.asarray(final_value, jnp.float32)
+    bootstrap_value = jnp.asarray(bootstrap_value, jnp.float32)
+    terminated = jnp.asarray(terminated, bool)
+    truncated = jnp.asarray(truncated, bool)
+    valid = jnp.ones_like(terminated) if valid is None else jnp.asarray(valid, bool)
+    shape = reward.shape
+    if len(shape) < 1:
+        raise ValueError(f"reward must be time-major [T, ...], got shape {shape}")
+    for name, x in (
+        ("value", value),
+        ("final_value", final_value),
+        ("terminated", terminated),
+        ("truncated", truncated),
+        ("valid", valid),
+    ):
+        if x.shape != shape:
+            raise ValueError(f"{name} must have reward's shape {shape}, got {x.shape}")
+    if bootstrap_value.shape != shape[1:]:
+        raise ValueError(
+            f"bootstrap_value must have shape {shape[1:]}, got {bootstrap_value.shape}"
+        )
+
+    following = jnp.concatenate([value[1:], bootstrap_value[None]], axis=0)
+    next_value = jnp.where(truncated, final_value, following)
+    not_terminated = 1.0 - terminated.astype(jnp.float32)
+    not_done = 1.0 - (terminated | truncated | ~valid).astype(jnp.float32)
+    delta = reward + gamma * not_terminated * next_value - value
+
+    def step(next_advantage: jax.Array, x: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array]:
+        delta_t, not_done_t, valid_t = x
+        advantage = jnp.where(valid_t, delta_t + gamma * lam * not_done_t * next_advantage, 0.0)
+        return advantage, advantage
+
+    _, advantages = jax.lax.scan(
+        step, jnp.zeros_like(bootstrap_value), (delta, not_done, valid), reverse=True
+    )
+    return advantages, advantages + value
+
+
+def final_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:
+    """``V(final_observation[t])`` for every step: ``[T, B]`` float32.
+
+    The value of the true next observation of step ``t`` is what the agent would
+    have reported at step ``t + 1`` had the episode not ended:
+    ``agent.value(params, AgentInputs(final_observation[t], action[t], reward[t]),
+    state_after[t])``, where ``state_after[t]`` is the agent's recurrent state
+    after its step ``t``, before the sampler reset it. That state is not in the
+    batch when the episode ended at ``t`` (the next stored state is the reset
+    one), so it is recomputed from the state BEFORE step ``t``
+    (``samples.agent.state``, kept by a sampler built with
+    ``store_agent_state=True``) by re-running ``agent.step`` on step ``t``'s
+    inputs: one parallel cell application per step, no sequential scan. (This
+    assumes the state transition does not depend on the step's key, which holds
+    for jaxsample's agents: the key only samples the action.) A stateless agent
+    (``initial_state`` is ``()``) needs no stored state.
+
+    On non-done steps this equals ``agent_info.value[t + 1]`` (and
+    ``bootstrap_value`` at ``t = T - 1``); :func:`gae` reads it only at truncated
+    steps. On terminated steps the sparse store's final observation is zeros and
+    the value meaningless (GAE never reads it).
+    """
+    env, ag = samples.env, samples.agent
+    next_inputs = AgentInputs(env.final_observation, ag.action, env.reward)
+    value = jax.vmap(jax.vmap(agent.value, in_axes=(None, 0, 0)), in_axes=(None, 0, 0))
+    if ag.state is None:
+        if jax.tree.leaves(ag.initial_state):
+            raise ValueError(
+                "final_values needs the agent's state before every step for a recurrent "
+                "agent: build the sampler with store_agent_state=True"
+            )
+        T, B = env.reward.shape
+        stateless = jax.tree.map(
+            lambda x: jnp.broadcast_to(x, (T, B, *x.shape[1:])), ag.initial_state
+        )
+        return value(params, next_inputs, stateless).astype(jnp.float32)
+    inputs = AgentInputs(env.observation, ag.prev_action, env.prev_reward)
+    key = jax.random.key(0)  # unused by the state transition (see docstring)
+
+    def state_after(step_inputs: AgentInputs, state: PyTree) -> PyTree:
+        return agent.step(params, step_inputs, state, key)[1]
+
+    after = jax.vmap(jax.vmap(state_after))(inputs, ag.state)
+    return value(params, next_inputs, after).astype(jnp.float32)
+
+
+def td_target(
+    reward: jax.Array,
+    terminated: jax.Array,
+    next_q_target: jax.Array,
+    gamma: jax.Array | float,
+    next_q_online: jax.Array | None = None,
+) -> jax.Array:
+    """The one-step TD target ``r + gamma * (1 - terminated) * V(s')``.
+
+    ``V(s') = max_a next_q_target[..., a]``, or with ``next_q_online`` (double
+    DQN) ``next_q_target[..., argmax_a next_q_online[..., a]]``. ``s'`` must be
+    the true next observation (``samples.env.final_observation``), so that a
+    truncated step bootstraps from the state the env reached. A terminated step
+    does not bootstrap: its ``V`` is ignored, even where it is not finite (the
+    sparse final-observation store gives zeros there).
+
+    Args:
+      reward: float ``[...]``.
+      terminated: bool ``[...]``; ``truncated`` is deliberately not an input.
+      next_q_target: ``[..., A]``, the target network's Q-values of ``s'``.
+      gamma: scalar discount.
+      next_q_online: optional ``[..., A]``, the online network's Q-values of ``s'``.
+
+    Returns:
+      float32 ``[...]``.
+    """
+    shape = tuple(jnp.shape(reward))
+    if tuple(jnp.shape(terminated)) != shape:
+        raise ValueError(
+            f"terminated must have reward's shape {list(shape)}, got {list(jnp.shape(terminated))}"
+        )
+    if tuple(jnp.shape(next_q_target))[:-1] != shape or jnp.ndim(next_q_target) != len(shape) + 1:
+        raise ValueError(
+            f"next_q_target must be reward's shape {list(shape)} + [A], got "
+            f"{list(jnp.shape(next_q_target))}"
+        )
+    if jnp.shape(gamma) != ():
+        raise ValueError(f"gamma must be a scalar, got shape {list(jnp.shape(gamma))}")
+    next_q_target = jnp.asarray(next_q_target, jnp.float32)
+    if next_q_online is None:
+        next_v = jnp.max(next_q_target, axis=-1)
+    else:
+        if jnp.shape(next_q_online) != jnp.shape(next_q_target):
+            raise ValueError(
+                f"next_q_online must have next_q_target's shape "
+                f"{list(jnp.shape(next_q_target))}, got {list(jnp.shape(next_q_online))}"
+            )
+        best = jnp.argmax(next_q_online, axis=-1)
+        next_v = jnp.take_along_axis(next_q_target, best[..., None], axis=-1)[..., 0]
+    next_v = jnp.where(jnp.asarray(terminated, bool), 0.0, next_v)
+    return jnp.asarray(reward, jnp.float32) + jnp.asarray(gamma, jnp.float32) * next_v

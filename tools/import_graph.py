@@ -1,0 +1,160 @@
+"""Module -> module imports inside ``jaxsample/`` (lazy ones too), cycles and upward imports.
+
+``python3 tools/import_graph.py`` prints every edge (``lazy`` when the import
+sits inside a function), then the cycles and the imports that go up a layer,
+and exits 1 if there is any. A module's layer is the first prefix of its dotted
+name found in ``LAYERS``; a module may import its own layer or lower ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "jaxsample"
+
+#: lowest first
+LAYERS: list[tuple[str, ...]] = [
+    ("jaxsample._checks", "jaxsample.types"),
+    (
+        "jaxsample.traj_info",
+        "jaxsample.metrics",
+        "jaxsample.replay",
+        "jaxsample.agents",
+        "jaxsample.envs",
+    ),
+    (
+        "jaxsample.core",
+        "jaxsample.sampler",
+        "jaxsample.evaluation",
+        "jaxsample.host",
+        "jaxsample.distributed",
+    ),
+    ("jaxsample",),  # the package root (jaxsample/__init__.py)
+    ("jaxsample.driver", "jaxsample._driver_run"),
+    ("jaxsample.algos",),
+    ("jaxsample.bench", "jaxsample.cli", "jaxsample.__main__"),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer(module: str) -> int:
+    best, best_len = None, -1
+    for i, names in enumerate(LAYERS):
+        for name in names:
+            hit = module == name or module.startswith(name + ".") or module.startswith(name + "_")
+            if hit and len(name) > best_len and (name != "jaxsample" or module == "jaxsample"):
+                best, best_len = i, len(name)
+    if best is None:
+        raise SystemExit(f"no layer for {module}: add it to LAYERS")
+    return best
+
+
+def imports(path: Path, modules: set[str]) -> list[tuple[str, bool]]:
+    """``(imported module, lazy)`` for every jaxsample import in ``path``;
+    ``from a import b`` counts as ``a.b`` when that is a module."""
+    tree = ast.parse(path.read_text(), str(path))
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    out: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, lazy: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = lazy or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import):
+                out.extend((a.name, lazy) for a in child.names if a.name.startswith("jaxsample"))
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                if not base.startswith("jaxsample"):
+                    continue
+                for alias in child.names:
+                    sub = f"{base}.{alias.name}"
+                    out.append((sub if sub in modules else base, lazy))
+            visit(child, inner)
+
+    visit(tree, False)
+    return [(m, lazy) for m, lazy in out if m != me]
+
+
+def main() -> int:
+    paths = sorted(ROOT.rglob("*.py"))
+    modules = {module_name(p) for p in paths}
+    edges: dict[str, dict[str, bool]] = {}
+    for p in paths:
+        me = module_name(p)
+        for target, lazy in imports(p, modules):
+            target = target if target in modules else target.rpartition(".")[0]
+            prev = edges.setdefault(me, {}).get(target)
+            edges[me][target] = lazy if prev is None else (prev and lazy)
+    for me in sorted(edges):
+        for target in sorted(edges[me]):
+            print(f"{me} -> {target}{'  (lazy)' if edges[me][target] else ''}")
+
+    upward = [
+        (a, b) for a in edges for b in edges[a] if layer(b) > layer(a) and not a.startswith(b + ".")
+    ]
+    cycles = find_cycles(edges)
+    print(f"\n{len(modules)} modules, {sum(map(len, edges.values()))} edges")
+    print(f"upward imports: {len(upward)}")
+    for a, b in sorted(upward):
+        print(f"  {a} (layer {layer(a)}) -> {b} (layer {layer(b)})")
+    print(f"cycles (modules that import each other, directly or not): {len(cycles)}")
+    for c in cycles:
+        print("  " + ", ".join(c))
+    return 1 if upward or cycles else 0
+
+
+def find_cycles(edges: dict[str, dict[str, bool]]) -> list[list[str]]:
+    """One cycle per strongly connected component of more than one module
+    (Tarjan), ignoring a package's imports of its own submodules."""
+
+    def succ(a: str) -> list[str]:
+        # a package's __init__ importing its submodules is not a cycle with them
+        return [b for b in edges.get(a, {}) if not b.startswith(a + ".")]
+
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    comps: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in succ(v):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(sorted(comp))
+
+    sys.setrecursionlimit(10_000)
+    for v in sorted(edges):
+        if v not in index:
+            strong(v)
+    return comps
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -248,9 +248,9 @@ def make_driver(
         batches (``k``).
       max_staleness: None (bounded by the buffers alone: at most
         ``num_actors * num_buffers - 1 + sync_every - 1`` versions) or the most
-        versions a learned batch may be behind; with ``stale="wait"`` it must
-        be ``>= sync_every - 1`` (else an actor could wait for a version that
-        is never published).
+        versions a learned batch may be behind; it must be ``>= sync_every -
+        1`` (else an actor waits for, or the learner drops every batch
+        before, a version that is never published).
       stale: ``"wait"`` (an actor waits until its batch cannot be too stale) or
         ``"drop"`` (the learner drops batches staler than ``max_staleness``).
       steps_per_batch: environment steps in one batch, for
@@ -291,10 +291,14 @@ def make_driver(
         raise ValueError(f"stale must be one of {STALE_POLICIES}, got {stale!r}")
     if max_staleness is not None:
         max_staleness = _check_int("max_staleness", max_staleness, 0)
-        if stale == "wait" and max_staleness < sync_every - 1:
+        if max_staleness < sync_every - 1:
+            # "wait": an actor would wait for a version never published; "drop":
+            # after max_staleness + 1 batches every batch is too stale, none is
+            # learned, so no version is ever published again (a silent stall).
             raise ValueError(
-                f"max_staleness ({max_staleness}) must be >= sync_every - 1 ({sync_every - 1}) "
-                f"with stale='wait': parameters are published only every {sync_every} batches"
+                f"max_staleness ({max_staleness}) must be >= sync_every - 1 ({sync_every - 1}): "
+                f"parameters are published only every {sync_every} learned batches, so with "
+                f"stale={stale!r} the run would stall"
             )
     elif stale == "drop":
         raise ValueError("stale='drop' needs a max_staleness")

@@ -365,6 +365,8 @@ def test_a_thread_that_does_not_stop_is_reported():
         ({"sync_every": 0}, ValueError, "sync_every"),
         ({"max_staleness": -1}, ValueError, "max_staleness"),
         ({"sync_every": 3, "max_staleness": 1}, ValueError, "max_staleness"),
+        # drop would learn max_staleness + 1 batches, then drop all the rest
+        ({"sync_every": 3, "max_staleness": 1, "stale": "drop"}, ValueError, "stall"),
         ({"stale": "drop"}, ValueError, "max_staleness"),
         ({"stale": "skip", "max_staleness": 1}, ValueError, "stale"),
         ({"actor_devices": []}, ValueError, "actor_devices"),

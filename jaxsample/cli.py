@@ -6,11 +6,37 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
 
 import jax
+
+
+class UsageError(SystemExit):
+    """Bad command-line input: :func:`main` prints it as one line and the
+    process exits with status 2 (as argparse does for its own errors)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _check_output(path: str | None, flag: str) -> None:
+    """Fail now, not after the run, if ``path`` cannot be written."""
+    if not path:
+        return
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path!r} is a directory, not a file")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag} {path!r}: folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{flag} {path!r}: folder {folder!r} is not writable")
 
 
 def _collect(args: argparse.Namespace) -> int:
@@ -22,21 +48,35 @@ def _collect(args: argparse.Namespace) -> int:
     from jaxsample.types import BatchSpec
 
     if args.batches < 1:
-        raise SystemExit("--batches must be >= 1")
+        raise UsageError(f"--batches must be >= 1, got {args.batches}")
+    _check_output(args.json, "--json")
     try:
         env, env_params = gymnax.make(args.env)
     except Exception as e:  # gymnax raises bare ValueErrors for unknown names
-        raise SystemExit(f"--env {args.env!r}: {e}") from None
+        raise UsageError(f"--env {args.env!r}: {e}") from None
     agent = RandomAgent(env.action_space(env_params))
-    sampler = make_sampler(
-        env,
-        env_params,
-        agent,
-        BatchSpec(args.T, args.B),
-        max_decorrelation_steps=args.decorrelation,
-        reset_mode=args.reset_mode,
-        discount=args.discount,
-    )
+    flags = {
+        "batch_spec.T": "--T",
+        "batch_spec.B": "--B",
+        "discount": "--discount",
+        "max_decorrelation_steps": "--decorrelation",
+        "reset_mode": "--reset-mode",
+    }
+    try:
+        sampler = make_sampler(
+            env,
+            env_params,
+            agent,
+            BatchSpec(args.T, args.B),
+            max_decorrelation_steps=args.decorrelation,
+            reset_mode=args.reset_mode,
+            discount=args.discount,
+        )
+    except (TypeError, ValueError) as e:
+        message = str(e)
+        for name, flag in flags.items():  # name the flag, not the Python argument
+            message = message.replace(name, flag)
+        raise UsageError(message) from None
     print(
         f"jaxsample collect: {args.env}, T={args.T} x B={args.B}, reset_mode={args.reset_mode}, "
         f"backend={jax.default_backend()} ({jax.device_count()} device(s))",
@@ -126,7 +166,7 @@ def _sizes(tokens: Sequence[str] | None, flag: str) -> tuple[int, ...] | None:
                     raise ValueError
                 out.append(value)
         except ValueError:
-            raise SystemExit(
+            raise UsageError(
                 f"{flag} {token!r}: give positive ints, or LO:HI for LO, 2*LO, 4*LO, ... <= HI"
             ) from None
     return tuple(out)
@@ -148,7 +188,7 @@ def _bench(args: argparse.Namespace) -> int:
     }
     if args.memory_budget_gb is not None:
         if not args.memory_budget_gb > 0:
-            raise SystemExit(f"--memory-budget-gb must be > 0, got {args.memory_budget_gb}")
+            raise UsageError(f"--memory-budget-gb must be > 0, got {args.memory_budget_gb}")
         overrides["memory_budget_bytes"] = int(args.memory_budget_gb * 2**30)
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if args.max_call_seconds is not None and args.max_call_seconds <= 0:
@@ -156,7 +196,9 @@ def _bench(args: argparse.Namespace) -> int:
     try:
         spec = bench.GridSpec.quick(**overrides) if args.quick else bench.GridSpec(**overrides)
     except (TypeError, ValueError) as e:
-        raise SystemExit(f"jaxsample bench: {e}") from None
+        raise UsageError(str(e)) from None
+    _check_output(args.json, "--json")
+    _check_output(args.plot, "--plot")
     print(
         f"jaxsample bench{' --quick' if args.quick else ''}: {', '.join(spec.envs)}; "
         f"B={list(spec.Bs)}; T={list(spec.Ts)}; methods={list(spec.methods)}; "
@@ -213,7 +255,7 @@ def _make_trainer(args: argparse.Namespace) -> tuple[object, int]:
         from jaxsample.algos import dqn
 
         if args.mask_velocity:
-            raise SystemExit("--mask-velocity goes with --algo ppo or ppo-rnn")
+            raise UsageError("--mask-velocity goes with --algo ppo or ppo-rnn")
         config = dqn.DQNConfig(**overrides)
         trainer = dqn.make_train(config)
     return trainer, config.num_envs * config.num_steps
@@ -223,11 +265,15 @@ def _train(args: argparse.Namespace) -> int:
     from jaxsample.algos import runner
 
     if args.seeds < 1:
-        raise SystemExit("--seeds must be >= 1")
+        raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.chunks < 1:
+        raise UsageError(f"--chunks must be >= 1, got {args.chunks}")
+    _check_output(args.json, "--json")
+    _check_output(args.plot, "--plot")
     try:
         trainer, steps_per_iteration = _make_trainer(args)
     except (TypeError, ValueError) as e:
-        raise SystemExit(f"jaxsample train: {e}") from None
+        raise UsageError(str(e)) from None
     n = trainer.num_iterations
     print(
         f"jaxsample train: {args.algo} on {args.env}"
@@ -329,7 +375,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=_bench)
 
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except UsageError as e:  # one clear line, exit status 2
+        print(f"jaxsample {args.command}: error: {e}", file=sys.stderr)
+        raise
 
 
 if __name__ == "__main__":

@@ -170,3 +170,42 @@ def test_train_eight_seeds_finishes_within_a_timeout(tmp_path) -> None:
     assert run.returncode == 0, run.stderr[-2000:]
     assert json.loads(out.read_text())["seeds"] == 8
 
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["collect", "--B", "0"], "--B must be"),
+        (["collect", "--T", "-1"], "--T must be"),
+        (["collect", "--discount", "2"], "--discount must be in"),
+        (["collect", "--reset-mode", "episodic", "--decorrelation", "5"], "--decorrelation"),
+        (["collect", "--batches", "0"], "--batches"),
+        (["train", "--chunks", "0"], "--chunks"),
+        (["train", "--chunks", "-1"], "--chunks"),
+        (["train", "--seeds", "0"], "--seeds"),
+        (["train", "--json", "/no/such/folder/out.json"], "--json .*does not exist"),
+        (["train", "--plot", "/no/such/folder/out.png"], "--plot .*does not exist"),
+        (["collect", "--json", "/no/such/folder/out.json"], "--json"),
+        (["bench", "--B", "4", "--T", "4", "--plot", "/no/such/x.png"], "--plot"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_status_2(args, match, capsys) -> None:
+    with pytest.raises(SystemExit, match=match) as info:
+        main(args)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"jaxsample {args[0]}: error:"), err
+    assert "Traceback" not in err
+
+
+def test_bad_output_path_fails_before_any_work(tmp_path) -> None:
+    """A bad --json is caught before the run (it used to lose the whole run to a
+    FileNotFoundError at the end); the process exits 2 with one line."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "jaxsample", "train", "--json", str(tmp_path / "no" / "x.json")]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stdout == ""  # nothing started: no banner, no progress
+    assert run.stderr.strip().count("\n") == 0 and "--json" in run.stderr

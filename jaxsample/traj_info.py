@@ -9,12 +9,23 @@ from flax import struct
 from jaxsample.types import TrajInfo
 
 
+#: The largest ``TrajInfo.length`` / ``nonzero_rewards``: they saturate there.
+COUNT_MAX = 2**31 - 1
+
+
+def _saturating_increment(count: jax.Array, by_one: jax.Array) -> jax.Array:
+    """``count + by_one`` (int32), held at :data:`COUNT_MAX` instead of wrapping."""
+    return count + (by_one & (count < COUNT_MAX)).astype(jnp.int32)
+
+
 @struct.dataclass
 class TrajAccumulator:
     """Running statistics of one environment's current trajectory (scalars).
 
     ``discount_power`` is ``discount**length``, the weight of the next reward in
-    ``discounted_return``.
+    ``discounted_return``. The int32 counts ``length`` and ``nonzero_rewards``
+    saturate at ``2**31 - 1`` (:data:`COUNT_MAX`) instead of wrapping to
+    negative numbers in an episode of more than ``2**31`` steps.
     """
 
     length: jax.Array
@@ -37,11 +48,11 @@ class TrajAccumulator:
     def add(self, reward: jax.Array, discount: float) -> TrajAccumulator:
         """Account for one more step with float32 scalar ``reward``."""
         return TrajAccumulator(
-            length=self.length + 1,
+            length=_saturating_increment(self.length, jnp.ones((), bool)),
             episode_return=self.episode_return + reward,
             discounted_return=self.discounted_return + self.discount_power * reward,
             discount_power=self.discount_power * jnp.float32(discount),
-            nonzero_rewards=self.nonzero_rewards + (reward != 0).astype(jnp.int32),
+            nonzero_rewards=_saturating_increment(self.nonzero_rewards, reward != 0),
         )
 
     def info(self, completed: jax.Array) -> TrajInfo:

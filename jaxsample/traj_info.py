@@ -8,7 +8,6 @@ from flax import struct
 
 from jaxsample.types import TrajInfo
 
-
 #: The largest ``TrajInfo.length`` / ``nonzero_rewards``: they saturate there.
 COUNT_MAX = 2**31 - 1
 

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
         "jaxsample.evaluation",
         "jaxsample.host",
         "jaxsample.distributed",
+        "jaxsample.checkpoint",
     ),
     ("jaxsample",),  # the package root (jaxsample/__init__.py)
     ("jaxsample.driver", "jaxsample._driver_run"),
@@ -86,7 +87,8 @@ def imports(path: Path, modules: set[str]) -> list[tuple[str, bool]]:
     return [(m, lazy) for m, lazy in out if m != me]
 
 
-def main() -> int:
+def graph() -> tuple[set[str], dict[str, dict[str, bool]]]:
+    """The modules of ``jaxsample/`` and their edges ``{a: {b: lazy}}``."""
     paths = sorted(ROOT.rglob("*.py"))
     modules = {module_name(p) for p in paths}
     edges: dict[str, dict[str, bool]] = {}
@@ -96,13 +98,23 @@ def main() -> int:
             target = target if target in modules else target.rpartition(".")[0]
             prev = edges.setdefault(me, {}).get(target)
             edges[me][target] = lazy if prev is None else (prev and lazy)
+    return modules, edges
+
+
+def upward_imports(edges: dict[str, dict[str, bool]]) -> list[tuple[str, str]]:
+    """The edges that go up a layer (a package importing its own parent excepted)."""
+    return sorted(
+        (a, b) for a in edges for b in edges[a] if layer(b) > layer(a) and not a.startswith(b + ".")
+    )
+
+
+def main() -> int:
+    modules, edges = graph()
     for me in sorted(edges):
         for target in sorted(edges[me]):
             print(f"{me} -> {target}{'  (lazy)' if edges[me][target] else ''}")
 
-    upward = [
-        (a, b) for a in edges for b in edges[a] if layer(b) > layer(a) and not a.startswith(b + ".")
-    ]
+    upward = upward_imports(edges)
     cycles = find_cycles(edges)
     print(f"\n{len(modules)} modules, {sum(map(len, edges.values()))} edges")
     print(f"upward imports: {len(upward)}")

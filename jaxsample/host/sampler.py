@@ -3,7 +3,7 @@
 It drives a host (non-JAX) vector env — a ``gymnasium.vector.VectorEnv`` in any
 autoreset mode, or an envpool pool — with the same contract as
 :func:`jaxsample.make_sampler` and returns the same :class:`~jaxsample.Batch`
-layout (DESIGN.md's conventions: terminated/truncated, the true final
+layout (docs/design.md's conventions: terminated/truncated, the true final
 observation, prev_action/prev_reward, TrajInfo, reset modes ``"auto"``,
 ``"wait"`` and ``"episodic"``, decorrelation, ``bootstrap_value``).
 
@@ -26,17 +26,18 @@ Where the work happens, per step of a batch:
 
 After the ``T`` steps one more compiled call receives the host buffers (one
 transfer per batch) and computes ``done``, ``prev_action``/``prev_reward``,
-``TrajInfo``, the final-observation store and ``bootstrap_value`` — the same
-post-processing as the JAX sampler. (Writing each observation into a device
-buffer inside the step instead costs XLA:CPU ~25 us per step, more than sending
-the whole ``[T, B, *obs]`` buffer once.)
+``TrajInfo``, the final-observation store and ``bootstrap_value`` with the
+JAX sampler's own assembly (:func:`jaxsample.core.assemble.assemble`).
+(Writing each observation into a device buffer inside the step instead costs
+XLA:CPU ~25 us per step, more than sending the whole ``[T, B, *obs]`` buffer
+once.)
 
 ``collect`` is not jittable: it steps a stateful host env. ``init`` and
 ``collect`` return a :class:`HostSamplerState` that refers to the env; only the
 latest state of an env may be collected from (an older one raises), because the
 env has moved on.
 
-Randomness (the JAX sampler's schedule, DESIGN.md): for the env of global rank
+Randomness (the JAX sampler's schedule, docs/design.md): for the env of global rank
 ``r``, ``k_reset, k_decorrelate, k_run = split(fold_in(key, r), 3)``. The env's
 seed is 31 bits of ``k_reset`` (:func:`jaxsample.host.env_seeds`); the agent acts
 at the env's ``n``-th step with ``fold_in(k_epoch, 3 i)`` exactly as in the JAX
@@ -54,7 +55,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -63,6 +64,16 @@ from flax import struct
 
 from jaxsample._checks import check_key as _check_key
 from jaxsample.agents.base import Agent, action_spec, null_action
+from jaxsample.core import keys as K
+from jaxsample.core.assemble import assemble, batch_trajectories, bootstrap_values, final_store
+from jaxsample.core.options import FinalObservation, ResetMode, check_options
+from jaxsample.core.specs import (
+    act_checked,
+    agent_spec,
+    final_slots,
+    initial_agent_state,
+    step_examples,
+)
 from jaxsample.host.envs import (
     EnvHandle,
     gymnax_space,
@@ -71,23 +82,8 @@ from jaxsample.host.envs import (
     seed_of,
 )
 from jaxsample.host.envs import write_info as _write_info
-from jaxsample.sampler import EPOCH, act_checked, check_options, step_examples
 from jaxsample.traj_info import TrajAccumulator
-from jaxsample.types import (
-    AgentInputs,
-    AgentSamples,
-    Batch,
-    BatchSpec,
-    EnvSamples,
-    PyTree,
-    Samples,
-    SparseFinalObservation,
-    TrajInfo,
-)
-
-ResetMode = Literal["auto", "wait", "episodic"]
-RESET_MODES = ("auto", "wait", "episodic")
-FINAL_OBSERVATION_STORES = ("sparse", "dense")
+from jaxsample.types import AgentInputs, Batch, BatchSpec, PyTree, Samples
 
 
 @struct.dataclass
@@ -191,52 +187,6 @@ class _HostBatch(struct.PyTreeNode):
     last_reward: np.ndarray  # [B] float32, the last step's
     last_done: np.ndarray  # [B] bool, the last step's
     last_active: np.ndarray  # [B] bool: not idle at the last step
-
-
-class _EpochKeys(struct.PyTreeNode):
-    """One env's key material for a batch (as in the JAX sampler)."""
-
-    key: jax.Array
-    next_key: jax.Array
-    step: jax.Array  # uint32 scalar, < EPOCH
-
-
-def _epoch_position(keys: _EpochKeys, t: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Epoch key and index in it of the step ``t`` steps after the batch start."""
-    n = keys.step + jnp.asarray(t, jnp.uint32)
-    crossed = n >= EPOCH
-    data = jnp.where(crossed, jax.random.key_data(keys.next_key), jax.random.key_data(keys.key))
-    key = jax.random.wrap_key_data(data, impl=jax.random.key_impl(keys.key))
-    return key, jnp.where(crossed, n - EPOCH, n)
-
-
-def _epoch_keys(key: jax.Array, step: jax.Array) -> _EpochKeys:
-    """``[B]`` key material of a batch from the state's epoch keys and counts."""
-    return _EpochKeys(key=key, next_key=jax.vmap(lambda k: jax.random.split(k)[0])(key), step=step)
-
-
-def _agent_key(keys: _EpochKeys, t: jax.Array) -> jax.Array:
-    key, i = _epoch_position(keys, t)
-    return jax.random.fold_in(key, 3 * i)
-
-
-def _trajectories(
-    discount: float, acc: TrajAccumulator, reward: jax.Array, ended: jax.Array, valid: jax.Array
-) -> tuple[TrajAccumulator, TrajInfo]:
-    """TrajInfo of one env over ``[T]`` steps, from its accumulator (as the JAX
-    sampler computes it)."""
-
-    def step(acc: TrajAccumulator, x: tuple[jax.Array, ...]):
-        reward, ended, valid = x
-        moved = acc.add(reward, discount)
-        info = jax.tree.map(
-            lambda v: jnp.where(valid, v, jnp.zeros_like(v)), moved.info(completed=ended)
-        )
-        keep = jax.tree.map(lambda m, a: jnp.where(valid, m, a), moved, acc)
-        acc = jax.tree.map(lambda z, k: jnp.where(ended, z, k), TrajAccumulator.zeros(), keep)
-        return acc, info
-
-    return jax.lax.scan(step, acc, (reward, ended, valid))
 
 
 def _where_b(mask: jax.Array, x: PyTree, y: PyTree) -> PyTree:
@@ -596,14 +546,8 @@ class HostSampler:
     def _initial_states(self) -> PyTree:
         """``agent.initial_state`` of each env's rank, ``[B, ...]``, dtypes fixed."""
         ranks = jnp.asarray(self.env_ranks, jnp.int32)
-        return jax.tree.map(
-            lambda x, spec: jnp.asarray(x, spec.dtype),
-            jax.vmap(self.agent.initial_state)(ranks),
-            jax.tree.map(
-                lambda s: jax.ShapeDtypeStruct((ranks.shape[0], *s.shape), s.dtype),
-                self._agent_state_spec,
-            ),
-        )
+        initial = functools.partial(initial_agent_state, self.agent, self._agent_state_spec)
+        return jax.vmap(initial)(ranks)
 
     # ------------------------------------- device functions (jitted once)
     def _act_impl(
@@ -664,16 +608,17 @@ class HostSampler:
         agent's keys ``[T, B]`` of its steps (the JAX sampler's schedule)."""
         T, B = self.batch_spec
         packed = jnp.zeros((T, B, self._record_width), jnp.uint32)
-        keys = _epoch_keys(key, step)
-        per_step = jax.vmap(_agent_key, in_axes=(0, None))
-        return packed, jax.vmap(per_step, in_axes=(None, 0))(keys, jnp.arange(T, dtype=jnp.uint32))
+        keys = jax.vmap(K.EpochKeys.of)(key, step)
+        per_step = jax.vmap(K.step_key, in_axes=(0, None, None))
+        steps = jnp.arange(T, dtype=jnp.uint32)
+        return packed, jax.vmap(per_step, in_axes=(None, 0, None))(keys, steps, K.AGENT)
 
     def _start_impl(self, key: jax.Array) -> dict[str, Any]:
         """Per env, from ``fold_in(key, rank)``: the env's seed, the seed of its
         decorrelation, the run key and the initial agent state."""
 
         def one(rank: jax.Array) -> dict[str, Any]:
-            _, k_decorrelate, k_run = jax.random.split(jax.random.fold_in(key, rank), 3)
+            _, k_decorrelate, k_run = K.env_keys(key, rank)
             return {
                 "key": k_run,
                 "env_rank": rank,
@@ -708,13 +653,11 @@ class HostSampler:
     ) -> tuple[TrajAccumulator, jax.Array, jax.Array]:
         """The accumulators after the decorrelation steps (inputs ``[n, B]``),
         and ``prev_action``/``prev_reward`` after the last of them."""
-        run = jax.vmap(
-            functools.partial(_trajectories, self.discount), in_axes=(0, 1, 1, 1), out_axes=(0, 1)
-        )
         go = ~ended[-1]
         prev_action = _where_b(go, last_action, jnp.zeros_like(last_action))
         prev_reward = jnp.where(go, reward[-1], jnp.zeros_like(reward[-1]))
-        return run(traj, reward, ended, valid)[0], prev_action, prev_reward
+        traj = batch_trajectories(self.discount, traj, reward, ended, valid)[0]
+        return traj, prev_action, prev_reward
 
     def _finish_impl(
         self,
@@ -734,38 +677,12 @@ class HostSampler:
         final-observation store and ``bootstrap_value``; the state's device part."""
         T, _ = self.batch_spec
         valid = host.valid
-        ended = host.terminated | host.truncated
-        done = ended | ~valid
-        run = jax.vmap(
-            functools.partial(_trajectories, self.discount), in_axes=(0, 1, 1, 1), out_axes=(0, 1)
-        )
-        traj, traj_infos = run(traj, host.reward, ended, valid)
 
         def on_valid(x: jax.Array) -> jax.Array:
             mask = valid.reshape(valid.shape + (1,) * (x.ndim - 2))
             return jnp.where(mask, x, jnp.zeros_like(x))
 
         record = _unpack(packed, self._record_spec)
-        action = jax.tree.map(on_valid, record.action)
-        agent_info = jax.tree.map(on_valid, record.agent_info)
-        stored_state = (
-            jax.tree.map(on_valid, record.agent_state) if self.store_agent_state else None
-        )
-
-        def previous(first: jax.Array, x: jax.Array) -> jax.Array:
-            """``x[t - 1]``, zeros after an episode end, ``first`` at ``t = 0``."""
-            cond = done[:-1].reshape(done[:-1].shape + (1,) * (x.ndim - 2))
-            shifted = jnp.where(cond, jnp.zeros_like(x[:-1]), x[:-1])
-            return jnp.concatenate([jnp.asarray(first, x.dtype)[None], shifted], axis=0)
-
-        prev_action = jax.tree.map(previous, start_prev_action, action)
-        prev_reward = previous(start_prev_reward, host.reward)
-        if self.final_observation == "sparse":
-            final_store = SparseFinalObservation(
-                next_observation=host.next_observation, slots=host.final
-            )
-        else:
-            final_store = host.final
         # The inputs after the last step, as the next step would see them.
         go = host.last_active & ~host.last_done
         reset = host.last_active & host.last_done
@@ -775,36 +692,31 @@ class HostSampler:
         bootstrap = None
         if self.bootstrap_value:
             inputs = AgentInputs(host.next_observation, end_prev_action, end_prev_reward)
-            bootstrap = jax.vmap(self.agent.value, in_axes=(None, 0, 0))(
-                agent_params, inputs, agent_state
-            )
-            bootstrap = jnp.asarray(bootstrap, jnp.float32)
-        key, step = jax.vmap(_epoch_position, in_axes=(0, None))(
-            _epoch_keys(key, step), jnp.uint32(T)
-        )
-        samples = Samples(
-            env=EnvSamples(
-                observation=host.observation,
-                reward=host.reward,
-                prev_reward=prev_reward,
-                terminated=host.terminated,
-                truncated=host.truncated,
-                done=done,
-                env_info=host.env_info,
-                final_store=final_store,
-            ),
-            agent=AgentSamples(
-                action=action,
-                prev_action=prev_action,
-                agent_info=agent_info,
-                initial_state=initial_state,
-                state=stored_state,
-            ),
+            bootstrap = bootstrap_values(self.agent, agent_params, inputs, agent_state)
+        traj, batch = assemble(
+            discount=self.discount,
+            traj=traj,
+            observation=host.observation,
+            reward=host.reward,
+            terminated=host.terminated,
+            truncated=host.truncated,
             valid=valid,
+            env_info=host.env_info,
+            action=jax.tree.map(on_valid, record.action),
+            agent_info=jax.tree.map(on_valid, record.agent_info),
+            initial_state=initial_state,
+            stored_state=jax.tree.map(on_valid, record.agent_state)
+            if self.store_agent_state
+            else None,
+            start_prev_action=start_prev_action,
+            start_prev_reward=start_prev_reward,
+            final=final_store(self.final_observation, host.next_observation, host.final),
             bootstrap_value=bootstrap,
         )
+        epoch_keys = jax.vmap(K.EpochKeys.of)(key, step)
+        key, step = jax.vmap(K.advance_epoch, in_axes=(0, None))(epoch_keys, T)
         return {
-            "batch": Batch(samples=samples, traj_infos=traj_infos),
+            "batch": batch,
             "agent_state": agent_state,
             "prev_action": end_prev_action,
             "prev_reward": end_prev_reward,
@@ -823,7 +735,7 @@ def make_host_sampler(
     reset_mode: ResetMode = "auto",
     discount: float = 0.99,
     bootstrap_value: bool = False,
-    final_observation: Literal["sparse", "dense"] = "sparse",
+    final_observation: FinalObservation = "sparse",
     store_agent_state: bool = False,
     env_ranks: Sequence[int] | None = None,
     global_B: int | None = None,
@@ -907,26 +819,8 @@ def make_host_sampler(
     space = gymnax_space(handle.action_space)
     obs_spec = observation_spec(handle.observation_space)
     act_spec = action_spec(space)
-    key = jax.random.key(0)
-    if agent_params is None and callable(getattr(agent, "init", None)):
-        agent_params = jax.eval_shape(agent.init, key, obs_spec)
-    agent_state_spec = jax.eval_shape(agent.initial_state, jnp.zeros((), jnp.int32))
-    inputs = AgentInputs(obs_spec, act_spec, jax.ShapeDtypeStruct((), jnp.float32))
-    check = functools.partial(
-        act_checked,
-        agent,
-        null_action=null_action(space),
-        state_spec=agent_state_spec,
-        space=space,
-    )
-    agent_step, _ = jax.eval_shape(check, agent_params, inputs, agent_state_spec, key)
-    if bootstrap_value:
-        value_spec = jax.eval_shape(agent.value, agent_params, inputs, agent_state_spec)
-        if value_spec.shape != ():
-            raise ValueError(f"agent.value must return a scalar, got shape {value_spec.shape}")
-    agent_info_spec = jax.tree.map(
-        lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), agent_step.agent_info
-    )
+    agent_s = agent_spec(agent, agent_params, obs_spec, space, value=bootstrap_value)
+    agent_state_spec, agent_info_spec = agent_s.state, agent_s.info
 
     record_spec = _Record(
         action=act_spec,
@@ -935,12 +829,7 @@ def make_host_sampler(
     )
     for path, spec in jax.tree_util.tree_flatten_with_path(record_spec)[0]:
         _check_packable(spec, jax.tree_util.keystr(path))
-    if reset_mode != "auto":
-        slots = 1
-    elif handle.time_limit is not None:
-        slots = max(1, min(T, -(-T // handle.time_limit)))
-    else:
-        slots = T
+    slots = final_slots(reset_mode, T, handle.time_limit)
     examples = step_examples(
         obs_spec,
         act_spec,

@@ -113,7 +113,7 @@ def make_sampler(
     """
     if mesh is not None:
         check_mesh(mesh, mesh_axis, check_int("batch_spec.B", getattr(batch_spec, "B", None), 1))
-    batch_spec, max_decorrelation_steps, env_ranks, global_B = check_options(
+    options = check_options(
         agent,
         batch_spec,
         max_decorrelation_steps=max_decorrelation_steps,
@@ -141,21 +141,12 @@ def make_sampler(
     )
     time_limit = known_time_limit(env, env_params)
     sampler = Sampler(
+        **options,
         env=env,
         env_params=env_params,
-        agent=agent,
-        batch_spec=batch_spec,
-        reset_mode=reset_mode,
-        max_decorrelation_steps=max_decorrelation_steps,
-        discount=float(discount),
-        bootstrap_value=bootstrap_value,
-        final_observation=final_observation,
-        store_agent_state=store_agent_state,
-        env_ranks=env_ranks,
-        global_B=global_B,
         examples=examples,
         _stepper=EnvStepper(env, env_params, agent, env_s, agent_s.state),
-        _slots=final_slots(reset_mode, batch_spec.T, time_limit),
+        _slots=final_slots(reset_mode, options["batch_spec"].T, time_limit),
     )
     if mesh is None:
         return sampler

@@ -8,8 +8,9 @@ and raises a ``TypeError``/``ValueError`` naming the bad one.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from jaxsample._checks import check_int
 from jaxsample.core.keys import EPOCH
@@ -19,6 +20,38 @@ ResetMode = Literal["auto", "wait", "episodic"]
 RESET_MODES = ("auto", "wait", "episodic")
 FinalObservation = Literal["sparse", "dense"]
 FINAL_OBSERVATION_STORES = ("sparse", "dense")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SamplerOptions:
+    """The options every sampler (JAX or host) holds, as :func:`check_options`
+    returns them (``env_ranks``/``global_B`` filled in; see
+    :func:`jaxsample.make_sampler` for their meaning)."""
+
+    agent: Any
+    batch_spec: BatchSpec
+    reset_mode: ResetMode
+    max_decorrelation_steps: int
+    discount: float
+    bootstrap_value: bool
+    final_observation: FinalObservation
+    store_agent_state: bool
+    env_ranks: tuple[int, ...]
+    global_B: int
+
+
+class SamplerKwargs(TypedDict, total=False):
+    """The keyword options of every sampler factory, as ``**options`` (defaults
+    and meaning: :func:`jaxsample.make_sampler`)."""
+
+    max_decorrelation_steps: int
+    reset_mode: ResetMode
+    discount: float
+    bootstrap_value: bool
+    final_observation: FinalObservation
+    store_agent_state: bool
+    env_ranks: Sequence[int] | None
+    global_B: int | None
 
 
 def check_discount(discount: Any) -> float:
@@ -54,21 +87,22 @@ def check_options(
     agent: Any,
     batch_spec: Any,
     *,
-    max_decorrelation_steps: Any,
-    reset_mode: Any,
-    discount: Any,
-    bootstrap_value: Any,
-    store_agent_state: Any,
-    final_observation: Any,
-    env_ranks: Sequence[int] | None,
-    global_B: int | None,
-) -> tuple[BatchSpec, int, tuple[int, ...], int]:
+    max_decorrelation_steps: Any = 0,
+    reset_mode: Any = "auto",
+    discount: Any = 0.99,
+    bootstrap_value: Any = False,
+    store_agent_state: Any = False,
+    final_observation: Any = "sparse",
+    env_ranks: Sequence[int] | None = None,
+    global_B: int | None = None,
+) -> dict[str, Any]:
     """Check the options every sampler (JAX or host) takes; raise a clear
     ``TypeError``/``ValueError`` naming the bad one.
 
-    Returns ``(BatchSpec(T, B), max_decorrelation_steps, env_ranks, global_B)``
-    with the defaults filled in (``env_ranks = range(B)``, ``global_B =
-    max(env_ranks) + 1``).
+    The defaults are :func:`jaxsample.make_sampler`'s. Returns the fields of
+    :class:`SamplerOptions` (the keyword arguments of a
+    sampler's constructor) with the defaults filled in (``env_ranks =
+    range(B)``, ``global_B = max(env_ranks) + 1``).
     """
     T = check_int("batch_spec.T", getattr(batch_spec, "T", None), 1)
     if T > EPOCH:
@@ -83,7 +117,7 @@ def check_options(
             "max_decorrelation_steps must be 0 with reset_mode='episodic' "
             "(every batch resets all envs, so there is nothing to decorrelate)"
         )
-    check_discount(discount)
+    discount = check_discount(discount)
     if not isinstance(bootstrap_value, bool):
         raise TypeError(f"bootstrap_value must be a bool, got {bootstrap_value!r}")
     if not isinstance(store_agent_state, bool):
@@ -107,4 +141,15 @@ def check_options(
     if max(env_ranks) >= global_B:
         raise ValueError(f"env_ranks must be < global_B={global_B}, got {max(env_ranks)}")
     check_agent(agent)
-    return batch_spec, max_decorrelation_steps, env_ranks, global_B
+    return {
+        "agent": agent,
+        "batch_spec": batch_spec,
+        "reset_mode": reset_mode,
+        "max_decorrelation_steps": max_decorrelation_steps,
+        "discount": discount,
+        "bootstrap_value": bootstrap_value,
+        "final_observation": final_observation,
+        "store_agent_state": store_agent_state,
+        "env_ranks": env_ranks,
+        "global_B": global_B,
+    }

@@ -32,11 +32,11 @@ from flax import struct
 from jaxsample._checks import check_key
 from jaxsample.core import keys as K
 from jaxsample.core.assemble import assemble, bootstrap_values, final_store
-from jaxsample.core.options import ResetMode
+from jaxsample.core.options import SamplerOptions
 from jaxsample.core.specs import recorded_info
 from jaxsample.core.step import EnvStepper, hold_idle, track, tree_where
 from jaxsample.traj_info import TrajAccumulator
-from jaxsample.types import AgentInputs, Batch, BatchSpec, PyTree, Samples
+from jaxsample.types import AgentInputs, Batch, PyTree, Samples
 
 
 @struct.dataclass
@@ -101,27 +101,18 @@ def check_state(state: Any, B: int) -> None:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Sampler:
+class Sampler(SamplerOptions):
     """A compiled-collection sampler; build it with :func:`jaxsample.make_sampler`.
 
     ``init`` and ``collect`` are pure and jittable; ``examples`` describes one
     step of :class:`~jaxsample.types.Samples` (leaves ``jax.ShapeDtypeStruct``, no
     ``T``/``B`` axes, ``final_store`` holding one dense final observation) to
-    allocate replay buffers from.
+    allocate replay buffers from. The options (``agent``, ``batch_spec``,
+    ``reset_mode``, ...) are :class:`~jaxsample.core.options.SamplerOptions`'.
     """
 
     env: Any
     env_params: Any
-    agent: Any
-    batch_spec: BatchSpec
-    reset_mode: ResetMode
-    max_decorrelation_steps: int
-    discount: float
-    bootstrap_value: bool
-    final_observation: str
-    store_agent_state: bool
-    env_ranks: tuple[int, ...]
-    global_B: int
     examples: Samples
     _stepper: EnvStepper
     _slots: int  # K of the sparse final-observation store

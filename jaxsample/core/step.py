@@ -186,16 +186,10 @@ class EnvStepper:
             prev_reward=jnp.where(done, jnp.float32(0), reward),
             agent_state=tree_where(done, self.initial_agent_state(s.env_rank), agent_state),
         )
-        transition = Transition(
-            action=action,
-            agent_info=agent_step.agent_info,
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            done=done,
-            info=info,
-        )
-        return new, transition
+        # Positional, in field order: action, agent_info, reward, terminated,
+        # truncated, done, info.
+        out = Transition(action, agent_step.agent_info, reward, terminated, truncated, done, info)
+        return new, out
 
 
 def hold_idle(s: Any, new: Any, done: jax.Array, out: PyTree) -> tuple[Any, PyTree]:

@@ -54,8 +54,8 @@ import copy
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Unpack
 
 import jax
 import jax.numpy as jnp
@@ -66,7 +66,7 @@ from jaxsample._checks import check_key as _check_key
 from jaxsample.agents.base import Agent, action_spec, null_action
 from jaxsample.core import keys as K
 from jaxsample.core.assemble import assemble, batch_trajectories, bootstrap_values, final_store
-from jaxsample.core.options import FinalObservation, ResetMode, check_options
+from jaxsample.core.options import SamplerKwargs, SamplerOptions, check_options
 from jaxsample.core.specs import (
     act_checked,
     agent_spec,
@@ -232,7 +232,7 @@ def _np_zeros(spec: Any, lead: tuple[int, ...]) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class HostSampler:
+class HostSampler(SamplerOptions):
     """A sampler of a host vector env; build it with :func:`make_host_sampler`.
 
     ``init`` and ``collect`` have the JAX sampler's signatures and return the
@@ -242,16 +242,6 @@ class HostSampler:
     :class:`~jaxsample.types.Samples` exactly as ``Sampler.examples`` does.
     """
 
-    agent: Agent
-    batch_spec: BatchSpec
-    reset_mode: ResetMode
-    max_decorrelation_steps: int
-    discount: float
-    bootstrap_value: bool
-    final_observation: str
-    store_agent_state: bool
-    env_ranks: tuple[int, ...]
-    global_B: int
     examples: Samples
     action_space: Any  # gymnax space of one env's action
     autoreset_mode: str  # the host env's: "NextStep", "SameStep" or "Disabled"
@@ -731,17 +721,10 @@ def make_host_sampler(
     agent: Agent,
     batch_spec: BatchSpec,
     *,
-    max_decorrelation_steps: int = 0,
-    reset_mode: ResetMode = "auto",
-    discount: float = 0.99,
-    bootstrap_value: bool = False,
-    final_observation: FinalObservation = "sparse",
-    store_agent_state: bool = False,
-    env_ranks: Sequence[int] | None = None,
-    global_B: int | None = None,
     agent_params: PyTree = None,
     autoreset_mode: Any = None,
     info_spec: Mapping[str, Any] | None = None,
+    **options: Unpack[SamplerKwargs],
 ) -> HostSampler:
     """Build a sampler of ``batch_spec.T`` steps of the ``batch_spec.B`` envs of a
     host vector env, with :func:`jaxsample.make_sampler`'s contract.
@@ -759,7 +742,11 @@ def make_host_sampler(
       agent: an :class:`~jaxsample.agents.Agent` for the gymnax form of the
         env's action space (:func:`jaxsample.host.gymnax_space`).
       batch_spec: ``BatchSpec(T, B)``.
-      max_decorrelation_steps: as in ``make_sampler``: env ``b`` takes its own
+      agent_params: as in ``make_sampler``.
+      options: the options of ``make_sampler``
+        (:class:`~jaxsample.core.options.SamplerKwargs`, same defaults), with
+        these host specifics:
+      max_decorrelation_steps: env ``b`` takes its own
         number ``n_b`` in ``1..max`` of uniformly random actions from a fresh
         reset before the first batch. A vector env steps all its envs together,
         so env ``b`` first runs ``max - n_b`` steps of the null action that are
@@ -768,11 +755,10 @@ def make_host_sampler(
         mode an idle env is still stepped (with the null action; outputs
         dropped), so it is reset again when the next batch starts; in
         ``"episodic"`` mode every batch starts with ``reset()`` of all envs.
-      discount, bootstrap_value, final_observation, store_agent_state, env_ranks,
-      global_B, agent_params: as in ``make_sampler``. With the sparse
-        final-observation store the number of truncations per env per batch is
-        bounded from the env's time limit when it can be read (else ``T``); an
-        env that truncates more often raises (use ``"dense"``).
+      final_observation: with the sparse store the number of truncations per
+        env per batch is bounded from the env's time limit when it can be read
+        (else ``T``); an env that truncates more often raises a clear error
+        (use ``"dense"``).
       autoreset_mode: overrides ``env.metadata["autoreset_mode"]`` (default
         there: gymnasium's NextStep).
       info_spec: entries of the vector env's ``info`` to record in
@@ -786,19 +772,10 @@ def make_host_sampler(
         fit the action space, or whose state changes structure.
     """
     require_gymnasium()
-    batch_spec, max_decorrelation_steps, env_ranks, global_B = check_options(
-        agent,
-        batch_spec,
-        max_decorrelation_steps=max_decorrelation_steps,
-        reset_mode=reset_mode,
-        discount=discount,
-        bootstrap_value=bootstrap_value,
-        store_agent_state=store_agent_state,
-        final_observation=final_observation,
-        env_ranks=env_ranks,
-        global_B=global_B,
-    )
-    T, B = batch_spec
+    options = check_options(agent, batch_spec, **options)
+    T, B = options["batch_spec"]
+    reset_mode, bootstrap_value = options["reset_mode"], options["bootstrap_value"]
+    store_agent_state = options["store_agent_state"]
     specs: dict[str, jax.ShapeDtypeStruct] = {}
     if info_spec is not None:
         if not isinstance(info_spec, Mapping):
@@ -840,16 +817,7 @@ def make_host_sampler(
         bootstrap_value=bootstrap_value,
     )
     sampler = HostSampler(
-        agent=agent,
-        batch_spec=batch_spec,
-        reset_mode=reset_mode,
-        max_decorrelation_steps=max_decorrelation_steps,
-        discount=float(discount),
-        bootstrap_value=bootstrap_value,
-        final_observation=final_observation,
-        store_agent_state=store_agent_state,
-        env_ranks=env_ranks,
-        global_B=global_B,
+        **options,
         examples=examples,
         action_space=space,
         autoreset_mode=handle.mode,

@@ -779,7 +779,7 @@ def test_packed_record_round_trip():
         agent_state=(rng.integers(-(2**15), 2**15, (B, 1)).astype(np.int16),),
     )
     spec = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), record)
-    packed = jax.jit(_pack)(record)
+    packed = jax.jit(pack)(record)
     assert packed.dtype == jnp.uint32 and packed.shape == (B, 2 + 1 + 3 + 1 + 2 + 1 + 1 + 1)
     stacked = jnp.stack([packed, packed])  # [T=2, B, K]
     back = jax.jit(lambda p: unpack(p, spec))(stacked)

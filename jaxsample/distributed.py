@@ -10,7 +10,8 @@ global arrays sharded along ``B``. It is one compiled program, under the
 caller's ``jax.jit``.
 
 Every random draw of an env comes from its *global* rank (see
-:mod:`jaxsample.sampler`), so the samples do not depend on how the envs are
+the key schedule in
+:mod:`jaxsample.core.keys`), so the samples do not depend on how the envs are
 spread: the same key gives the same ``Batch`` on 1, 2 or 8 devices, and on one
 process or several (``jax.distributed``), bit for bit.
 
@@ -33,7 +34,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxsample.sampler import Sampler, SamplerState, _check_key, _check_state
+from jaxsample._checks import check_key
+from jaxsample.core.rollout import Sampler, SamplerState, check_state
 from jaxsample.types import (
     AgentSamples,
     Batch,
@@ -91,7 +93,7 @@ class ShardedSampler(Sampler):
           A :class:`~jaxsample.SamplerState` sharded along ``B``.
         """
         del agent_params
-        _check_key(key)
+        check_key(key)
         ranks = jnp.asarray(self.env_ranks, jnp.int32)
         init = jax.shard_map(
             self.local.init_envs,
@@ -112,7 +114,7 @@ class ShardedSampler(Sampler):
         Returns:
           ``(state, batch)`` as :meth:`jaxsample.Sampler.collect`, sharded along ``B``.
         """
-        _check_state(state, self.batch_spec.B)
+        check_state(state, self.batch_spec.B)
         collect = jax.shard_map(
             self.local.collect,
             mesh=self.mesh,

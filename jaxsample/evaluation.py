@@ -5,7 +5,9 @@ The evaluator runs ``n_envs`` environments with the agent in its evaluation
 trajectories as a :class:`~jaxsample.types.TrajInfo` whose fields have one flat
 axis ``[N]`` (``N = evaluator.capacity``, static) and a ``completed`` mask.
 
-One step of one env is written unbatched (:meth:`Evaluator._env_step`), vmapped
+One step of one env is the samplers' per-env step
+(:class:`jaxsample.core.step.EnvStepper`, unbatched, in ``"auto"`` reset
+mode), vmapped
 over the ``n_envs`` envs, and repeated by a ``lax.while_loop`` that stops as soon
 as the wanted trajectories are in, or when the step budget
 ``max_T = max_steps // n_envs`` steps per env (rlpyt's ``max_T``) is spent. A run
@@ -36,8 +38,8 @@ each is an independent episode from a fresh reset, so their mean is an
 unbiased estimate as long as they all finish (``EvalStats.budget_exhausted`` is
 False; otherwise raise ``max_steps``).
 
-Key schedule (what a reference implementation must reproduce). For the env of
-rank ``b`` (``0 .. n_envs - 1``):
+Key schedule (what a reference implementation must reproduce; written in
+:mod:`jaxsample.core.keys`). For the env of rank ``b`` (``0 .. n_envs - 1``):
 
 * ``k_reset, k_run = split(fold_in(key, b))``; the env starts from
   ``env.reset(k_reset)``;
@@ -46,7 +48,7 @@ rank ``b`` (``0 .. n_envs - 1``):
   steps with ``env.step(fold_in(k_run, 2 t + 1), ...)``, which auto-resets
   with its own split of that key, as gymnax does.
 
-After an episode end the agent's inputs restart as DESIGN.md says: the reset
+After an episode end the agent's inputs restart as docs/design.md says: the reset
 observation, the null previous action, ``prev_reward = 0`` and
 ``agent.initial_state(b)``.
 """
@@ -61,10 +63,14 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxsample.agents.base import Agent, action_spec, null_action
-from jaxsample.sampler import _check_int, _check_key, _check_same, _tree_where, act_checked
+from jaxsample._checks import check_int, check_key
+from jaxsample.agents.base import Agent
+from jaxsample.core import keys as K
+from jaxsample.core.options import check_agent, check_discount, check_env
+from jaxsample.core.specs import agent_spec, env_spec
+from jaxsample.core.step import EnvStepper, track
 from jaxsample.traj_info import TrajAccumulator
-from jaxsample.types import AgentInputs, PyTree, TrajInfo
+from jaxsample.types import PyTree, TrajInfo
 
 EvalMode = Literal["first_per_env", "rlpyt"]
 EVAL_MODES = ("first_per_env", "rlpyt")
@@ -145,9 +151,7 @@ class Evaluator:
     discount: float
     max_T: int
     capacity: int
-    _null_action: PyTree
-    _action_space: Any
-    _agent_state_spec: PyTree
+    _stepper: EnvStepper
     _quota: tuple[int, ...]  # "first_per_env": episodes wanted from each env
 
     def run(self, key: jax.Array, agent_params: PyTree) -> TrajInfo:
@@ -173,7 +177,7 @@ class Evaluator:
 
     def run_with_stats(self, key: jax.Array, agent_params: PyTree) -> tuple[TrajInfo, EvalStats]:
         """:meth:`run` plus :class:`EvalStats` (steps taken, budget exhausted)."""
-        _check_key(key)
+        check_key(key)
         B, N = self.n_envs, self.capacity
         ranks = jnp.arange(B, dtype=jnp.int32)
         envs = jax.vmap(self._init_env, in_axes=(None, 0))(key, ranks)
@@ -225,66 +229,27 @@ class Evaluator:
 
     # ------------------------------------------------------------ internals
     def _init_env(self, key: jax.Array, rank: jax.Array) -> _EnvState:
-        k_reset, k_run = jax.random.split(jax.random.fold_in(key, rank))
-        obs, env_state = self.env.reset(k_reset, self.env_params)
+        k_reset, k_run = K.eval_env_keys(key, rank)
         return _EnvState(
-            env_state=env_state,
-            observation=obs,
-            prev_action=self._null_action,
-            prev_reward=jnp.zeros((), jnp.float32),
-            agent_state=self._initial_agent_state(rank),
+            **self._stepper.start(k_reset, rank),
             traj=TrajAccumulator.zeros(),
             key=k_run,
-            env_rank=rank,
             n_done=jnp.zeros((), jnp.int32),
-        )
-
-    def _initial_agent_state(self, rank: jax.Array) -> PyTree:
-        """``agent.initial_state(rank)`` with fixed dtypes (no weak types in the carry)."""
-        return jax.tree.map(
-            lambda x, spec: jnp.asarray(x, spec.dtype),
-            self.agent.initial_state(rank),
-            self._agent_state_spec,
         )
 
     def _env_step(
         self, s: _EnvState, agent_params: PyTree, t: jax.Array
     ) -> tuple[_EnvState, jax.Array, TrajInfo]:
-        """Step ``t`` of one env (unbatched): the agent acts, the env steps, resets on done.
+        """Step ``t`` of one env (unbatched): the core per-env step, and the
+        trajectory's accounting.
 
         Returns the next state, ``done`` (bool scalar) and the TrajInfo of the
         step (the trajectory's totals where ``done``).
         """
-        i = 2 * t.astype(jnp.uint32)
-        k_agent = jax.random.fold_in(s.key, i)
-        k_env = jax.random.fold_in(s.key, i + 1)
-        inputs = AgentInputs(s.observation, s.prev_action, s.prev_reward)
-        agent_step, agent_state = act_checked(
-            self.agent,
-            agent_params,
-            inputs,
-            s.agent_state,
-            k_agent,
-            null_action=self._null_action,
-            state_spec=self._agent_state_spec,
-            space=self._action_space,
-        )
-        action = agent_step.action
-        obs, env_state, reward, terminated, truncated, _ = self.env.step(
-            k_env, s.env_state, action, self.env_params
-        )
-        reward = jnp.asarray(reward, jnp.float32)
-        done = jnp.asarray(terminated, bool) | jnp.asarray(truncated, bool)
-        moved = s.traj.add(reward, self.discount)
-        new = s.replace(
-            env_state=env_state,
-            observation=obs,
-            prev_action=_tree_where(done, self._null_action, action),
-            prev_reward=jnp.where(done, jnp.float32(0), reward),
-            agent_state=_tree_where(done, self._initial_agent_state(s.env_rank), agent_state),
-            traj=_tree_where(done, TrajAccumulator.zeros(), moved),
-        )
-        return new, done, moved.info(done)
+        k_agent, k_env = K.eval_step_keys(s.key, t)
+        new, tr = self._stepper.step(s, self._stepper.agent_act(agent_params), k_agent, k_env)
+        traj, info = track(s.traj, tr.reward, tr.done, self.discount)
+        return new.replace(traj=traj), tr.done, info
 
 
 def _scatter(out: TrajInfo, slot: jax.Array, values: TrajInfo) -> TrajInfo:
@@ -339,67 +304,24 @@ def make_evaluator(
       TypeError, ValueError: naming the offending argument, for bad arguments
       or an agent whose action does not fit the action space.
     """
-    n_envs = _check_int("n_envs", n_envs, 1)
-    max_steps = _check_int("max_steps", max_steps, n_envs)
+    n_envs = check_int("n_envs", n_envs, 1)
+    max_steps = check_int("max_steps", max_steps, n_envs)
     if max_steps > _MAX_STEPS_LIMIT:
         raise ValueError(f"max_steps must be <= {_MAX_STEPS_LIMIT}, got {max_steps}")
     if max_trajectories is not None:
-        max_trajectories = _check_int("max_trajectories", max_trajectories, 1)
+        max_trajectories = check_int("max_trajectories", max_trajectories, 1)
     if mode not in EVAL_MODES:
         raise ValueError(f"mode must be one of {EVAL_MODES}, got {mode!r}")
-    if isinstance(discount, bool) or not isinstance(discount, (int, float)):
-        raise TypeError(f"discount must be a float, got {discount!r}")
-    if not 0.0 <= discount <= 1.0:
-        raise ValueError(f"discount must be in [0, 1], got {discount}")
-    for name in ("step", "reset", "action_space"):
-        if not callable(getattr(env, name, None)):
-            raise TypeError(f"env must be a gymnax environment with {name}(...)")
+    discount = check_discount(discount)
+    check_env(env)
     if not callable(getattr(agent, "as_eval", None)):
         raise TypeError("agent must have a method as_eval() giving its greedy behaviour")
     eval_agent = agent.as_eval()
-    for name in ("initial_state", "step"):
-        if not callable(getattr(eval_agent, name, None)):
-            raise TypeError(
-                f"agent.as_eval() must have a method {name}(...), see jaxsample.agents.Agent"
-            )
+    check_agent(eval_agent, ("initial_state", "step"), what="agent.as_eval()")
 
     max_T = max_steps // n_envs
-    space = env.action_space(env_params)
-    key = jax.random.key(0)
-    obs_spec, env_state_spec = jax.eval_shape(env.reset, key, env_params)
-    act_spec = action_spec(space)
-    step_spec = jax.eval_shape(env.step, key, env_state_spec, act_spec, env_params)
-    if not (isinstance(step_spec, tuple) and len(step_spec) == 6):
-        raise TypeError(
-            "env.step must return (obs, state, reward, terminated, truncated, info) "
-            "as gymnax >= 1.0 does"
-        )
-    for i, name in ((2, "reward"), (3, "terminated"), (4, "truncated")):
-        if step_spec[i].shape != ():
-            raise ValueError(f"env.step's {name} must be a scalar, got shape {step_spec[i].shape}")
-    _check_same(
-        "env.step observation",
-        obs_spec,
-        step_spec[0],
-        "env.step must return observations like env.reset's.",
-    )
-
-    if agent_params is None and callable(getattr(eval_agent, "init", None)):
-        agent_params = jax.eval_shape(eval_agent.init, key, obs_spec)
-    agent_state_spec = jax.eval_shape(eval_agent.initial_state, jnp.zeros((), jnp.int32))
-    inputs = AgentInputs(obs_spec, act_spec, jax.ShapeDtypeStruct((), jnp.float32))
-    agent_step, next_state = jax.eval_shape(
-        eval_agent.step, agent_params, inputs, agent_state_spec, key
-    )
-    _check_same(
-        "agent action", act_spec, agent_step.action, f"The action must fit the env's {space}."
-    )
-    _check_same(
-        "agent state",
-        agent_state_spec,
-        next_state,
-        "agent.step must return a state with the structure of agent.initial_state.",
-    )
+    env_s = env_spec(env, env_params, same_observation=True)
+    agent_s = agent_spec(eval_agent, agent_params, env_s.observation, env_s.action_space)
 
     most = n_envs * max_T  # at most one trajectory per env per step
     if max_trajectories is None:
@@ -417,11 +339,9 @@ def make_evaluator(
         max_steps=max_steps,
         max_trajectories=max_trajectories,
         mode=mode,
-        discount=float(discount),
+        discount=discount,
         max_T=max_T,
         capacity=capacity,
-        _null_action=null_action(space),
-        _action_space=space,
-        _agent_state_spec=agent_state_spec,
+        _stepper=EnvStepper(env, env_params, eval_agent, env_s, agent_s.state),
         _quota=quota,
     )

@@ -58,9 +58,10 @@ class SparseFinalObservation:
     * ``next_observation``: ``[B, *obs]``, the observation after the last step
       (``observation[T]`` if the batch were one step longer);
     * ``slots``: ``[B, K, *obs]``, the final observations of env ``b``'s
-      truncated steps in the batch, in time order (K is an upper bound on the
-      number of truncations of one env in one batch, derived from the env's
-      time limit).
+      truncated steps in the batch, in time order (K bounds the truncations of
+      one env in one batch: ``ceil(T / time limit)`` where the time limit is
+      known for sure, else ``T``; see
+      :func:`jaxsample.core.specs.truncation_bound`).
     """
 
     next_observation: PyTree

@@ -9,8 +9,8 @@ from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
 
 import jaxsample as js
+from jaxsample.core.specs import truncation_bound
 from jaxsample.envs import VELOCITY_INDICES, MaskObservation, mask_velocity
-from jaxsample.sampler import truncation_bound
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 

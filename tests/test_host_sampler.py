@@ -763,10 +763,10 @@ def test_continuous_actions_reach_the_env():
 def test_packed_record_round_trip():
     """The per-step record (action, agent_info, stored state) travels bit-packed
     in one uint32 buffer; every dtype comes back exactly."""
-    from jaxsample.host.sampler import _pack, _Record, _unpack
+    from jaxsample.host.device import Record, pack, unpack
 
     rng = np.random.default_rng(0)
-    record = _Record(
+    record = Record(
         action=rng.integers(-5, 5, (B, 2)).astype(np.int32),
         agent_info={
             "flag": rng.random((B,)) > 0.5,
@@ -779,10 +779,10 @@ def test_packed_record_round_trip():
         agent_state=(rng.integers(-(2**15), 2**15, (B, 1)).astype(np.int16),),
     )
     spec = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), record)
-    packed = jax.jit(_pack)(record)
+    packed = jax.jit(pack)(record)
     assert packed.dtype == jnp.uint32 and packed.shape == (B, 2 + 1 + 3 + 1 + 2 + 1 + 1 + 1)
     stacked = jnp.stack([packed, packed])  # [T=2, B, K]
-    back = jax.jit(lambda p: _unpack(p, spec))(stacked)
+    back = jax.jit(lambda p: unpack(p, spec))(stacked)
     for x, y in zip(jax.tree.leaves(record), jax.tree.leaves(back), strict=True):
         assert y.dtype == x.dtype and y.shape == (2, *x.shape)
         np.testing.assert_array_equal(np.asarray(y[1]), x)

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsample as js
-from jaxsample.sampler import EPOCH, _EpochKeys, _step_key
+from jaxsample.core.keys import EPOCH, EpochKeys, step_key
 
 
 def _samplers(T: int, B: int = 3):
@@ -56,14 +56,14 @@ def test_a_new_epoch_uses_new_keys() -> None:
     """Step EPOCH uses the next epoch key, not the key of step 0 again."""
     k = jax.random.key(3)
     nxt = jax.random.split(k)[0]
-    keys = _EpochKeys(key=k, next_key=nxt, step=jnp.uint32(EPOCH - 1))
+    keys = EpochKeys(key=k, next_key=nxt, step=jnp.uint32(EPOCH - 1))
 
     def data(key: jax.Array) -> np.ndarray:
         return np.asarray(jax.random.key_data(key))
 
     for stream in (0, 1, 2):
-        last = _step_key(keys, jnp.int32(0), stream)
-        first_of_next = _step_key(keys, jnp.int32(1), stream)
+        last = step_key(keys, jnp.int32(0), stream)
+        first_of_next = step_key(keys, jnp.int32(1), stream)
         np.testing.assert_array_equal(
             data(last), data(jax.random.fold_in(k, np.uint32(3 * (EPOCH - 1) + stream)))
         )

@@ -93,7 +93,7 @@ class _Traj:
         }
 
 
-EPOCH = 2**30  # steps per key epoch (jaxsample/sampler.py docstring)
+EPOCH = 2**30  # steps per key epoch (jaxsample/core/keys.py docstring)
 
 
 class RefEnv:

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from gymnax.environments.classic_control.cartpole import EnvState
+from gymnax.environments.classic_control.cartpole import CartPole, EnvState
 
 import jaxsample as js
 
@@ -250,6 +250,52 @@ def test_sparse_store_equals_dense_store():
         np.testing.assert_array_equal(fs[keep], fd[keep])
         assert np.all(fs[~keep] == 0)
         assert isinstance(env_s.final_store, js.SparseFinalObservation)
+
+
+class FastClockCartPole(CartPole):
+    """CartPole whose ``state.time`` advances 3 per step: it truncates every
+    ``limit / 3`` steps, 3x more often than gymnax's time limit suggests."""
+
+    def step_env(self, key, state, action, params):
+        obs, state, reward, terminated, info = super().step_env(key, state, action, params)
+        return obs, state.replace(time=state.time + 2), reward, terminated, info
+
+
+@pytest.mark.parametrize("store", ["sparse", "dense"])
+def test_final_observations_exact_for_an_env_that_truncates_more_often(store):
+    """A custom env may truncate more often than its time limit says: the sparse
+    store must not drop any final observation. Checked against a plain loop
+    re-stepping the env with the batch's actions and the documented env keys."""
+    env = FastClockCartPole()
+    env_params = env.default_params.replace(max_steps_in_episode=12)  # truncates every 4
+    T, B, key = 32, 3, jax.random.key(5)
+    assert js.sampler.truncation_bound(env, env_params, T) == T  # not ceil(32 / 12) = 3
+    agent = js.agents.RandomAgent(env.action_space(env_params))
+    sampler = js.make_sampler(env, env_params, agent, js.BatchSpec(T, B), final_observation=store)
+    state, collect, batches = sampler.init(key, ()), jax.jit(sampler.collect), []
+    for _ in range(2):
+        state, batch = collect(state, ())
+        batches.append(batch)
+    get = functools.partial(concat, batches)
+    obs, action = get(lambda b: b.samples.env.observation), get(lambda b: b.samples.agent.action)
+    final = get(lambda b: b.samples.env.final_observation)
+    term, trunc = get(lambda b: b.samples.env.terminated), get(lambda b: b.samples.env.truncated)
+    per_batch = trunc.reshape(2, T, B).sum(axis=1)
+    assert per_batch.max() > 3  # more than the time-limit bound would have kept
+    step = jax.jit(env.step)
+    for b in range(B):
+        k_reset, _, k_run = jax.random.split(jax.random.fold_in(key, b), 3)
+        o, s = env.reset(k_reset, env_params)
+        for n in range(2 * T):
+            np.testing.assert_allclose(obs[n, b], o, rtol=1e-6, atol=1e-6)
+            o, s, _, te, tr, info = step(
+                jax.random.fold_in(k_run, 3 * n + 1), s, action[n, b], env_params
+            )
+            assert (term[n, b], trunc[n, b]) == (bool(te), bool(tr))
+            want = np.asarray(info["final_observation"])
+            if store == "sparse" and te and not tr:
+                want = np.zeros_like(want)  # terminated steps: zeros in the sparse store
+            np.testing.assert_allclose(final[n, b], want, rtol=1e-6, atol=1e-6)
 
 
 def test_bootstrap_value_is_the_value_of_the_next_inputs():

@@ -8,12 +8,11 @@ positions and angles (a recurrent agent); a feedforward one cannot.
 A wrapper here is a gymnax :class:`~gymnax.environments.environment.Environment`
 subclass that delegates ``step_env`` / ``reset_env`` to the inner environment and
 masks the observations they return. It inherits gymnax's ``step`` (auto-reset,
-``terminated`` / ``truncated`` / ``final_observation`` info) and, when the inner
-environment uses gymnax's time limit, gymnax's ``is_truncated`` too, so
-jaxsample's sampler still bounds the truncations per batch from
-``env_params.max_steps_in_episode`` (see
-:func:`jaxsample.sampler.truncation_bound`). The env state and the env params
-are the inner environment's, unchanged.
+``terminated`` / ``truncated`` / ``final_observation`` info) and delegates
+``is_truncated`` to the inner environment. The env state and the env params are
+the inner environment's, unchanged; the samplers look through a wrapper to the
+inner env when they bound the truncations per batch (see
+:func:`jaxsample.core.specs.known_time_limit`).
 """
 
 from __future__ import annotations
@@ -60,16 +59,9 @@ class MaskObservation(Environment):
     The dynamics, rewards, termination, time limit, env state and env params are
     the inner env's; only what the agent sees changes (``reset`` and ``step``
     observations and ``info["final_observation"]``). ``observation_space`` is the
-    inner ``Box`` restricted to the kept entries. If the inner env overrides
-    ``is_truncated``, the wrapper delegates to it (then the sampler cannot assume
-    gymnax's time limit and reserves room for a truncation at every step).
+    inner ``Box`` restricted to the kept entries. ``is_truncated`` is the inner
+    env's (gymnax's time limit, or the inner env's own).
     """
-
-    def __new__(cls, env: Any, keep_indices: Sequence[int]) -> MaskObservation:
-        del keep_indices
-        if cls is MaskObservation and _overrides(env, "is_truncated"):
-            cls = _MaskObservationWithTruncation
-        return super().__new__(cls)
 
     def __init__(self, env: Any, keep_indices: Sequence[int]) -> None:
         super().__init__()
@@ -146,6 +138,10 @@ class MaskObservation(Environment):
     def is_terminated(self, state: Any, params: Any) -> jax.Array:
         return self.env.is_terminated(state, params)
 
+    def is_truncated(self, state: Any, params: Any) -> jax.Array:
+        """The inner env's time limit (gymnax's, or its own)."""
+        return self.env.is_truncated(state, params)
+
     def discount(self, state: Any, params: Any) -> jax.Array:
         return self.env.discount(state, params)
 
@@ -174,13 +170,6 @@ class MaskObservation(Environment):
 
     def state_space(self, params: Any) -> Any:
         return self.env.state_space(params)
-
-
-class _MaskObservationWithTruncation(MaskObservation):
-    """:class:`MaskObservation` of an env with its own ``is_truncated``."""
-
-    def is_truncated(self, state: Any, params: Any) -> jax.Array:
-        return self.env.is_truncated(state, params)
 
 
 def mask_velocity(env: Any) -> MaskObservation:

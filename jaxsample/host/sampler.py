@@ -3,11 +3,12 @@
 It drives a host (non-JAX) vector env — a ``gymnasium.vector.VectorEnv`` in any
 autoreset mode, or an envpool pool — with the same contract as
 :func:`jaxsample.make_sampler` and returns the same :class:`~jaxsample.Batch`
-layout (DESIGN.md's conventions: terminated/truncated, the true final
+layout (docs/design.md's conventions: terminated/truncated, the true final
 observation, prev_action/prev_reward, TrajInfo, reset modes ``"auto"``,
 ``"wait"`` and ``"episodic"``, decorrelation, ``bootstrap_value``).
 
-Where the work happens, per step of a batch:
+Where the work happens, per step of a batch (the device functions are in
+:mod:`jaxsample.host.device`):
 
 1. one call of a compiled function (jitted once, when the sampler is built,
    because a host loop must call a compiled agent step): the observation goes
@@ -26,17 +27,18 @@ Where the work happens, per step of a batch:
 
 After the ``T`` steps one more compiled call receives the host buffers (one
 transfer per batch) and computes ``done``, ``prev_action``/``prev_reward``,
-``TrajInfo``, the final-observation store and ``bootstrap_value`` — the same
-post-processing as the JAX sampler. (Writing each observation into a device
-buffer inside the step instead costs XLA:CPU ~25 us per step, more than sending
-the whole ``[T, B, *obs]`` buffer once.)
+``TrajInfo``, the final-observation store and ``bootstrap_value`` with the
+JAX sampler's own assembly (:func:`jaxsample.core.assemble.assemble`).
+(Writing each observation into a device buffer inside the step instead costs
+XLA:CPU ~25 us per step, more than sending the whole ``[T, B, *obs]`` buffer
+once.)
 
 ``collect`` is not jittable: it steps a stateful host env. ``init`` and
 ``collect`` return a :class:`HostSamplerState` that refers to the env; only the
 latest state of an env may be collected from (an older one raises), because the
 env has moved on.
 
-Randomness (the JAX sampler's schedule, DESIGN.md): for the env of global rank
+Randomness (the JAX sampler's schedule, docs/design.md): for the env of global rank
 ``r``, ``k_reset, k_decorrelate, k_run = split(fold_in(key, r), 3)``. The env's
 seed is 31 bits of ``k_reset`` (:func:`jaxsample.host.env_seeds`); the agent acts
 at the env's ``n``-th step with ``fold_in(k_epoch, 3 i)`` exactly as in the JAX
@@ -51,10 +53,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
-import math
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Unpack
 
 import jax
 import jax.numpy as jnp
@@ -62,32 +62,23 @@ import numpy as np
 from flax import struct
 
 from jaxsample._checks import check_key as _check_key
-from jaxsample.agents.base import Agent, action_spec, null_action
+from jaxsample.agents.base import Agent, action_spec
+from jaxsample.core.options import SamplerKwargs, SamplerOptions, check_options
+from jaxsample.core.specs import (
+    agent_spec,
+    final_slots,
+    step_examples,
+)
+from jaxsample.host.device import HostBatch, compile_device, make_device
 from jaxsample.host.envs import (
     EnvHandle,
     gymnax_space,
     observation_spec,
     require_gymnasium,
-    seed_of,
 )
 from jaxsample.host.envs import write_info as _write_info
-from jaxsample.sampler import EPOCH, act_checked, check_options, step_examples
 from jaxsample.traj_info import TrajAccumulator
-from jaxsample.types import (
-    AgentInputs,
-    AgentSamples,
-    Batch,
-    BatchSpec,
-    EnvSamples,
-    PyTree,
-    Samples,
-    SparseFinalObservation,
-    TrajInfo,
-)
-
-ResetMode = Literal["auto", "wait", "episodic"]
-RESET_MODES = ("auto", "wait", "episodic")
-FINAL_OBSERVATION_STORES = ("sparse", "dense")
+from jaxsample.types import Batch, BatchSpec, PyTree, Samples
 
 
 @struct.dataclass
@@ -121,129 +112,6 @@ class HostSamplerState:
     def env(self) -> Any:
         """The host vector env (e.g. to ``close()`` it)."""
         return self.handle.env
-
-
-class _Record(struct.PyTreeNode):
-    """What the agent computes at a step, as the batch stores it."""
-
-    action: PyTree
-    agent_info: PyTree
-    agent_state: PyTree  # () unless store_agent_state
-
-
-def _width(spec: Any) -> int:
-    """uint32 words one value of ``spec`` takes in the packed record."""
-    size = math.prod(spec.shape)
-    return 2 * size if jnp.dtype(spec.dtype).itemsize == 8 else size
-
-
-def _check_packable(spec: Any, what: str) -> None:
-    dtype = jnp.dtype(spec.dtype)
-    if dtype.kind not in "biuf" or dtype.itemsize not in (1, 2, 4, 8):
-        raise TypeError(f"the host sampler cannot store {what} of dtype {dtype}")
-
-
-def _pack(record: _Record) -> jax.Array:
-    """``[B, K]`` uint32: every leaf of a step's record, bit-cast (32-bit and
-    64-bit leaves) or widened (8- and 16-bit ones), side by side. One buffer
-    instead of one per leaf: each donated buffer costs the step's dispatch."""
-
-    def word(x: jax.Array) -> jax.Array:
-        B = x.shape[0]
-        itemsize = x.dtype.itemsize
-        if itemsize < 4:
-            x = x.astype(jnp.float32 if jnp.issubdtype(x.dtype, jnp.floating) else jnp.int32)
-        return jax.lax.bitcast_convert_type(x, jnp.uint32).reshape(B, -1)
-
-    return jnp.concatenate([word(x) for x in jax.tree.leaves(record)], axis=-1)
-
-
-def _unpack(packed: jax.Array, spec: _Record) -> _Record:
-    """The ``[T, B, ...]`` record from the packed ``[T, B, K]`` buffer."""
-    lead = packed.shape[:-1]
-    out, start = [], 0
-    for s in jax.tree.leaves(spec):
-        dtype, n = jnp.dtype(s.dtype), _width(s)
-        words = packed[..., start : start + n]
-        start += n
-        if dtype.itemsize == 8:
-            x = jax.lax.bitcast_convert_type(words.reshape(*lead, -1, 2), dtype)
-        elif dtype.itemsize == 4:
-            x = jax.lax.bitcast_convert_type(words, dtype)
-        else:
-            wide = jnp.float32 if jnp.issubdtype(dtype, jnp.floating) else jnp.int32
-            x = jax.lax.bitcast_convert_type(words, wide).astype(dtype)
-        out.append(x.reshape(*lead, *s.shape))
-    return jax.tree.unflatten(jax.tree.structure(spec), out)
-
-
-class _HostBatch(struct.PyTreeNode):
-    """The host-side buffers of one batch, transferred once by ``_finish``."""
-
-    observation: np.ndarray  # [T, B, *obs]
-    reward: np.ndarray  # [T, B] float32
-    terminated: np.ndarray  # [T, B] bool
-    truncated: np.ndarray  # [T, B] bool
-    valid: np.ndarray  # [T, B] bool
-    env_info: dict[str, np.ndarray]  # [T, B, ...]
-    final: np.ndarray  # dense: [T, B, *obs]; sparse: slots [B, K, *obs]
-    next_observation: np.ndarray  # [B, *obs]
-    last_reward: np.ndarray  # [B] float32, the last step's
-    last_done: np.ndarray  # [B] bool, the last step's
-    last_active: np.ndarray  # [B] bool: not idle at the last step
-
-
-class _EpochKeys(struct.PyTreeNode):
-    """One env's key material for a batch (as in the JAX sampler)."""
-
-    key: jax.Array
-    next_key: jax.Array
-    step: jax.Array  # uint32 scalar, < EPOCH
-
-
-def _epoch_position(keys: _EpochKeys, t: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Epoch key and index in it of the step ``t`` steps after the batch start."""
-    n = keys.step + jnp.asarray(t, jnp.uint32)
-    crossed = n >= EPOCH
-    data = jnp.where(crossed, jax.random.key_data(keys.next_key), jax.random.key_data(keys.key))
-    key = jax.random.wrap_key_data(data, impl=jax.random.key_impl(keys.key))
-    return key, jnp.where(crossed, n - EPOCH, n)
-
-
-def _epoch_keys(key: jax.Array, step: jax.Array) -> _EpochKeys:
-    """``[B]`` key material of a batch from the state's epoch keys and counts."""
-    return _EpochKeys(key=key, next_key=jax.vmap(lambda k: jax.random.split(k)[0])(key), step=step)
-
-
-def _agent_key(keys: _EpochKeys, t: jax.Array) -> jax.Array:
-    key, i = _epoch_position(keys, t)
-    return jax.random.fold_in(key, 3 * i)
-
-
-def _trajectories(
-    discount: float, acc: TrajAccumulator, reward: jax.Array, ended: jax.Array, valid: jax.Array
-) -> tuple[TrajAccumulator, TrajInfo]:
-    """TrajInfo of one env over ``[T]`` steps, from its accumulator (as the JAX
-    sampler computes it)."""
-
-    def step(acc: TrajAccumulator, x: tuple[jax.Array, ...]):
-        reward, ended, valid = x
-        moved = acc.add(reward, discount)
-        info = jax.tree.map(
-            lambda v: jnp.where(valid, v, jnp.zeros_like(v)), moved.info(completed=ended)
-        )
-        keep = jax.tree.map(lambda m, a: jnp.where(valid, m, a), moved, acc)
-        acc = jax.tree.map(lambda z, k: jnp.where(ended, z, k), TrajAccumulator.zeros(), keep)
-        return acc, info
-
-    return jax.lax.scan(step, acc, (reward, ended, valid))
-
-
-def _where_b(mask: jax.Array, x: PyTree, y: PyTree) -> PyTree:
-    """``where(mask[b], x[b], y[b])`` for ``[B]`` masks and ``[B, ...]`` leaves."""
-    return jax.tree.map(
-        lambda a, b: jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b), x, y
-    )
 
 
 def decorrelation_plan(
@@ -282,7 +150,7 @@ def _np_zeros(spec: Any, lead: tuple[int, ...]) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class HostSampler:
+class HostSampler(SamplerOptions):
     """A sampler of a host vector env; build it with :func:`make_host_sampler`.
 
     ``init`` and ``collect`` have the JAX sampler's signatures and return the
@@ -292,16 +160,6 @@ class HostSampler:
     :class:`~jaxsample.types.Samples` exactly as ``Sampler.examples`` does.
     """
 
-    agent: Agent
-    batch_spec: BatchSpec
-    reset_mode: ResetMode
-    max_decorrelation_steps: int
-    discount: float
-    bootstrap_value: bool
-    final_observation: str
-    store_agent_state: bool
-    env_ranks: tuple[int, ...]
-    global_B: int
     examples: Samples
     action_space: Any  # gymnax space of one env's action
     autoreset_mode: str  # the host env's: "NextStep", "SameStep" or "Disabled"
@@ -309,18 +167,15 @@ class HostSampler:
     _info_spec: dict[str, jax.ShapeDtypeStruct]
     _obs_spec: jax.ShapeDtypeStruct
     _act_spec: PyTree
-    _agent_state_spec: PyTree
-    _agent_info_spec: PyTree
     _slots: int  # K of the sparse final-observation store
-    _act: Any  # compiled per-step agent function
+    _zero_t: Any
+    # The device functions (jaxsample.host.device), each jitted once.
+    _act: Any  # per-step agent function
     _begin: Any
     _finish: Any
     _start: Any
     _decorrelation_traj: Any
     _fresh: Any
-    _zero_t: Any
-    _record_spec: _Record
-    _record_width: int
 
     # ------------------------------------------------------------------ init
     def init(self, key: jax.Array, agent_params: PyTree) -> HostSamplerState:
@@ -498,7 +353,7 @@ class HostSampler:
         next_observation = obs_buf[T]
         if not auto:  # an idle env holds the reset observation it reached
             next_observation[~active] = held[~active]
-        host = _HostBatch(
+        host = HostBatch(
             observation=obs_buf[:T],
             reward=reward,
             terminated=terminated,
@@ -593,243 +448,16 @@ class HostSampler:
                 "unlike a JAX one, cannot be rewound)"
             )
 
-    def _initial_states(self) -> PyTree:
-        """``agent.initial_state`` of each env's rank, ``[B, ...]``, dtypes fixed."""
-        ranks = jnp.asarray(self.env_ranks, jnp.int32)
-        return jax.tree.map(
-            lambda x, spec: jnp.asarray(x, spec.dtype),
-            jax.vmap(self.agent.initial_state)(ranks),
-            jax.tree.map(
-                lambda s: jax.ShapeDtypeStruct((ranks.shape[0], *s.shape), s.dtype),
-                self._agent_state_spec,
-            ),
-        )
-
-    # ------------------------------------- device functions (jitted once)
-    def _act_impl(
-        self,
-        carry: dict[str, PyTree],
-        packed: jax.Array,
-        agent_keys: jax.Array,
-        agent_params: PyTree,
-        obs: jax.Array,
-        reward_prev: jax.Array,
-        flags_prev: jax.Array,
-        last_action: jax.Array,
-    ) -> tuple[dict[str, PyTree], jax.Array, jax.Array]:
-        """Step ``t`` of the batch on the device, for the ``B`` envs.
-
-        From the previous step's reward and flags (``[B]``, from the host: bit 0
-        done, bit 1 active): the agent's inputs (``prev_action``/``prev_reward``
-        zeros after an episode end) and its state (initial after an episode
-        end); then the agent acts and the buffers are written at ``t``.
-        ``carry`` holds the agent state, the previous action and ``t``.
-        """
-        t = carry["t"]
-        done_prev = (flags_prev & 1).astype(bool)
-        if self.reset_mode == "auto":  # every env is active
-            go, reset, active = ~done_prev, done_prev, jnp.ones_like(done_prev)
-        else:
-            active_prev = (flags_prev & 2).astype(bool)
-            go = active_prev & ~done_prev  # the episode goes on
-            reset = active_prev & done_prev
-            active = go
-        agent_state = _where_b(reset, self._initial_states(), carry["agent_state"])
-        prev_action = _where_b(go, last_action, jnp.zeros_like(last_action))
-        prev_reward = jnp.where(go, reward_prev, jnp.zeros_like(reward_prev))
-        k_agent = jax.lax.dynamic_index_in_dim(agent_keys, t, 0, keepdims=False)
-        act = functools.partial(
-            act_checked,
-            self.agent,
-            null_action=null_action(self.action_space),
-            state_spec=self._agent_state_spec,
-            space=self.action_space,
-        )
-        inputs = AgentInputs(obs, prev_action, prev_reward)
-        step, new_state = jax.vmap(act, in_axes=(None, 0, 0, 0))(
-            agent_params, inputs, agent_state, k_agent
-        )
-        new_state = _where_b(active, new_state, agent_state)
-
-        record = _Record(
-            action=step.action,
-            agent_info=step.agent_info,
-            agent_state=agent_state if self.store_agent_state else (),
-        )
-        packed = jax.lax.dynamic_update_index_in_dim(packed, _pack(record), t, 0)
-        return {"agent_state": new_state, "t": t + 1}, packed, step.action
-
-    def _begin_impl(self, key: jax.Array, step: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """The zeroed packed record buffer ``[T, B, K]`` of a batch, and the
-        agent's keys ``[T, B]`` of its steps (the JAX sampler's schedule)."""
-        T, B = self.batch_spec
-        packed = jnp.zeros((T, B, self._record_width), jnp.uint32)
-        keys = _epoch_keys(key, step)
-        per_step = jax.vmap(_agent_key, in_axes=(0, None))
-        return packed, jax.vmap(per_step, in_axes=(None, 0))(keys, jnp.arange(T, dtype=jnp.uint32))
-
-    def _start_impl(self, key: jax.Array) -> dict[str, Any]:
-        """Per env, from ``fold_in(key, rank)``: the env's seed, the seed of its
-        decorrelation, the run key and the initial agent state."""
-
-        def one(rank: jax.Array) -> dict[str, Any]:
-            _, k_decorrelate, k_run = jax.random.split(jax.random.fold_in(key, rank), 3)
-            return {
-                "key": k_run,
-                "env_rank": rank,
-                "seed": seed_of(key, rank),
-                "decorrelation_seed": jax.random.bits(k_decorrelate, dtype=jnp.uint32),
-            }
-
-        out = jax.vmap(one)(jnp.asarray(self.env_ranks, jnp.int32))
-        out.update(self._fresh_impl())
-        out["step"] = jnp.zeros((self.batch_spec.B,), jnp.uint32)
-        return out
-
-    def _fresh_impl(self) -> dict[str, Any]:
-        """The agent states, trajectory accumulators and previous action and
-        reward of new episodes, ``[B, ...]``."""
-        B = self.batch_spec.B
-        traj = jax.vmap(lambda _: TrajAccumulator.zeros())(jnp.arange(B))
-        return {
-            "agent_state": self._initial_states(),
-            "traj": traj,
-            "prev_action": jnp.zeros((B, *self._act_spec.shape), self._act_spec.dtype),
-            "prev_reward": jnp.zeros((B,), jnp.float32),
-        }
-
-    def _decorrelation_traj_impl(
-        self,
-        traj: TrajAccumulator,
-        reward: jax.Array,
-        ended: jax.Array,
-        valid: jax.Array,
-        last_action: jax.Array,
-    ) -> tuple[TrajAccumulator, jax.Array, jax.Array]:
-        """The accumulators after the decorrelation steps (inputs ``[n, B]``),
-        and ``prev_action``/``prev_reward`` after the last of them."""
-        run = jax.vmap(
-            functools.partial(_trajectories, self.discount), in_axes=(0, 1, 1, 1), out_axes=(0, 1)
-        )
-        go = ~ended[-1]
-        prev_action = _where_b(go, last_action, jnp.zeros_like(last_action))
-        prev_reward = jnp.where(go, reward[-1], jnp.zeros_like(reward[-1]))
-        return run(traj, reward, ended, valid)[0], prev_action, prev_reward
-
-    def _finish_impl(
-        self,
-        packed: jax.Array,
-        last_action: jax.Array,
-        host: _HostBatch,
-        key: jax.Array,
-        step: jax.Array,
-        traj: TrajAccumulator,
-        carry: dict[str, PyTree],
-        initial_state: PyTree,
-        start_prev_action: jax.Array,
-        start_prev_reward: jax.Array,
-        agent_params: PyTree,
-    ) -> dict[str, Any]:
-        """The batch from the buffers: ``done``, ``prev_*``, ``TrajInfo``, the
-        final-observation store and ``bootstrap_value``; the state's device part."""
-        T, _ = self.batch_spec
-        valid = host.valid
-        ended = host.terminated | host.truncated
-        done = ended | ~valid
-        run = jax.vmap(
-            functools.partial(_trajectories, self.discount), in_axes=(0, 1, 1, 1), out_axes=(0, 1)
-        )
-        traj, traj_infos = run(traj, host.reward, ended, valid)
-
-        def on_valid(x: jax.Array) -> jax.Array:
-            mask = valid.reshape(valid.shape + (1,) * (x.ndim - 2))
-            return jnp.where(mask, x, jnp.zeros_like(x))
-
-        record = _unpack(packed, self._record_spec)
-        action = jax.tree.map(on_valid, record.action)
-        agent_info = jax.tree.map(on_valid, record.agent_info)
-        stored_state = (
-            jax.tree.map(on_valid, record.agent_state) if self.store_agent_state else None
-        )
-
-        def previous(first: jax.Array, x: jax.Array) -> jax.Array:
-            """``x[t - 1]``, zeros after an episode end, ``first`` at ``t = 0``."""
-            cond = done[:-1].reshape(done[:-1].shape + (1,) * (x.ndim - 2))
-            shifted = jnp.where(cond, jnp.zeros_like(x[:-1]), x[:-1])
-            return jnp.concatenate([jnp.asarray(first, x.dtype)[None], shifted], axis=0)
-
-        prev_action = jax.tree.map(previous, start_prev_action, action)
-        prev_reward = previous(start_prev_reward, host.reward)
-        if self.final_observation == "sparse":
-            final_store = SparseFinalObservation(
-                next_observation=host.next_observation, slots=host.final
-            )
-        else:
-            final_store = host.final
-        # The inputs after the last step, as the next step would see them.
-        go = host.last_active & ~host.last_done
-        reset = host.last_active & host.last_done
-        agent_state = _where_b(reset, self._initial_states(), carry["agent_state"])
-        end_prev_action = _where_b(go, last_action, jnp.zeros_like(last_action))
-        end_prev_reward = jnp.where(go, host.last_reward, jnp.zeros_like(host.last_reward))
-        bootstrap = None
-        if self.bootstrap_value:
-            inputs = AgentInputs(host.next_observation, end_prev_action, end_prev_reward)
-            bootstrap = jax.vmap(self.agent.value, in_axes=(None, 0, 0))(
-                agent_params, inputs, agent_state
-            )
-            bootstrap = jnp.asarray(bootstrap, jnp.float32)
-        key, step = jax.vmap(_epoch_position, in_axes=(0, None))(
-            _epoch_keys(key, step), jnp.uint32(T)
-        )
-        samples = Samples(
-            env=EnvSamples(
-                observation=host.observation,
-                reward=host.reward,
-                prev_reward=prev_reward,
-                terminated=host.terminated,
-                truncated=host.truncated,
-                done=done,
-                env_info=host.env_info,
-                final_store=final_store,
-            ),
-            agent=AgentSamples(
-                action=action,
-                prev_action=prev_action,
-                agent_info=agent_info,
-                initial_state=initial_state,
-                state=stored_state,
-            ),
-            valid=valid,
-            bootstrap_value=bootstrap,
-        )
-        return {
-            "batch": Batch(samples=samples, traj_infos=traj_infos),
-            "agent_state": agent_state,
-            "prev_action": end_prev_action,
-            "prev_reward": end_prev_reward,
-            "traj": traj,
-            "key": key,
-            "step": step,
-        }
-
 
 def make_host_sampler(
     env: Any,
     agent: Agent,
     batch_spec: BatchSpec,
     *,
-    max_decorrelation_steps: int = 0,
-    reset_mode: ResetMode = "auto",
-    discount: float = 0.99,
-    bootstrap_value: bool = False,
-    final_observation: Literal["sparse", "dense"] = "sparse",
-    store_agent_state: bool = False,
-    env_ranks: Sequence[int] | None = None,
-    global_B: int | None = None,
     agent_params: PyTree = None,
     autoreset_mode: Any = None,
     info_spec: Mapping[str, Any] | None = None,
+    **options: Unpack[SamplerKwargs],
 ) -> HostSampler:
     """Build a sampler of ``batch_spec.T`` steps of the ``batch_spec.B`` envs of a
     host vector env, with :func:`jaxsample.make_sampler`'s contract.
@@ -847,7 +475,11 @@ def make_host_sampler(
       agent: an :class:`~jaxsample.agents.Agent` for the gymnax form of the
         env's action space (:func:`jaxsample.host.gymnax_space`).
       batch_spec: ``BatchSpec(T, B)``.
-      max_decorrelation_steps: as in ``make_sampler``: env ``b`` takes its own
+      agent_params: as in ``make_sampler``.
+      options: the options of ``make_sampler``
+        (:class:`~jaxsample.core.options.SamplerKwargs`, same defaults), with
+        these host specifics:
+      max_decorrelation_steps: env ``b`` takes its own
         number ``n_b`` in ``1..max`` of uniformly random actions from a fresh
         reset before the first batch. A vector env steps all its envs together,
         so env ``b`` first runs ``max - n_b`` steps of the null action that are
@@ -856,11 +488,10 @@ def make_host_sampler(
         mode an idle env is still stepped (with the null action; outputs
         dropped), so it is reset again when the next batch starts; in
         ``"episodic"`` mode every batch starts with ``reset()`` of all envs.
-      discount, bootstrap_value, final_observation, store_agent_state, env_ranks,
-      global_B, agent_params: as in ``make_sampler``. With the sparse
-        final-observation store the number of truncations per env per batch is
-        bounded from the env's time limit when it can be read (else ``T``); an
-        env that truncates more often raises (use ``"dense"``).
+      final_observation: with the sparse store the number of truncations per
+        env per batch is bounded from the env's time limit when it can be read
+        (else ``T``); an env that truncates more often raises a clear error
+        (use ``"dense"``).
       autoreset_mode: overrides ``env.metadata["autoreset_mode"]`` (default
         there: gymnasium's NextStep).
       info_spec: entries of the vector env's ``info`` to record in
@@ -874,19 +505,10 @@ def make_host_sampler(
         fit the action space, or whose state changes structure.
     """
     require_gymnasium()
-    batch_spec, max_decorrelation_steps, env_ranks, global_B = check_options(
-        agent,
-        batch_spec,
-        max_decorrelation_steps=max_decorrelation_steps,
-        reset_mode=reset_mode,
-        discount=discount,
-        bootstrap_value=bootstrap_value,
-        store_agent_state=store_agent_state,
-        final_observation=final_observation,
-        env_ranks=env_ranks,
-        global_B=global_B,
-    )
-    T, B = batch_spec
+    options = check_options(agent, batch_spec, **options)
+    T, B = options["batch_spec"]
+    reset_mode, bootstrap_value = options["reset_mode"], options["bootstrap_value"]
+    store_agent_state = options["store_agent_state"]
     specs: dict[str, jax.ShapeDtypeStruct] = {}
     if info_spec is not None:
         if not isinstance(info_spec, Mapping):
@@ -907,40 +529,11 @@ def make_host_sampler(
     space = gymnax_space(handle.action_space)
     obs_spec = observation_spec(handle.observation_space)
     act_spec = action_spec(space)
-    key = jax.random.key(0)
-    if agent_params is None and callable(getattr(agent, "init", None)):
-        agent_params = jax.eval_shape(agent.init, key, obs_spec)
-    agent_state_spec = jax.eval_shape(agent.initial_state, jnp.zeros((), jnp.int32))
-    inputs = AgentInputs(obs_spec, act_spec, jax.ShapeDtypeStruct((), jnp.float32))
-    check = functools.partial(
-        act_checked,
-        agent,
-        null_action=null_action(space),
-        state_spec=agent_state_spec,
-        space=space,
-    )
-    agent_step, _ = jax.eval_shape(check, agent_params, inputs, agent_state_spec, key)
-    if bootstrap_value:
-        value_spec = jax.eval_shape(agent.value, agent_params, inputs, agent_state_spec)
-        if value_spec.shape != ():
-            raise ValueError(f"agent.value must return a scalar, got shape {value_spec.shape}")
-    agent_info_spec = jax.tree.map(
-        lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), agent_step.agent_info
-    )
+    agent_s = agent_spec(agent, agent_params, obs_spec, space, value=bootstrap_value)
+    agent_state_spec, agent_info_spec = agent_s.state, agent_s.info
 
-    record_spec = _Record(
-        action=act_spec,
-        agent_info=agent_info_spec,
-        agent_state=agent_state_spec if store_agent_state else (),
-    )
-    for path, spec in jax.tree_util.tree_flatten_with_path(record_spec)[0]:
-        _check_packable(spec, jax.tree_util.keystr(path))
-    if reset_mode != "auto":
-        slots = 1
-    elif handle.time_limit is not None:
-        slots = max(1, min(T, -(-T // handle.time_limit)))
-    else:
-        slots = T
+    device = make_device(options, space, act_spec, agent_state_spec, agent_info_spec)
+    slots = final_slots(reset_mode, T, handle.time_limit)
     examples = step_examples(
         obs_spec,
         act_spec,
@@ -951,16 +544,7 @@ def make_host_sampler(
         bootstrap_value=bootstrap_value,
     )
     sampler = HostSampler(
-        agent=agent,
-        batch_spec=batch_spec,
-        reset_mode=reset_mode,
-        max_decorrelation_steps=max_decorrelation_steps,
-        discount=float(discount),
-        bootstrap_value=bootstrap_value,
-        final_observation=final_observation,
-        store_agent_state=store_agent_state,
-        env_ranks=env_ranks,
-        global_B=global_B,
+        **options,
         examples=examples,
         action_space=space,
         autoreset_mode=handle.mode,
@@ -968,29 +552,8 @@ def make_host_sampler(
         _info_spec=specs,
         _obs_spec=obs_spec,
         _act_spec=act_spec,
-        _agent_state_spec=agent_state_spec,
-        _agent_info_spec=agent_info_spec,
         _slots=slots,
-        _act=None,
-        _begin=None,
-        _finish=None,
-        _start=None,
-        _decorrelation_traj=None,
-        _fresh=None,
         _zero_t=jnp.zeros((), jnp.int32),
-        _record_spec=record_spec,
-        _record_width=sum(_width(x) for x in jax.tree.leaves(record_spec)),
+        **compile_device(device),
     )
-    # The host loop must call compiled device code: each function is jitted
-    # once here (compiled on first use) and never retraced for new params.
-    compiled = {
-        "_act": jax.jit(sampler._act_impl, donate_argnums=1),
-        "_begin": jax.jit(sampler._begin_impl),
-        "_finish": jax.jit(sampler._finish_impl),
-        "_start": jax.jit(sampler._start_impl),
-        "_decorrelation_traj": jax.jit(sampler._decorrelation_traj_impl),
-        "_fresh": jax.jit(sampler._fresh_impl),
-    }
-    for name, fn in compiled.items():
-        object.__setattr__(sampler, name, fn)
     return sampler

@@ -1,0 +1,315 @@
+"""The JAX sampler: :class:`Sampler` (``init``, ``collect``, ``examples``) and
+:class:`SamplerState`; build one with :func:`jaxsample.make_sampler`.
+
+One ``collect`` call is one XLA program: the per-env step
+(:class:`~jaxsample.core.step.EnvStepper`, unbatched) is vmapped over ``B``
+environments and scanned over ``T`` steps. What makes it fast:
+
+* the scanned body holds only what the env and the agent output
+  (:class:`_StepOut`); ``done``, ``prev_action``/``prev_reward`` and TrajInfo
+  are computed after the scan over whole ``[T, B]`` arrays
+  (:func:`jaxsample.core.assemble.assemble`);
+* the sparse final-observation store recomputes the true final observations
+  inside a ``lax.cond`` only at steps where some env truncates;
+* two ``fold_in`` per step key (:mod:`jaxsample.core.keys`, which documents
+  the key schedule);
+* strong dtypes in the carry, so a second ``collect`` does not retrace.
+
+The sparse store holds ``K`` slots per env: ``ceil(T / limit)`` only for an env
+whose time limit is known for sure, else ``T``
+(:func:`jaxsample.core.specs.truncation_bound`), so it is exact for any env.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxsample._checks import check_key
+from jaxsample.core import keys as K
+from jaxsample.core.assemble import assemble, bootstrap_values, final_store
+from jaxsample.core.options import SamplerOptions
+from jaxsample.core.specs import recorded_info
+from jaxsample.core.step import EnvStepper, hold_idle, track, tree_where
+from jaxsample.traj_info import TrajAccumulator
+from jaxsample.types import AgentInputs, Batch, PyTree, Samples
+
+
+@struct.dataclass
+class SamplerState:
+    """Everything that carries over between ``collect`` calls; leaves ``[B, ...]``.
+
+    Attributes:
+      env_state: the gymnax env states.
+      observation: ``[B, *obs]`` what the agent sees next.
+      prev_action: ``[B, *act]`` the agent's previous action (null after a reset).
+      prev_reward: ``[B]`` float32.
+      agent_state: the agent's recurrent state.
+      key: ``[B]`` per-env key of the current epoch of steps.
+      step: ``[B]`` uint32, steps taken in the current epoch (``< EPOCH``).
+      traj: per-env :class:`~jaxsample.traj_info.TrajAccumulator`.
+      idle: ``[B]`` bool, the env finished its episode in this batch and waits
+        (``"wait"``/``"episodic"`` modes only).
+      env_rank: ``[B]`` int32 global rank of each env.
+    """
+
+    env_state: PyTree
+    observation: PyTree
+    prev_action: PyTree
+    prev_reward: jax.Array
+    agent_state: PyTree
+    key: jax.Array
+    step: jax.Array
+    traj: TrajAccumulator
+    idle: jax.Array
+    env_rank: jax.Array
+
+
+class _StepOut(struct.PyTreeNode):
+    """What one step of one env writes inside the scan (before stacking).
+
+    Only what the env and the agent produce; fields that follow from these
+    (``done``, ``prev_action``, ``prev_reward``, TrajInfo) are computed after the
+    scan over whole ``[T, B]`` arrays, which keeps the scanned body small.
+    """
+
+    observation: PyTree
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    env_info: PyTree
+    final_observation: PyTree  # () unless final_observation="dense"
+    action: PyTree
+    agent_info: PyTree
+    agent_state: PyTree  # () unless store_agent_state
+    valid: jax.Array  # () in "auto" mode, where every step is valid
+
+
+def check_state(state: Any, B: int) -> None:
+    """Raise unless ``state`` is a :class:`SamplerState` of ``B`` envs."""
+    if not isinstance(state, SamplerState):
+        raise TypeError(f"state must be the SamplerState from sampler.init, got {type(state)}")
+    if state.idle.shape != (B,):
+        raise ValueError(
+            f"state holds {state.idle.shape[0] if state.idle.ndim else 0} envs, "
+            f"but this sampler's BatchSpec has B={B}"
+        )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Sampler(SamplerOptions):
+    """A compiled-collection sampler; build it with :func:`jaxsample.make_sampler`.
+
+    ``init`` and ``collect`` are pure and jittable; ``examples`` describes one
+    step of :class:`~jaxsample.types.Samples` (leaves ``jax.ShapeDtypeStruct``, no
+    ``T``/``B`` axes, ``final_store`` holding one dense final observation) to
+    allocate replay buffers from. The options (``agent``, ``batch_spec``,
+    ``reset_mode``, ...) are :class:`~jaxsample.core.options.SamplerOptions`'.
+    """
+
+    env: Any
+    env_params: Any
+    examples: Samples
+    _stepper: EnvStepper
+    _slots: int  # K of the sparse final-observation store
+
+    # ----------------------------------------------------------------- init
+    def init(self, key: jax.Array, agent_params: PyTree) -> SamplerState:
+        """Start ``B`` envs (and decorrelate them); pure and jittable.
+
+        Args:
+          key: a ``jax.random.key``.
+          agent_params: the agent's parameters (only their structure is used
+            here; the agent does not act during decorrelation).
+
+        Returns:
+          The :class:`SamplerState` to pass to :meth:`collect`.
+        """
+        del agent_params  # decorrelation takes random actions, not the agent's
+        check_key(key)
+        return self.init_envs(key, jnp.asarray(self.env_ranks, jnp.int32))
+
+    def init_envs(self, key: jax.Array, env_ranks: jax.Array) -> SamplerState:
+        """:meth:`init` for the envs of global ranks ``env_ranks`` (int32 ``[n]``,
+        a traced array is fine): how a shard of a mesh starts its own envs."""
+        return jax.vmap(self._init_env, in_axes=(None, 0))(key, env_ranks)
+
+    def _init_env(self, key: jax.Array, rank: jax.Array) -> SamplerState:
+        k_reset, k_decorrelate, k_run = K.env_keys(key, rank)
+        state = SamplerState(
+            **self._stepper.start(k_reset, rank),
+            key=k_run,
+            step=jnp.zeros((), jnp.uint32),
+            traj=TrajAccumulator.zeros(),
+            idle=jnp.zeros((), bool),
+        )
+        if self.max_decorrelation_steps == 0:
+            return state
+        k_count, k_steps = K.decorrelation_keys(k_decorrelate)
+        n_steps = jax.random.randint(k_count, (), 1, self.max_decorrelation_steps + 1)
+        stepper = self._stepper
+
+        def random_step(i: jax.Array, s: SamplerState) -> SamplerState:
+            k_action, k_env = K.decorrelation_step_keys(k_steps, i)
+            moved, tr = stepper.step(s, stepper.random_act, k_action, k_env)
+            moved = moved.replace(traj=track(s.traj, tr.reward, tr.done, self.discount)[0])
+            return tree_where(i < n_steps, moved, s)
+
+        return jax.lax.fori_loop(0, self.max_decorrelation_steps, random_step, state)
+
+    # -------------------------------------------------------------- collect
+    def collect(self, state: SamplerState, agent_params: PyTree) -> tuple[SamplerState, Batch]:
+        """Collect one ``[T, B]`` batch; pure and jittable (donate ``state``).
+
+        Args:
+          state: from :meth:`init` or the previous ``collect``.
+          agent_params: the agent's parameters for this batch.
+
+        Returns:
+          ``(state, batch)``: the state to continue from, and a
+          :class:`~jaxsample.types.Batch` whose arrays are ``[T, B, ...]``.
+        """
+        T, B = self.batch_spec
+        check_state(state, B)
+        state, keys = jax.vmap(self._start_batch)(state)
+        slots = jax.tree.map(
+            lambda o: jnp.zeros((B, self._slots, *o.shape[1:]), o.dtype), state.observation
+        )
+        n_truncated = jnp.zeros((B,), jnp.int32)
+        step = jax.vmap(self._env_step, in_axes=(0, 0, None, None))
+
+        def body(carry, t):
+            state, slots, n_truncated = carry
+            new_state, out = step(state, keys, agent_params, t)
+            if self.final_observation == "sparse":
+                slots, n_truncated = jax.lax.cond(
+                    jnp.any(out.truncated),
+                    self._store_truncated,
+                    lambda *a: a[:2],
+                    slots,
+                    n_truncated,
+                    out.truncated,
+                    keys,
+                    t,
+                    state.env_state,
+                    out.action,
+                )
+            return (new_state, slots, n_truncated), out
+
+        start = state
+        (state, slots, _), out = jax.lax.scan(
+            body, (state, slots, n_truncated), jnp.arange(T, dtype=jnp.int32)
+        )
+        key, epoch_step = jax.vmap(K.advance_epoch, in_axes=(0, None))(keys, T)
+        bootstrap = None
+        if self.bootstrap_value:
+            inputs = AgentInputs(state.observation, state.prev_action, state.prev_reward)
+            bootstrap = bootstrap_values(self.agent, agent_params, inputs, state.agent_state)
+        traj, batch = assemble(
+            discount=self.discount,
+            traj=start.traj,
+            observation=out.observation,
+            reward=out.reward,
+            terminated=out.terminated,
+            truncated=out.truncated,
+            valid=jnp.ones((T, B), bool) if self.reset_mode == "auto" else out.valid,
+            env_info=out.env_info,
+            action=out.action,
+            agent_info=out.agent_info,
+            initial_state=start.agent_state,
+            stored_state=out.agent_state if self.store_agent_state else None,
+            start_prev_action=start.prev_action,
+            start_prev_reward=start.prev_reward,
+            final=final_store(
+                self.final_observation,
+                state.observation,
+                slots if self.final_observation == "sparse" else out.final_observation,
+            ),
+            bootstrap_value=bootstrap,
+        )
+        return state.replace(traj=traj, key=key, step=epoch_step), batch
+
+    def _start_batch(self, s: SamplerState) -> tuple[SamplerState, K.EpochKeys]:
+        """Per env, at the start of ``collect``: the step keys, and resets.
+
+        ``"episodic"``: every env starts a new episode with the batch. ``"wait"``:
+        an env that finished in the last batch already holds its reset state
+        and stops idling.
+        """
+        keys = K.EpochKeys.of(s.key, s.step)
+        if self.reset_mode != "episodic":
+            return s.replace(idle=jnp.zeros((), bool)), keys
+        k_reset = K.step_key(keys, jnp.zeros((), jnp.uint32), K.EPISODIC_RESET)
+        s = s.replace(
+            **self._stepper.start(k_reset, s.env_rank),
+            traj=TrajAccumulator.zeros(),
+            idle=jnp.zeros((), bool),
+        )
+        return s, keys
+
+    def _env_step(
+        self, s: SamplerState, keys: K.EpochKeys, agent_params: PyTree, t: jax.Array
+    ) -> tuple[SamplerState, _StepOut]:
+        """One step of one env (unbatched): the core step, and what it writes."""
+        truncate = None
+        if self.reset_mode == "episodic":  # every batch is one T-step episode
+            truncate = t == self.batch_spec.T - 1
+        new, tr = self._stepper.step(
+            s,
+            self._stepper.agent_act(agent_params),
+            K.step_key(keys, t, K.AGENT),
+            K.step_key(keys, t, K.ENV),
+            truncate,
+        )
+        out = _StepOut(
+            observation=s.observation,
+            reward=tr.reward,
+            terminated=tr.terminated,
+            truncated=tr.truncated,
+            env_info=recorded_info(tr.info),
+            final_observation=tr.info["final_observation"]
+            if self.final_observation == "dense"
+            else (),
+            action=tr.action,
+            agent_info=tr.agent_info,
+            agent_state=s.agent_state if self.store_agent_state else (),
+            valid=jnp.ones((), bool) if self.reset_mode != "auto" else (),
+        )
+        if self.reset_mode != "auto":
+            # An idle env (finished earlier in this batch) keeps its state and
+            # writes zeros with valid=False (done is held True after the scan).
+            new, out = hold_idle(s, new, tr.done, out)
+        return new, out
+
+    def _store_truncated(
+        self,
+        slots: PyTree,
+        n_truncated: jax.Array,
+        truncated: jax.Array,
+        keys: K.EpochKeys,
+        t: jax.Array,
+        env_state: PyTree,
+        action: PyTree,
+    ) -> tuple[PyTree, jax.Array]:
+        """Keep the true final observations of the envs truncated at this step.
+
+        Run only at steps where some env truncated: the step is recomputed from
+        the same keys (gymnax envs are pure functions), so the common path never
+        materializes the final observation next to the observation. ``K`` slots
+        hold every truncation of a batch (:func:`~jaxsample.core.specs.truncation_bound`).
+        """
+        k_env = jax.vmap(K.step_key, in_axes=(0, None, None))(keys, t, K.ENV)
+        env, params = self.env, self.env_params
+        final = jax.vmap(env.step, in_axes=(0, 0, 0, None))(k_env, env_state, action, params)[5][
+            "final_observation"
+        ]
+        B = truncated.shape[0]
+        index = jnp.where(truncated, n_truncated, self._slots)  # not truncated: dropped
+        slots = jax.tree.map(
+            lambda buf, x: buf.at[jnp.arange(B), index].set(x, mode="drop"), slots, final
+        )
+        return slots, n_truncated + truncated.astype(jnp.int32)

@@ -1,0 +1,289 @@
+"""What an env and an agent look like, derived and checked once at build time.
+
+:func:`env_spec` reads a gymnax env's spaces and step outputs
+(:class:`EnvSpec`), :func:`agent_spec` checks an agent against them
+(:class:`AgentSpec`), :func:`act_checked` is the agent step with those checks at
+trace time, :func:`step_examples` builds a sampler's ``examples``, and
+:func:`truncation_bound` is how many truncations of one env the sparse
+final-observation store must hold in a batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from gymnax.environments.environment import Environment
+
+from jaxsample.agents.base import Agent, action_spec, null_action
+from jaxsample.envs.wrappers import MaskObservation
+from jaxsample.types import AgentInputs, AgentSamples, AgentStep, EnvSamples, PyTree, Samples
+
+# Keys of gymnax's info dict that have fields of their own in EnvSamples.
+INFO_KEYS_WITH_FIELDS = ("final_observation", "terminated", "truncated")
+
+
+def specs(tree: PyTree) -> PyTree:
+    """``jax.ShapeDtypeStruct`` of every leaf (arrays, scalars or specs)."""
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), tree)
+
+
+def _describe(tree: PyTree) -> str:
+    return str(jax.tree.map(lambda s: f"{s.dtype}{list(s.shape)}", specs(tree)))
+
+
+def check_same(what: str, expected: PyTree, got: PyTree, hint: str) -> None:
+    """Raise a ``ValueError`` naming ``what`` unless ``got`` has the structure,
+    shapes and dtypes of ``expected``."""
+    e, g = specs(expected), specs(got)
+    if jax.tree.structure(e) != jax.tree.structure(g) or any(
+        a.shape != b.shape or a.dtype != b.dtype
+        for a, b in zip(jax.tree.leaves(e), jax.tree.leaves(g), strict=True)
+    ):
+        raise ValueError(f"{what} mismatch: expected {_describe(e)}, got {_describe(g)}. {hint}")
+
+
+def strong(tree: PyTree, spec: PyTree) -> PyTree:
+    """``tree`` with the dtypes of ``spec``, strong: gymnax returns some
+    weak-typed leaves, which would make the next ``collect`` retrace."""
+    return jax.tree.map(lambda x, s: jnp.asarray(x, s.dtype), tree, spec)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """One env's spaces and the specs of what it returns (no batch axis).
+
+    Attributes:
+      action_space: the gymnax action space.
+      action: spec of one action; ``null_action`` is zeros of it.
+      observation, env_state: as ``env.step`` returns them (the carry's dtypes).
+      info: spec of ``env.step``'s info dict.
+    """
+
+    action_space: Any
+    action: PyTree
+    null_action: PyTree
+    observation: PyTree
+    env_state: PyTree
+    info: dict[str, Any]
+
+    @property
+    def env_info(self) -> dict[str, Any]:
+        """Spec of the info entries recorded in ``samples.env.env_info``."""
+        return recorded_info(self.info)
+
+
+def recorded_info(info: dict[str, Any]) -> dict[str, Any]:
+    """The entries of gymnax's ``info`` recorded in ``samples.env.env_info``
+    (those without fields of their own)."""
+    return {k: v for k, v in info.items() if k not in INFO_KEYS_WITH_FIELDS}
+
+
+def env_spec(env: Any, env_params: Any, *, same_observation: bool = False) -> EnvSpec:
+    """Derive and check a gymnax (>= 1.0) env's specs; a clear error if its
+    ``step`` does not return ``(obs, state, reward, terminated, truncated,
+    info)`` with scalar reward/flags and ``info["final_observation"]``, or (with
+    ``same_observation``) if ``step``'s observation differs from ``reset``'s."""
+    space = env.action_space(env_params)
+    key = jax.random.key(0)
+    obs_spec, env_state_spec = jax.eval_shape(env.reset, key, env_params)
+    act_spec = action_spec(space)
+    step_spec = jax.eval_shape(env.step, key, env_state_spec, act_spec, env_params)
+    if not (isinstance(step_spec, tuple) and len(step_spec) == 6):
+        raise TypeError(
+            "env.step must return (obs, state, reward, terminated, truncated, info) "
+            "as gymnax >= 1.0 does"
+        )
+    info_spec = step_spec[5]
+    if not isinstance(info_spec, dict) or "final_observation" not in info_spec:
+        raise TypeError("env.step's info must be a dict with 'final_observation' (gymnax >= 1.0)")
+    for i, name in ((2, "reward"), (3, "terminated"), (4, "truncated")):
+        if step_spec[i].shape != ():
+            raise ValueError(f"env.step's {name} must be a scalar, got shape {step_spec[i].shape}")
+    if same_observation:
+        check_same(
+            "env.step observation",
+            obs_spec,
+            step_spec[0],
+            "env.step must return observations like env.reset's.",
+        )
+    return EnvSpec(
+        action_space=space,
+        action=act_spec,
+        null_action=null_action(space),
+        observation=step_spec[0],
+        env_state=step_spec[1],
+        info=info_spec,
+    )
+
+
+def act_checked(
+    agent: Agent,
+    agent_params: PyTree,
+    inputs: AgentInputs,
+    state: PyTree,
+    key: jax.Array,
+    *,
+    null_action: PyTree,
+    state_spec: PyTree,
+    space: Any,
+) -> tuple[AgentStep, PyTree]:
+    """``agent.step`` for one env, with a clear error (at trace time) when the
+    action does not fit the action space or the state changes structure."""
+    agent_step, new_state = agent.step(agent_params, inputs, state, key)
+    check_same(
+        "agent action",
+        null_action,
+        agent_step.action,
+        f"The action must fit the env's {space}.",
+    )
+    check_same(
+        "agent state",
+        state_spec,
+        new_state,
+        "agent.step must return a state with the structure of agent.initial_state.",
+    )
+    return agent_step, new_state
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentSpec:
+    """An agent's specs for one env: ``params`` (the example parameters),
+    ``state`` (of ``initial_state``), ``info`` (of ``AgentStep.agent_info``)."""
+
+    params: PyTree
+    state: PyTree
+    info: PyTree
+
+
+def agent_spec(
+    agent: Agent,
+    agent_params: PyTree,
+    observation: PyTree,
+    action_space: Any,
+    *,
+    value: bool = False,
+) -> AgentSpec:
+    """Check ``agent`` for one env of ``observation`` and ``action_space`` at
+    build time (its action, its state, and with ``value`` its scalar value).
+
+    ``agent_params`` defaults to ``jax.eval_shape(agent.init, key, observation)``
+    when the agent has ``init``; the agent is never called with made-up values.
+    """
+    key = jax.random.key(0)
+    if agent_params is None and callable(getattr(agent, "init", None)):
+        agent_params = jax.eval_shape(agent.init, key, observation)
+    state_spec = jax.eval_shape(agent.initial_state, jnp.zeros((), jnp.int32))
+    act_spec = action_spec(action_space)
+    inputs = AgentInputs(observation, act_spec, jax.ShapeDtypeStruct((), jnp.float32))
+
+    def act(params: PyTree, inputs: AgentInputs, state: PyTree, key: jax.Array):
+        return act_checked(
+            agent,
+            params,
+            inputs,
+            state,
+            key,
+            null_action=null_action(action_space),
+            state_spec=state_spec,
+            space=action_space,
+        )
+
+    agent_step, _ = jax.eval_shape(act, agent_params, inputs, state_spec, key)
+    if value:
+        value_spec = jax.eval_shape(agent.value, agent_params, inputs, state_spec)
+        if value_spec.shape != ():
+            raise ValueError(f"agent.value must return a scalar, got shape {value_spec.shape}")
+    return AgentSpec(params=agent_params, state=state_spec, info=specs(agent_step.agent_info))
+
+
+def initial_agent_state(agent: Agent, state_spec: PyTree, rank: jax.Array) -> PyTree:
+    """``agent.initial_state(rank)`` with the dtypes of ``state_spec`` (no weak
+    types in a carry)."""
+    return strong(agent.initial_state(rank), state_spec)
+
+
+def step_examples(
+    observation: PyTree,
+    action: PyTree,
+    env_info: PyTree,
+    agent_info: PyTree,
+    agent_state: PyTree,
+    *,
+    store_agent_state: bool,
+    bootstrap_value: bool,
+) -> Samples:
+    """A sampler's ``examples``: :class:`Samples` of one step (no ``T``/``B``
+    axes) with ``jax.ShapeDtypeStruct`` leaves, from the specs of one env's
+    observation, action, info, and the agent's info and state."""
+    f32, boolean = jax.ShapeDtypeStruct((), jnp.float32), jax.ShapeDtypeStruct((), bool)
+    return Samples(
+        env=EnvSamples(
+            observation=specs(observation),
+            reward=f32,
+            prev_reward=f32,
+            terminated=boolean,
+            truncated=boolean,
+            done=boolean,
+            env_info=specs(env_info),
+            final_store=specs(observation),
+        ),
+        agent=AgentSamples(
+            action=specs(action),
+            prev_action=specs(action),
+            agent_info=specs(agent_info),
+            initial_state=specs(agent_state),
+            state=specs(agent_state) if store_agent_state else None,
+        ),
+        valid=boolean,
+        bootstrap_value=f32 if bootstrap_value else None,
+    )
+
+
+def known_time_limit(env: Any, env_params: Any) -> int | None:
+    """The time limit of ``env`` where it is known for sure, else None.
+
+    Known only for an unmodified built-in gymnax env (its class is defined in
+    the ``gymnax.environments`` package and keeps gymnax's ``step`` and
+    ``is_truncated``: ``state.time`` advances 1 per step and truncates at
+    ``params.max_steps_in_episode``), possibly under jaxsample's own wrappers
+    (which delegate the dynamics to it), with a concrete, finite limit. Any
+    other env (a subclass, one with its own time bookkeeping) may truncate
+    more often, so it has no known limit.
+    """
+    while type(env) is MaskObservation:  # jaxsample's wrappers: the inner env's time
+        env = env.env
+    cls = type(env)
+    if not isinstance(env, Environment) or not cls.__module__.startswith("gymnax.environments."):
+        return None
+    if cls.is_truncated is not Environment.is_truncated or cls.step is not Environment.step:
+        return None
+    try:
+        limit = float(np.asarray(getattr(env_params, "max_steps_in_episode", None)))
+    except (TypeError, ValueError, jax.errors.ConcretizationTypeError):
+        return None
+    if not math.isfinite(limit) or limit < 1:
+        return None
+    return math.ceil(limit)
+
+
+def truncation_bound(env: Any, env_params: Any, T: int) -> int:
+    """Upper bound on the truncations of one env in ``T`` auto-reset steps:
+    ``ceil(T / limit)`` for an env of :func:`known_time_limit` (two truncations
+    are at least ``limit`` steps apart), else ``T`` (exact for any env)."""
+    return final_slots("auto", T, known_time_limit(env, env_params))
+
+
+def final_slots(reset_mode: str, T: int, time_limit: int | None) -> int:
+    """``K``, the slots per env of the sparse final-observation store: 1 where
+    an env ends at most one episode per batch (``"wait"``, ``"episodic"``),
+    ``ceil(T / time_limit)`` for a known time limit, else ``T``."""
+    if reset_mode != "auto":
+        return 1
+    if time_limit is None:
+        return T
+    return max(1, min(T, math.ceil(T / time_limit)))

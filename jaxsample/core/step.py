@@ -1,0 +1,202 @@
+"""The per-env step, unbatched: the agent acts, the env steps, done envs reset.
+
+:class:`EnvStepper` is used by the JAX sampler (:mod:`jaxsample.core.rollout`,
+decorrelation included) and by the evaluator (:mod:`jaxsample.evaluation`),
+which vmap it over their envs. It works on any ``flax.struct`` state with the
+fields of :class:`EnvCarry` (``env_state``, ``observation``, ``prev_action``,
+``prev_reward``, ``agent_state``, ``env_rank``), so each caller keeps its own
+state type and adds fields (keys, counters) of its own.
+
+Reset handling (docs/design.md's conventions): after ``done`` the env has
+already reset (gymnax auto-resets inside ``env.step``), and the agent's
+inputs restart: ``prev_action`` is the null action, ``prev_reward`` 0 and the
+agent state ``agent.initial_state(env_rank)``. In the ``"wait"`` and
+``"episodic"`` modes :func:`hold_idle` keeps an env that already finished in
+this batch where it is, with zeroed outputs; ``"episodic"`` also truncates the
+batch's last step (``truncate``) and restarts every env at the batch start
+(:meth:`EnvStepper.start`). Carry dtypes are the env's and agent's own,
+strong, so a second ``collect`` does not retrace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxsample.agents.base import Agent
+from jaxsample.core.specs import EnvSpec, act_checked, initial_agent_state, strong
+from jaxsample.traj_info import TrajAccumulator
+from jaxsample.types import AgentInputs, AgentStep, PyTree, TrajInfo
+
+# act(inputs, agent_state, key) -> (AgentStep, agent_state): the agent's step
+# with its parameters bound (or random actions, for decorrelation).
+ActFn = Callable[[AgentInputs, PyTree, jax.Array], tuple[AgentStep, PyTree]]
+
+
+def tree_where(cond: jax.Array, x: PyTree, y: PyTree) -> PyTree:
+    """``where(cond, x, y)`` leaf by leaf, for a scalar bool ``cond``."""
+    return jax.tree.map(lambda a, b: jnp.where(cond, a, b), x, y)
+
+
+@struct.dataclass
+class EnvCarry:
+    """The fields the per-env step reads and writes (scalars per env)."""
+
+    env_state: PyTree
+    observation: PyTree
+    prev_action: PyTree
+    prev_reward: jax.Array
+    agent_state: PyTree
+    env_rank: jax.Array
+
+
+class Transition(struct.PyTreeNode):
+    """What one step of one env produced (unbatched).
+
+    ``done = terminated | truncated``; ``info`` is gymnax's info dict (with
+    ``final_observation``, the true next observation).
+    """
+
+    action: PyTree
+    agent_info: PyTree
+    reward: jax.Array  # float32
+    terminated: jax.Array  # bool
+    truncated: jax.Array  # bool
+    done: jax.Array  # bool
+    info: dict[str, Any]
+
+
+def track(
+    acc: TrajAccumulator, reward: jax.Array, ended: jax.Array, discount: float
+) -> tuple[TrajAccumulator, TrajInfo]:
+    """One step of a trajectory accumulator: the TrajInfo of the step (the
+    trajectory's totals, ``completed = ended``) and the accumulator to carry
+    (zeros after an end)."""
+    moved = acc.add(reward, discount)
+    return tree_where(ended, TrajAccumulator.zeros(), moved), moved.info(ended)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class EnvStepper:
+    """One env and one agent, stepped unbatched .
+
+    Attributes:
+      env, env_params: the gymnax env.
+      agent: the agent (unbatched functions).
+      env_spec: the env's :class:`~jaxsample.core.specs.EnvSpec`.
+      agent_state_spec: spec of ``agent.initial_state``.
+    """
+
+    env: Any
+    env_params: Any
+    agent: Agent
+    env_spec: EnvSpec
+    agent_state_spec: PyTree
+
+    def initial_agent_state(self, rank: jax.Array) -> PyTree:
+        """``agent.initial_state(rank)`` with fixed dtypes."""
+        return initial_agent_state(self.agent, self.agent_state_spec, rank)
+
+    def reset(self, key: jax.Array) -> tuple[PyTree, PyTree]:
+        """``env.reset(key)`` as ``(observation, env_state)`` with the carry's dtypes."""
+        spec = (self.env_spec.observation, self.env_spec.env_state)
+        return strong(self.env.reset(key, self.env_params), spec)
+
+    def start(self, key: jax.Array, rank: jax.Array) -> dict[str, PyTree]:
+        """The :class:`EnvCarry` fields of a new episode from ``env.reset(key)``
+        (null previous action, zero previous reward, initial agent state)."""
+        obs, env_state = self.reset(key)
+        return {
+            "env_state": env_state,
+            "observation": obs,
+            "prev_action": self.env_spec.null_action,
+            "prev_reward": jnp.zeros((), jnp.float32),
+            "agent_state": self.initial_agent_state(rank),
+            "env_rank": rank,
+        }
+
+    def agent_act(self, agent_params: PyTree) -> ActFn:
+        """The agent's step with ``agent_params`` bound, checked at trace time."""
+
+        def act(inputs: AgentInputs, state: PyTree, key: jax.Array):
+            return act_checked(
+                self.agent,
+                agent_params,
+                inputs,
+                state,
+                key,
+                null_action=self.env_spec.null_action,
+                state_spec=self.agent_state_spec,
+                space=self.env_spec.action_space,
+            )
+
+        return act
+
+    def random_act(self, inputs: AgentInputs, state: PyTree, key: jax.Array):
+        """Uniformly random actions (decorrelation); the agent state is kept."""
+        del inputs
+        return AgentStep(self.env_spec.action_space.sample(key), ()), state
+
+    def step(
+        self,
+        s: Any,
+        act: ActFn,
+        k_agent: jax.Array,
+        k_env: jax.Array,
+        truncate: jax.Array | None = None,
+    ) -> tuple[Any, Transition]:
+        """One step of one env: ``act`` with ``k_agent``, ``env.step`` with
+        ``k_env``, and the agent's inputs restarted where the episode ended.
+
+        Args:
+          s: a struct with the fields of :class:`EnvCarry` (scalars).
+          act: the agent's step (:meth:`agent_act` or :meth:`random_act`).
+          k_agent, k_env: this step's keys (the caller's key schedule).
+          truncate: bool scalar: also truncate here unless terminated (the end
+            of an ``"episodic"`` batch); None for never.
+
+        Returns:
+          ``(s.replace(...), transition)``: ``s`` after the step (the env's
+          next observation and state; ``prev_action``, ``prev_reward`` and
+          ``agent_state`` restarted where done).
+        """
+        inputs = AgentInputs(s.observation, s.prev_action, s.prev_reward)
+        agent_step, agent_state = act(inputs, s.agent_state, k_agent)
+        action = agent_step.action
+        obs, env_state, reward, terminated, truncated, info = self.env.step(
+            k_env, s.env_state, action, self.env_params
+        )
+        spec = (self.env_spec.observation, self.env_spec.env_state)
+        obs, env_state = strong((obs, env_state), spec)
+        reward = jnp.asarray(reward, jnp.float32)
+        terminated = jnp.asarray(terminated, bool)
+        truncated = jnp.asarray(truncated, bool)
+        if truncate is not None:
+            truncated = truncated | (truncate & ~terminated)
+        done = terminated | truncated
+        new = s.replace(
+            env_state=env_state,
+            observation=obs,
+            prev_action=tree_where(done, self.env_spec.null_action, action),
+            prev_reward=jnp.where(done, jnp.float32(0), reward),
+            agent_state=tree_where(done, self.initial_agent_state(s.env_rank), agent_state),
+        )
+        # Positional, in field order: action, agent_info, reward, terminated,
+        # truncated, done, info.
+        out = Transition(action, agent_step.agent_info, reward, terminated, truncated, done, info)
+        return new, out
+
+
+def hold_idle(s: Any, new: Any, done: jax.Array, out: PyTree) -> tuple[Any, PyTree]:
+    """``"wait"``/``"episodic"`` modes: an env idle at this step (``s.idle``,
+    it finished earlier in the batch) keeps its state ``s`` and writes zeros;
+    otherwise it takes ``new`` and goes idle where ``done``."""
+    idle = s.idle
+    new = tree_where(idle, s, new.replace(idle=done))
+    out = tree_where(idle, jax.tree.map(jnp.zeros_like, out), out)
+    return new, out

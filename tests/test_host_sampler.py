@@ -1,7 +1,7 @@
 """``jaxsample.host.make_host_sampler`` against independent references.
 
 * A plain Python loop over ONE gymnasium (or envpool) env per rank, driven as
-  DESIGN.md says and seeded / keyed as ``jaxsample.host.sampler``'s docstring
+  docs/design.md says and seeded / keyed as ``jaxsample.host.sampler``'s docstring
   says, re-derives every field of every batch (over 3 consecutive ``collect``
   calls), for every gymnasium autoreset mode and every reset mode.
 * :func:`check_stream` — one function that takes the batches of any sampler —
@@ -171,7 +171,7 @@ def agent_actions(k_run, steps):
 
 
 class RefEnv:
-    """The env of global rank ``rank`` driven as DESIGN.md and the host
+    """The env of global rank ``rank`` driven as docs/design.md and the host
     sampler's docstring say (seeds, keys, decorrelation, resets)."""
 
     def __init__(self, single_cls, key, rank, *, decorrelation):
@@ -510,7 +510,7 @@ def gymnax_step(obs, length, action, limit):
 def check_stream(
     batches, mode: str, ranks=tuple(range(B)), *, limit: int = LIMIT, envpool: bool = False
 ) -> None:
-    """DESIGN.md's conventions on consecutive batches of CartPole, from any
+    """docs/design.md's conventions on consecutive batches of CartPole, from any
     sampler, and every valid step against gymnax's CartPole dynamics.
 
     ``envpool``: envpool reports a step that both reaches a terminal state and

@@ -4,7 +4,7 @@ The reference below steps ONE gymnax environment at a time, in a plain Python
 loop, with gymnax's own public ``env.reset`` / ``env.step`` (no vmap, no scan and
 no jaxsample code). It re-derives every per-env key from the schedule given in
 the docstring of ``jaxsample.sampler`` and implements the data conventions and
-reset modes of DESIGN.md from scratch in numpy; every field of every ``Batch``
+reset modes of docs/design.md from scratch in numpy; every field of every ``Batch``
 the sampler returns is then compared with it, over several consecutive
 ``collect`` calls (so the stream must also continue exactly across batches).
 """
@@ -97,7 +97,7 @@ EPOCH = 2**30  # steps per key epoch (jaxsample/core/keys.py docstring)
 
 
 class RefEnv:
-    """One environment of global rank ``rank`` driven exactly as DESIGN.md says."""
+    """One environment of global rank ``rank`` driven exactly as docs/design.md says."""
 
     def __init__(self, env, env_params, key, rank, *, max_decorrelation_steps, discount, sample):
         self.env, self.env_params, self.rank = env, env_params, rank
@@ -470,7 +470,7 @@ def test_cases_exercise_what_they_claim():
 
 
 def test_episodic_reference_properties():
-    """DESIGN.md's episodic guarantees, read off the sampler's batches."""
+    """docs/design.md's episodic guarantees, read off the sampler's batches."""
     batches, _ = _run("episodic-default-counter")
     for b in batches:
         env = b.samples.env

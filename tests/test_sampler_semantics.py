@@ -1,4 +1,4 @@
-"""Semantics of ``jaxsample.make_sampler`` that follow from DESIGN.md alone.
+"""Semantics of ``jaxsample.make_sampler`` that follow from docs/design.md alone.
 
 Unlike ``test_sampler_reference.py`` these tests do not reproduce the key
 schedule: they check the env's own dynamics, the seams between steps and
@@ -188,7 +188,7 @@ def test_steps_follow_the_env_dynamics():
 
 @pytest.mark.parametrize("store", ["sparse", "dense"])
 def test_seams_between_steps_and_batches(store):
-    """DESIGN.md's data conventions, checked on 3 consecutive batches as one stream."""
+    """docs/design.md's data conventions, checked on 3 consecutive batches as one stream."""
     _, _, batches = run(store)
     get = functools.partial(concat, batches)
     obs = get(lambda b: b.samples.env.observation)
@@ -554,7 +554,7 @@ def _check_env(name):
             if np.issubdtype(leaf.dtype, np.floating):
                 assert not np.isnan(leaf).any(), name
         assert np.asarray(b.traj_infos.length).min() >= 1
-    # DESIGN.md: a second collect on the returned state must not retrace.
+    # docs/design.md: a second collect on the returned state must not retrace.
     assert len(traces) == 1, (
         "the second collect on the returned state retraced; SamplerState leaves "
         f"changed: {_aval_changes(state0, state1)}"

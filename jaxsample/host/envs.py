@@ -6,7 +6,7 @@ Shared by the host sampler (:mod:`jaxsample.host.sampler`) and the in-jit bridge
 imports them at module import time, and :func:`require_gymnasium` /
 :func:`require_envpool` raise an ``ImportError`` that names the extra to install.
 
-The translation (DESIGN.md: at a done step the agent next sees the reset
+The translation (docs/design.md: at a done step the agent next sees the reset
 observation, and the step records the true final observation):
 
 * ``AutoresetMode.SAME_STEP``: ``step`` already returns the reset observation of

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
 import itertools
@@ -27,6 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnax.environments.classic_control.cartpole import EnvState
+from helpers import CounterAgent
+from helpers import counter_params as params
+from helpers import counter_value as np_value
 
 import jaxsample as js
 from jaxsample import host
@@ -42,34 +44,6 @@ DECORRELATION = 8
 DISCOUNT = 0.9
 WS = (1.0, -0.5, 2.0)  # new agent params every batch
 KEY = jax.random.key(1234)
-
-
-@dataclasses.dataclass(frozen=True)
-class CounterAgent:
-    """Random actions; state: an int32 step counter from ``100 * env_rank``;
-    value = ``w * sum(obs) + prev_reward + 0.01 * counter``."""
-
-    action_space: Any
-
-    def initial_state(self, env_rank):
-        return jnp.asarray(env_rank, jnp.int32) * 100
-
-    def step(self, params, inputs, state, key):
-        action = self.action_space.sample(key)
-        info = {"count": state, "value": self.value(params, inputs, state)}
-        return js.AgentStep(action=action, agent_info=info), state + 1
-
-    def value(self, params, inputs, state):
-        obs_sum = jnp.sum(jnp.asarray(inputs.observation, jnp.float32))
-        return params["w"] * obs_sum + inputs.prev_reward + 0.01 * state.astype(jnp.float32)
-
-
-def np_value(w, obs, prev_reward, count):
-    return float(w) * np.sum(np.asarray(obs, np.float64), axis=-1) + prev_reward + 0.01 * count
-
-
-def params(w: float) -> dict[str, jax.Array]:
-    return {"w": jnp.float32(w)}
 
 
 class StepCount(gym.Wrapper):

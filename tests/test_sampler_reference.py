@@ -11,7 +11,6 @@ the sampler returns is then compared with it, over several consecutive
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any, NamedTuple
 
@@ -20,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import CounterAgent, counter_value
 
 import jaxsample as js
 
@@ -27,36 +27,6 @@ import jaxsample as js
 # Agents. RandomAgent is jaxsample's; CounterAgent is defined here so that its
 # value and state are known functions of its inputs.
 # ----------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class CounterAgent:
-    """Random actions, a step counter as recurrent state, a known value.
-
-    * state: int32 counter, ``100 * env_rank`` at the start of an episode, +1 per
-      step (so a missed reset or a wrong env_rank shows);
-    * value: ``w * sum(observation) + prev_reward + 0.01 * counter``;
-    * agent_info: the counter before the step and the value of the inputs.
-    """
-
-    action_space: Any
-
-    def initial_state(self, env_rank):
-        return jnp.asarray(env_rank, jnp.int32) * 100
-
-    def step(self, params, inputs, state, key):
-        action = self.action_space.sample(key)
-        info = {"count": state, "value": self.value(params, inputs, state)}
-        return js.AgentStep(action=action, agent_info=info), state + 1
-
-    def value(self, params, inputs, state):
-        obs_sum = jnp.sum(jnp.asarray(inputs.observation, jnp.float32))
-        return params["w"] * obs_sum + inputs.prev_reward + 0.01 * state.astype(jnp.float32)
-
-
-def counter_value(w: float, obs: np.ndarray, prev_reward: float, count: int) -> float:
-    """The reference's own (numpy) value of CounterAgent."""
-    return float(w) * float(np.sum(np.asarray(obs, np.float64))) + prev_reward + 0.01 * count
 
 
 # ----------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
 
 import chex
 import gymnax
@@ -20,43 +19,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnax.environments.classic_control.cartpole import CartPole, EnvState
+from helpers import CounterAgent
+from helpers import counter_params as params
+from helpers import counter_value as np_value
 
 import jaxsample as js
 
 T, B = 8, 4
 LIMIT = 14  # CartPole time limit: truncations as well as terminations
 DECORRELATION = 10
-
-
-@dataclasses.dataclass(frozen=True)
-class CounterAgent:
-    """Random actions; state: an int32 step counter starting at ``100 * env_rank``.
-
-    value = ``w * sum(observation) + prev_reward + 0.01 * counter``; agent_info
-    holds the counter before the step and that value.
-    """
-
-    action_space: Any
-
-    def initial_state(self, env_rank):
-        return jnp.asarray(env_rank, jnp.int32) * 100
-
-    def step(self, params, inputs, state, key):
-        action = self.action_space.sample(key)
-        info = {"count": state, "value": self.value(params, inputs, state)}
-        return js.AgentStep(action=action, agent_info=info), state + 1
-
-    def value(self, params, inputs, state):
-        obs_sum = jnp.sum(jnp.asarray(inputs.observation, jnp.float32))
-        return params["w"] * obs_sum + inputs.prev_reward + 0.01 * state.astype(jnp.float32)
-
-
-def np_value(w, obs, prev_reward, count):
-    return w * np.sum(np.asarray(obs, np.float64), axis=-1) + prev_reward + 0.01 * count
-
-
-def params(w: float) -> dict[str, jax.Array]:
-    return {"w": jnp.float32(w)}
 
 
 @functools.cache

@@ -64,12 +64,7 @@ from gymnax.environments import spaces
 
 from jaxsample.agents import EpsilonGreedyAgent, EpsilonGreedyParams
 from jaxsample.algos import common
-from jaxsample.algos.common import (
-    TrainerBase,
-    episode_metrics,
-    make_env,
-    make_trainer_sampler,
-)
+from jaxsample.algos.common import TrainerBase, episode_metrics, make_env, make_trainer_sampler
 from jaxsample.algos.configs import DQNConfig
 from jaxsample.algos.returns import td_target
 from jaxsample.evaluation import Evaluator, make_evaluator

@@ -53,12 +53,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxsample.agents import CategoricalActorCritic, GaussianActorCritic, RecurrentActorCritic
 from jaxsample.algos import common
-from jaxsample.algos.common import (
-    TrainerBase,
-    episode_metrics,
-    make_env,
-    make_trainer_sampler,
-)
+from jaxsample.algos.common import TrainerBase, episode_metrics, make_env, make_trainer_sampler
 from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT, PPOConfig
 from jaxsample.algos.returns import final_values, gae
 from jaxsample.envs import mask_velocity

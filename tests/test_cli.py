@@ -109,6 +109,7 @@ def test_bench_sizes_take_ranges() -> None:
     assert _sizes(None, "--B") is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_train_writes_summary_json_and_plot(tmp_path, capsys, algo: str) -> None:
     out, png = tmp_path / "train.json", tmp_path / "curve.png"
@@ -149,6 +150,7 @@ def test_mask_velocity_uses_the_pomdp_preset() -> None:
     assert _make_trainer(args)[0].config.recurrent is False
 
 
+@pytest.mark.slow
 def test_train_eight_seeds_finishes_within_a_timeout(tmp_path) -> None:
     """The README's multi-seed command, run as a user runs it, must not hang.
 
@@ -198,6 +200,7 @@ def test_bad_input_is_one_line_and_exit_status_2(args, match, capsys) -> None:
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_bad_output_path_fails_before_any_work(tmp_path) -> None:
     """A bad --json is caught before the run (it used to lose the whole run to a
     FileNotFoundError at the end); the process exits 2 with one line."""

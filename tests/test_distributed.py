@@ -176,6 +176,7 @@ def test_process_env_ranks_are_rlpyt_slices():
 # this 2-core machine 4 in-process devices meeting in an all-reduce can stall;
 # so in-process PPO runs on 2 devices, and 4 devices are 2 processes x 2
 # (test_two_processes_train_ppo_as_one). The sampler has no collectives.
+@pytest.mark.slow
 def test_sharded_recurrent_ppo_equals_one_device():
     # (feedforward: test_sharded_ppo_all_reduces_gradients_and_vmaps_over_seeds)
     one = worker.ppo_params(None, recurrent=True)
@@ -186,6 +187,7 @@ def test_sharded_recurrent_ppo_equals_one_device():
     assert np.isfinite(two["metrics['loss']"]).all()
 
 
+@pytest.mark.slow
 def test_sharded_ppo_all_reduces_gradients_and_vmaps_over_seeds():
     config = ppo.PPOConfig(num_envs=8, num_steps=8, total_timesteps=8 * 8, num_minibatches=2)
     trainer = ppo.make_train(config, mesh=mesh_of(2))
@@ -238,6 +240,7 @@ def run_workers(tmp_path: Path, job: list[str], processes: int, local_devices: i
     return [dict(np.load(out)) for out in outs]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("devices", [8])
 def test_device_count_invariance_in_subprocess(tmp_path, references, devices):
     (got,) = run_workers(tmp_path, ["--job", "sampler", "--agent", "recurrent"], 1, devices)
@@ -255,6 +258,7 @@ def concat_processes(parts: list[dict]) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_two_processes_collect_the_one_process_batch(tmp_path, references):
     parts = run_workers(tmp_path, ["--job", "sampler", "--mode", "wait"], 2, 2)
     # process p holds envs 8p..8p+7 (rlpyt's env_ranks of B=8 per process)
@@ -262,6 +266,7 @@ def test_two_processes_collect_the_one_process_batch(tmp_path, references):
     assert_same(reference(references, "wait", "random"), concat_processes(parts))
 
 
+@pytest.mark.slow
 def test_two_processes_train_ppo_as_one(tmp_path):
     parts = run_workers(tmp_path, ["--job", "ppo"], 2, 2)
     one = worker.ppo_params(None)

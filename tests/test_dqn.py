@@ -225,6 +225,7 @@ def test_epsilons_per_env_from_env_rank_decayed_by_iteration():
 # ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_train_vmaps_over_seeds_and_learning_rates(tiny: dqn.Trainer, tiny_train):
     keys = jax.random.split(jax.random.key(0), 2)
     hparams = tiny.hparams(lr=jnp.array([1e-3, 3e-3]))
@@ -327,6 +328,7 @@ def test_make_train_and_hparams_validation(tiny: dqn.Trainer):
 LEARN = dqn.DQNConfig(total_timesteps=60_000, learning_starts=2_000, exploration_fraction=0.3)
 
 
+@pytest.mark.slow
 def test_dqn_learns_cartpole():
     """8 seeds in one vmapped program (~15 s on 2 cores).
 

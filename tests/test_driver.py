@@ -445,6 +445,7 @@ def ppo_drivers(ppo_trainer):
     return {"async": base, "sync": base.replace(mode="sync")}
 
 
+@pytest.mark.slow
 def test_ppo_sync_with_one_buffer_is_trainer_run_bit_for_bit(ppo_trainer, ppo_drivers):
     key = jax.random.key(3)
     ref_state, ref_metrics = jax.jit(ppo_trainer.train)(key)
@@ -601,6 +602,7 @@ def test_dqn_async_holds_the_replay_ratio_and_fills_the_replay(dqn_reference):
     assert s.replay_state.data.valid.devices() == {LEARNER}
 
 
+@pytest.mark.slow
 def test_ppo_async_learns_cartpole():
     """A short async run (5e4 steps, the default PPO, refreshed behaviour) beats a
     random policy's ~22 by far; the full-budget scores are in

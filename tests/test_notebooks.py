@@ -43,6 +43,7 @@ def test_notebook_is_committed_clean_and_matches_its_generator(name: str) -> Non
     assert 'find_spec("jaxsample") is None' in first and "%pip install" in first
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_top_to_bottom(name: str, tmp_path, monkeypatch) -> None:
     from nbclient import NotebookClient

@@ -273,6 +273,7 @@ def jitted_train():
     return jax.jit(tiny_trainer(False).train)
 
 
+@pytest.mark.slow
 def test_train_vmaps_over_seeds_and_learning_rates():
     """2 seeds x 2 learning rates in one program (the recurrent variant is vmapped
     over seeds in its learning test)."""
@@ -392,6 +393,7 @@ def train_returns(config: ppo.PPOConfig, n_seeds: int) -> tuple[np.ndarray, np.n
     return metrics["average_return"][:, -1], tail_mean
 
 
+@pytest.mark.slow
 def test_feedforward_ppo_learns_cartpole():
     """CleanRL's setup at a fifth of its budget: 4 seeds, vmapped (~15 s)."""
     returns, _ = train_returns(ppo.PPOConfig(total_timesteps=100_000), n_seeds=4)
@@ -399,6 +401,7 @@ def test_feedforward_ppo_learns_cartpole():
     assert returns.mean() > 180, returns
 
 
+@pytest.mark.slow
 def test_recurrent_ppo_learns_masked_cartpole_where_feedforward_cannot():
     """Half the benchmark's budget, 2 seeds each (~1 min)."""
     config = dataclasses.replace(ppo.MASKED_CARTPOLE_RECURRENT, total_timesteps=150_000)

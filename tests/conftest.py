@@ -1,7 +1,8 @@
-"""Strict test settings: several CPU devices, no implicit rank promotion, and
+"""Strict test settings: several CPU devices, no implicit rank promotion,
 JAX's persistent compilation cache (shared by the xdist workers, the
 subprocesses the tests start and the notebook kernels, through the
-environment)."""
+environment), and slow tests first (so the longest runs start at once and the
+fast ones fill the other workers around them)."""
 
 import os
 from pathlib import Path
@@ -9,9 +10,9 @@ from pathlib import Path
 # Several host devices for the sharding tests; must be set before jax starts.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# The cache lives in the checkout (.cache/ is ignored by git), so a fresh clone
-# starts cold and a developer's second run is warm.
-_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "jax"
+# The cache lives in the user's cache folder, so a second run (another checkout
+# included) is warm; a fresh machine starts cold and fills it.
+_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "jaxsample" / "jax-tests"
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_CACHE))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 
@@ -19,3 +20,11 @@ import jax  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_debug_nans", False)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Run the tests marked slow first, learning runs (the longest) before the
+    other slow ones; stable order otherwise."""
+    items.sort(
+        key=lambda item: (item.get_closest_marker("slow") is None, "learns" not in item.name)
+    )

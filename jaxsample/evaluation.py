@@ -313,7 +313,7 @@ def make_evaluator(
     if mode not in EVAL_MODES:
         raise ValueError(f"mode must be one of {EVAL_MODES}, got {mode!r}")
     discount = check_discount(discount)
-    check_env(env)
+    check_env(env, env_params)
     if not callable(getattr(agent, "as_eval", None)):
         raise TypeError("agent must have a method as_eval() giving its greedy behaviour")
     eval_agent = agent.as_eval()

@@ -125,8 +125,8 @@ def make_sampler(
         env_ranks=env_ranks,
         global_B=global_B,
     )
-    check_env(env)
-    env_s = env_spec(env, env_params)
+    check_env(env, env_params)
+    env_s = env_spec(env, env_params, same_observation=True)
     agent_s = agent_spec(
         agent, agent_params, env_s.observation, env_s.action_space, value=bootstrap_value
     )

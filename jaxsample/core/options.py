@@ -12,6 +12,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Literal, TypedDict
 
+import jax
+import numpy as np
+
 from jaxsample._checks import check_int
 from jaxsample.core.keys import EPOCH
 from jaxsample.types import BatchSpec
@@ -55,7 +58,13 @@ class SamplerKwargs(TypedDict, total=False):
 
 
 def check_discount(discount: Any) -> float:
-    """``float(discount)``, or a clear error unless it is a number in ``[0, 1]``."""
+    """``float(discount)``, or a clear error unless it is a real number in ``[0, 1]``
+    (a Python, numpy or concrete JAX scalar)."""
+    is_array = isinstance(discount, (np.ndarray, np.generic, jax.Array))
+    if is_array and not isinstance(discount, jax.core.Tracer) and np.shape(discount) == ():
+        value = np.asarray(discount)
+        if np.issubdtype(value.dtype, np.number) and value.dtype != bool:
+            discount = value.item()
     if isinstance(discount, bool) or not isinstance(discount, (int, float)):
         raise TypeError(f"discount must be a float, got {discount!r}")
     if not 0.0 <= discount <= 1.0:
@@ -63,12 +72,22 @@ def check_discount(discount: Any) -> float:
     return float(discount)
 
 
-def check_env(env: Any) -> None:
+def check_env(env: Any, env_params: Any = None) -> None:
     """Raise a ``TypeError`` unless ``env`` has gymnax's ``step``, ``reset`` and
-    ``action_space``."""
+    ``action_space``, and ``env_params`` (when given) is of the type of the env's
+    ``default_params`` (the parameters of another env fail deep inside gymnax)."""
+    if isinstance(env, type):
+        raise TypeError(f"env must be an environment instance, got the class {env.__name__}")
     for name in ("step", "reset", "action_space"):
         if not callable(getattr(env, name, None)):
             raise TypeError(f"env must be a gymnax environment with {name}(...)")
+    default = getattr(env, "default_params", None)
+    if env_params is not None and default is not None and type(env_params) is not type(default):
+        raise TypeError(
+            f"env_params must be a {type(default).__name__} (env.default_params' type) for "
+            f"{type(env).__name__}, got a {type(env_params).__name__}: the parameters of "
+            "another env?"
+        )
 
 
 def check_agent(
@@ -78,6 +97,11 @@ def check_agent(
 ) -> None:
     """Raise a ``TypeError`` (calling the agent ``what``) unless ``agent`` has
     the methods ``methods``."""
+    if isinstance(agent, type):
+        raise TypeError(
+            f"{what} must be an agent instance, got the class {agent.__name__}: "
+            f"did you mean {agent.__name__}(...)?"
+        )
     for name in methods:
         if not callable(getattr(agent, name, None)):
             raise TypeError(f"{what} must have a method {name}(...), see jaxsample.agents.Agent")
@@ -104,6 +128,8 @@ def check_options(
     sampler's constructor) with the defaults filled in (``env_ranks =
     range(B)``, ``global_B = max(env_ranks) + 1``).
     """
+    if not isinstance(batch_spec, BatchSpec):
+        raise TypeError(f"batch_spec must be a jaxsample.BatchSpec(T, B), got {batch_spec!r}")
     T = check_int("batch_spec.T", getattr(batch_spec, "T", None), 1)
     if T > EPOCH:
         raise ValueError(f"batch_spec.T must be <= 2**30, got {T}")

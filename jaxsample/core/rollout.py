@@ -98,6 +98,13 @@ def check_state(state: Any, B: int) -> None:
             f"state holds {state.idle.shape[0] if state.idle.ndim else 0} envs, "
             f"but this sampler's BatchSpec has B={B}"
         )
+    # Outside jit the counts are concrete: a hand-made state past the epoch
+    # would reuse keys (under jit they are data; init/collect never make one).
+    if not isinstance(state.step, jax.core.Tracer) and int(jnp.max(state.step)) >= K.EPOCH:
+        raise ValueError(
+            f"state.step must be < 2**30 (steps in the current key epoch), got "
+            f"{int(jnp.max(state.step))}: a SamplerState comes from sampler.init/collect"
+        )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

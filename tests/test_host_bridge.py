@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import Crash, crashing
 
 from jaxsample import host
 
@@ -151,23 +152,15 @@ def test_env_crash_stops_later_rollouts_until_reset():
     never returned: the next rollout fails with an error naming the crash
     instead of running on, until ``reset``."""
 
-    class Boom(gym.Wrapper):
-        armed = False
-
-        def step(self, action):
-            if Boom.armed:
-                raise OSError("simulator crashed")
-            return self.env.step(action)
-
-    vec = gym.vector.SyncVectorEnv([lambda: Boom(make_single())] * B, autoreset_mode="SameStep")
+    vec = gym.vector.SyncVectorEnv([lambda: crashing(make_single())] * B, autoreset_mode="SameStep")
     bridge = host.make_bridge(vec, B)
     run = jax.jit(functools.partial(rollout, bridge))
     obs = jax.jit(bridge.reset)(KEY)
     obs, _ = jax.block_until_ready(run(obs, jax.random.key(1)))
-    Boom.armed = True
+    Crash.on = True
     with pytest.raises(Exception, match="simulator crashed"):
         jax.block_until_ready(run(obs, jax.random.key(2)))
-    Boom.armed = False
+    Crash.on = False
     with pytest.raises(Exception, match=r"after the host env failed \(OSError: simulator"):
         jax.block_until_ready(run(obs, jax.random.key(3)))
     obs = jax.jit(bridge.reset)(KEY)

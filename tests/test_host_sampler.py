@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnax.environments.classic_control.cartpole import EnvState
-from helpers import CounterAgent
+from helpers import CounterAgent, Crash, crashing
 from helpers import counter_params as params
 from helpers import counter_value as np_value
 
@@ -733,22 +733,14 @@ def test_error_after_the_envs_move_invalidates_the_state():
     with pytest.raises(ValueError, match=r"stale: an error interrupted the envs.*KeyError"):
         sampler.collect(state, params(1.0))
 
-    class Boom(gym.Wrapper):
-        armed = False
-
-        def step(self, action):
-            if Boom.armed:
-                raise OSError("simulator crashed")
-            return self.env.step(action)
-
-    vec = gym.vector.SyncVectorEnv([lambda: Boom(make_single())] * 2, autoreset_mode="SameStep")
+    vec = gym.vector.SyncVectorEnv([lambda: crashing(make_single())] * 2, autoreset_mode="SameStep")
     agent = CounterAgent(gymnax.environments.spaces.Discrete(2))
     sampler = host.make_host_sampler(vec, agent, js.BatchSpec(4, 2), agent_params=params(1.0))
     state, _ = sampler.collect(sampler.init(KEY, params(1.0)), params(1.0))
-    Boom.armed = True
+    Crash.on = True
     with pytest.raises(OSError, match="simulator crashed"):
         sampler.collect(state, params(1.0))
-    Boom.armed = False
+    Crash.on = False
     with pytest.raises(ValueError, match=r"interrupted the envs.*OSError: simulator crashed"):
         sampler.collect(state, params(1.0))
     state = sampler.init(KEY, params(1.0))

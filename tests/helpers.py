@@ -1,4 +1,5 @@
-"""What several test files share: the counter agent and its numpy value.
+"""What several test files share: the counter agent and its numpy value, and
+an env that crashes on demand (:func:`crashing`).
 
 ``CounterAgent`` acts randomly (from its key, as RandomAgent does) and carries
 an int32 step counter as its recurrent state, starting at ``100 * env_rank``
@@ -45,3 +46,23 @@ def counter_value(w, obs, prev_reward, count):
 def counter_params(w: float) -> dict[str, jax.Array]:
     """CounterAgent's parameters."""
     return {"w": jnp.float32(w)}
+
+
+class Crash:
+    """The switch of :func:`crashing`: while ``Crash.on``, wrapped envs raise."""
+
+    on = False
+
+
+def crashing(env: Any) -> Any:
+    """``env`` (a gymnasium env) whose ``step`` raises ``OSError("simulator
+    crashed")`` while ``Crash.on``: an env that fails mid-batch."""
+    import gymnasium as gym
+
+    class Crashing(gym.Wrapper):
+        def step(self, action):
+            if Crash.on:
+                raise OSError("simulator crashed")
+            return self.env.step(action)
+
+    return Crashing(env)

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import Crash, crashing
 
 from jaxsample import host
 
@@ -144,3 +145,23 @@ def test_bridge_errors():
         host.make_bridge(host.gymnasium_factory("CartPole-v1"))
     with pytest.raises(ValueError, match=r"num_envs=4, but batch_spec\.B=2"):
         host.make_bridge(make_env("SameStep"), 2)
+
+
+def test_env_crash_stops_later_rollouts_until_reset():
+    """An env that raises mid-rollout has advanced steps whose outputs were
+    never returned: the next rollout fails with an error naming the crash
+    instead of running on, until ``reset``."""
+
+    vec = gym.vector.SyncVectorEnv([lambda: crashing(make_single())] * B, autoreset_mode="SameStep")
+    bridge = host.make_bridge(vec, B)
+    run = jax.jit(functools.partial(rollout, bridge))
+    obs = jax.jit(bridge.reset)(KEY)
+    obs, _ = jax.block_until_ready(run(obs, jax.random.key(1)))
+    Crash.on = True
+    with pytest.raises(Exception, match="simulator crashed"):
+        jax.block_until_ready(run(obs, jax.random.key(2)))
+    Crash.on = False
+    with pytest.raises(Exception, match=r"after the host env failed \(OSError: simulator"):
+        jax.block_until_ready(run(obs, jax.random.key(3)))
+    obs = jax.jit(bridge.reset)(KEY)
+    jax.block_until_ready(run(obs, jax.random.key(3)))  # reset starts again

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnax.environments.classic_control.cartpole import EnvState
-from helpers import CounterAgent
+from helpers import CounterAgent, Crash, crashing
 from helpers import counter_params as params
 from helpers import counter_value as np_value
 
@@ -692,6 +692,59 @@ def test_stale_state_and_no_retrace():
         sampler.collect({"not": "a state"}, params(1.0))
     with pytest.raises(ValueError, match="another host sampler"):
         sampler_of("auto-nextstep").collect(new, params(1.0))
+
+
+def _leaves_equal(a, b) -> None:
+    def raw(x):
+        return jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(raw(x)), np.asarray(raw(y)))
+
+
+@pytest.mark.parametrize("name", ["auto-samestep", "auto-nextstep"])
+def test_agent_error_before_the_envs_move_keeps_the_state(name):
+    """A collect whose agent fails at its first step (params without "w") moved
+    no env: its state stays valid, and retrying with good params gives exactly
+    the batches of an uninterrupted run."""
+    sampler = sampler_of(name)
+    runs = []
+    for fail in (False, True):
+        state = sampler.init(KEY, params(1.0))
+        batches = []
+        for i, w in enumerate(WS):
+            if fail and i > 0:
+                with pytest.raises(KeyError, match="'w'"):
+                    sampler.collect(state, {"v": jnp.float32(w)})
+            state, batch = sampler.collect(state, params(w))
+            batches.append(batch)
+        runs.append((batches, state))
+    _leaves_equal(*runs)
+
+
+def test_error_after_the_envs_move_invalidates_the_state():
+    """In "episodic" mode the envs are reset before the agent's first step, so
+    an agent error there loses the state; so does an env that raises mid-batch.
+    The next collect names what happened; init starts again."""
+    sampler = sampler_of("episodic-nextstep-ranks")
+    state = sampler.init(KEY, params(1.0))
+    with pytest.raises(KeyError, match="'w'"):
+        sampler.collect(state, {"v": jnp.float32(1.0)})
+    with pytest.raises(ValueError, match=r"stale: an error interrupted the envs.*KeyError"):
+        sampler.collect(state, params(1.0))
+
+    vec = gym.vector.SyncVectorEnv([lambda: crashing(make_single())] * 2, autoreset_mode="SameStep")
+    agent = CounterAgent(gymnax.environments.spaces.Discrete(2))
+    sampler = host.make_host_sampler(vec, agent, js.BatchSpec(4, 2), agent_params=params(1.0))
+    state, _ = sampler.collect(sampler.init(KEY, params(1.0)), params(1.0))
+    Crash.on = True
+    with pytest.raises(OSError, match="simulator crashed"):
+        sampler.collect(state, params(1.0))
+    Crash.on = False
+    with pytest.raises(ValueError, match=r"interrupted the envs.*OSError: simulator crashed"):
+        sampler.collect(state, params(1.0))
+    state = sampler.init(KEY, params(1.0))
+    sampler.collect(state, params(1.0))  # init starts again
 
 
 def test_continuous_actions_reach_the_env():

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 from gymnax.environments import spaces
 
+from jaxsample.agents.base import Stateless
 from jaxsample.types import AgentInputs, AgentStep, PyTree
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -113,6 +114,11 @@ class CategoricalHead:
     def mode(self, dist_params: jax.Array) -> jax.Array:
         return jnp.argmax(dist_params).astype(self.dtype)
 
+    def dist_params(self, out: jax.Array, log_std: jax.Array | None) -> jax.Array:
+        """The logits: the network's policy output ``[n]`` as it is."""
+        del log_std
+        return out
+
     def prev_action_features(self, prev_action: jax.Array) -> jax.Array:
         """One-hot ``[n]`` float32 (the null action 0 maps to action 0's one-hot)."""
         _check_prev_action(prev_action, ())
@@ -144,6 +150,11 @@ class GaussianHead:
 
     def mode(self, dist_params: tuple[jax.Array, jax.Array]) -> jax.Array:
         return dist_params[0].astype(self.dtype)
+
+    def dist_params(self, out: jax.Array, log_std: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+        """``(mean, log_std)`` shaped like the action, from the network's policy
+        output and ``log_std`` (each ``[prod(act)]``)."""
+        return jnp.reshape(out, self.shape), jnp.reshape(log_std, self.shape)
 
     def prev_action_features(self, prev_action: jax.Array) -> jax.Array:
         """The raw previous action, flattened to ``[prod(act)]`` float32."""
@@ -214,6 +225,53 @@ def orthogonal_dense(features: int, scale: float, name: str | None = None) -> nn
     )
 
 
+def act(
+    head: CategoricalHead | GaussianHead,
+    dist_params: PyTree,
+    value: jax.Array,
+    key: jax.Array,
+    greedy: bool,
+) -> AgentStep:
+    """The actor-critic agents' ``AgentStep``: the mode of the policy (``greedy``)
+    or a sample drawn with ``key``, and ``ActorCriticInfo(log_prob, value,
+    dist_params)``."""
+    action = head.mode(dist_params) if greedy else head.sample(dist_params, key)
+    info = ActorCriticInfo(
+        log_prob=head.log_prob(dist_params, action), value=value, dist_params=dist_params
+    )
+    return AgentStep(action=action, agent_info=info)
+
+
+class Heads(NamedTuple):
+    """The policy and value heads of an actor-critic flax module (one of its
+    fields): ``num_outputs`` policy outputs, and for a Gaussian policy a
+    state-independent ``log_std`` parameter initialised to ``log_std_init``."""
+
+    num_outputs: int
+    gaussian: bool = False
+    log_std_init: float = 0.0
+
+    @classmethod
+    def of(cls, head: CategoricalHead | GaussianHead, log_std_init: float = 0.0) -> Heads:
+        """The heads of an agent's policy ``head``."""
+        return cls(head.num_outputs, isinstance(head, GaussianHead), log_std_init)
+
+    def __call__(
+        self, module: nn.Module, policy_in: jax.Array, value_in: jax.Array
+    ) -> tuple[jax.Array, jax.Array | None, jax.Array]:
+        """Inside ``module``'s compact ``__call__`` (the layers and ``log_std``
+        are ``module``'s): ``(policy_out [num_outputs], log_std
+        [num_outputs] | None, value [])``."""
+        policy_out = orthogonal_dense(self.num_outputs, 0.01, name="policy_head")(policy_in)
+        value = orthogonal_dense(1, 1.0, name="value_head")(value_in)
+        log_std = None
+        if self.gaussian:
+            log_std = module.param(
+                "log_std", nn.initializers.constant(self.log_std_init), (self.num_outputs,)
+            )
+        return policy_out, log_std, jnp.reshape(value, ())
+
+
 class MLPTorso(nn.Module):
     """``[D] -> [hidden_sizes[-1]]`` (identity when ``hidden_sizes`` is empty)."""
 
@@ -230,29 +288,21 @@ class MLPTorso(nn.Module):
 class ActorCriticMLP(nn.Module):
     """Separate actor and critic MLPs on one feature vector ``[D]``.
 
-    Returns ``(policy_out, log_std, value)``: ``policy_out`` ``[num_outputs]``,
-    ``log_std`` ``[num_outputs]`` (a state-independent parameter) or None when
-    ``gaussian`` is False, ``value`` a float32 scalar.
+    Returns ``(policy_out, log_std, value)`` of its :class:`Heads`:
+    ``policy_out`` ``[num_outputs]``, ``log_std`` ``[num_outputs]`` (a
+    state-independent parameter) or None for a categorical policy, ``value`` a
+    float32 scalar.
     """
 
-    num_outputs: int
+    heads: Heads
     hidden_sizes: tuple[int, ...]
     activation: Callable[[jax.Array], jax.Array]
-    gaussian: bool = False
-    log_std_init: float = 0.0
 
     @nn.compact
     def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array | None, jax.Array]:
         actor = MLPTorso(self.hidden_sizes, self.activation, name="actor")(x)
-        policy_out = orthogonal_dense(self.num_outputs, 0.01, name="policy_head")(actor)
         critic = MLPTorso(self.hidden_sizes, self.activation, name="critic")(x)
-        value = orthogonal_dense(1, 1.0, name="value_head")(critic)
-        log_std = None
-        if self.gaussian:
-            log_std = self.param(
-                "log_std", nn.initializers.constant(self.log_std_init), (self.num_outputs,)
-            )
-        return policy_out, log_std, jnp.reshape(value, ())
+        return self.heads(self, actor, critic)
 
 
 def validate_hidden_sizes(hidden_sizes: Sequence[int], name: str = "hidden_sizes") -> tuple:
@@ -267,9 +317,21 @@ def validate_hidden_sizes(hidden_sizes: Sequence[int], name: str = "hidden_sizes
     return sizes
 
 
-def _validate_activation(activation: Any) -> None:
-    if not callable(activation):
-        raise TypeError(f"activation must be callable, got {activation!r}")
+def check_agent(
+    agent: Any, allowed: Sequence[type], sizes: str, flags: Sequence[str] = ("greedy",)
+) -> None:
+    """The construction checks of the actor-critic agents (frozen dataclasses):
+    ``agent.action_space`` one of ``allowed`` (its head stored as
+    ``agent._head``), ``agent.<sizes>`` positive ints (stored as a tuple),
+    ``agent.activation`` callable, each of ``flags`` a bool."""
+    head = make_head(agent.action_space, allowed)
+    object.__setattr__(agent, sizes, validate_hidden_sizes(getattr(agent, sizes), sizes))
+    if not callable(agent.activation):
+        raise TypeError(f"activation must be callable, got {agent.activation!r}")
+    for name in flags:
+        if not isinstance(getattr(agent, name), bool):
+            raise TypeError(f"{name} must be a bool, got {getattr(agent, name)!r}")
+    object.__setattr__(agent, "_head", head)
 
 
 # ----------------------------------------------------------------------------
@@ -278,7 +340,7 @@ def _validate_activation(activation: Any) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class _FeedforwardActorCritic:
+class _FeedforwardActorCritic(Stateless):
     """Shared implementation; see :class:`CategoricalActorCritic`."""
 
     action_space: Any
@@ -289,25 +351,15 @@ class _FeedforwardActorCritic:
     _allowed_spaces = (spaces.Discrete,)
 
     def __post_init__(self) -> None:
-        head = make_head(self.action_space, self._allowed_spaces)
-        object.__setattr__(self, "hidden_sizes", validate_hidden_sizes(self.hidden_sizes))
-        _validate_activation(self.activation)
-        if not isinstance(self.greedy, bool):
-            raise TypeError(f"greedy must be a bool, got {self.greedy!r}")
-        object.__setattr__(self, "_head", head)
+        check_agent(self, self._allowed_spaces, "hidden_sizes")
 
     # -- network -------------------------------------------------------------
 
     @property
     def network(self) -> ActorCriticMLP:
         """The flax module (``apply(params, features[D]) -> (out, log_std, value)``)."""
-        return ActorCriticMLP(
-            num_outputs=self._head.num_outputs,
-            hidden_sizes=self.hidden_sizes,
-            activation=self.activation,
-            gaussian=isinstance(self._head, GaussianHead),
-            log_std_init=getattr(self, "log_std_init", 0.0),
-        )
+        heads = Heads.of(self._head, getattr(self, "log_std_init", 0.0))
+        return ActorCriticMLP(heads, self.hidden_sizes, self.activation)
 
     def init(self, key: jax.Array, observation: PyTree) -> PyTree:
         """Parameters (a flax variables dict) from ONE example observation (no batch axis)."""
@@ -319,22 +371,14 @@ class _FeedforwardActorCritic:
             return p["actor"]["dense_0"]["kernel"].shape[0]
         return p["policy_head"]["kernel"].shape[0]
 
-    def _to_dist_params(self, out: jax.Array, log_std: jax.Array | None) -> PyTree:
-        return out
-
     def forward(self, params: PyTree, observation: PyTree) -> tuple[PyTree, jax.Array]:
         """``(dist_params, value)`` of one observation."""
         x = flatten_observation(observation)
         check_features(x, self._expected_features(params))
         out, log_std, value = self.network.apply(params, x)
-        return self._to_dist_params(out, log_std), value
+        return self._head.dist_params(out, log_std), value
 
     # -- protocol ------------------------------------------------------------
-
-    def initial_state(self, env_rank: jax.Array) -> PyTree:
-        """Feedforward: the state is ``()``."""
-        del env_rank
-        return ()
 
     def step(
         self, params: PyTree, inputs: AgentInputs, state: PyTree, key: jax.Array
@@ -345,16 +389,7 @@ class _FeedforwardActorCritic:
         state)``; the action has the action space's shape and dtype.
         """
         dist_params, value = self.forward(params, inputs.observation)
-        if self.greedy:
-            action = self._head.mode(dist_params)
-        else:
-            action = self._head.sample(dist_params, key)
-        info = ActorCriticInfo(
-            log_prob=self._head.log_prob(dist_params, action),
-            value=value,
-            dist_params=dist_params,
-        )
-        return AgentStep(action=action, agent_info=info), state
+        return act(self._head, dist_params, value, key, self.greedy), state
 
     def value(self, params: PyTree, inputs: AgentInputs, state: PyTree) -> jax.Array:
         """The critic's value of ``inputs.observation``: float32 scalar."""
@@ -432,7 +467,3 @@ class GaussianActorCritic(_FeedforwardActorCritic):
         super().__post_init__()
         if not isinstance(self.log_std_init, int | float) or not math.isfinite(self.log_std_init):
             raise ValueError(f"log_std_init must be a finite float, got {self.log_std_init!r}")
-
-    def _to_dist_params(self, out: jax.Array, log_std: jax.Array | None) -> PyTree:
-        shape = self._head.shape
-        return jnp.reshape(out, shape), jnp.reshape(log_std, shape)

@@ -63,8 +63,17 @@ def num_actions(space: Any) -> int:
     return int(space.n)
 
 
+class Stateless:
+    """The ``initial_state`` of an agent without recurrent state (a base class)."""
+
+    def initial_state(self, env_rank: jax.Array) -> PyTree:
+        """Feedforward: the state is ``()``."""
+        del env_rank
+        return ()
+
+
 @dataclasses.dataclass(frozen=True)
-class RandomAgent:
+class RandomAgent(Stateless):
     """Uniformly random actions from ``action_space``; stateless, no parameters.
 
     ``value`` is 0 (a random agent has no value estimate) and ``agent_info`` is
@@ -76,10 +85,6 @@ class RandomAgent:
     def init(self, key: jax.Array, observation: PyTree) -> PyTree:
         """A random agent has no parameters: ``()``."""
         del key, observation
-        return ()
-
-    def initial_state(self, env_rank: jax.Array) -> PyTree:
-        del env_rank
         return ()
 
     def step(

@@ -31,14 +31,12 @@ import jax.numpy as jnp
 from gymnax.environments import spaces
 
 from jaxsample.agents.actor_critic import (
-    ActorCriticInfo,
-    GaussianHead,
+    Heads,
     MLPTorso,
+    act,
+    check_agent,
     check_features,
     flatten_observation,
-    make_head,
-    orthogonal_dense,
-    validate_hidden_sizes,
 )
 from jaxsample.agents.base import null_action
 from jaxsample.types import AgentInputs, AgentStep, PyTree
@@ -49,13 +47,11 @@ _CELLS = ("gru", "lstm")
 class RecurrentActorCriticNet(nn.Module):
     """``(carry, features [D]) -> (carry, policy_out [num_outputs], log_std | None, value [])``."""
 
-    num_outputs: int
+    heads: Heads
     hidden_size: int
     cell: str
     encoder_sizes: tuple[int, ...]
     activation: Callable[[jax.Array], jax.Array]
-    gaussian: bool = False
-    log_std_init: float = 0.0
 
     @nn.compact
     def __call__(
@@ -67,14 +63,7 @@ class RecurrentActorCriticNet(nn.Module):
         else:
             cell = nn.OptimizedLSTMCell(features=self.hidden_size, name="cell")
         carry, y = cell(carry, x)
-        policy_out = orthogonal_dense(self.num_outputs, 0.01, name="policy_head")(y)
-        value = orthogonal_dense(1, 1.0, name="value_head")(y)
-        log_std = None
-        if self.gaussian:
-            log_std = self.param(
-                "log_std", nn.initializers.constant(self.log_std_init), (self.num_outputs,)
-            )
-        return carry, policy_out, log_std, jnp.reshape(value, ())
+        return carry, *self.heads(self, y, y)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,22 +99,14 @@ class RecurrentActorCritic:
     log_std_init: float = 0.0
 
     def __post_init__(self) -> None:
-        head = make_head(self.action_space, (spaces.Discrete, spaces.Box))
         if isinstance(self.hidden_size, bool) or not isinstance(self.hidden_size, int):
             raise TypeError(f"hidden_size must be an int, got {self.hidden_size!r}")
         if self.hidden_size < 1:
             raise ValueError(f"hidden_size must be >= 1, got {self.hidden_size}")
         if self.cell not in _CELLS:
             raise ValueError(f"cell must be one of {_CELLS}, got {self.cell!r}")
-        for name in ("use_prev_action", "use_prev_reward", "greedy"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        object.__setattr__(
-            self, "encoder_sizes", validate_hidden_sizes(self.encoder_sizes, "encoder_sizes")
-        )
-        if not callable(self.activation):
-            raise TypeError(f"activation must be callable, got {self.activation!r}")
-        object.__setattr__(self, "_head", head)
+        flags = ("use_prev_action", "use_prev_reward", "greedy")
+        check_agent(self, (spaces.Discrete, spaces.Box), "encoder_sizes", flags)
 
     # -- network -------------------------------------------------------------
 
@@ -133,13 +114,11 @@ class RecurrentActorCritic:
     def network(self) -> RecurrentActorCriticNet:
         """The flax module."""
         return RecurrentActorCriticNet(
-            num_outputs=self._head.num_outputs,
+            heads=Heads.of(self._head, self.log_std_init),
             hidden_size=self.hidden_size,
             cell=self.cell,
             encoder_sizes=self.encoder_sizes,
             activation=self.activation,
-            gaussian=isinstance(self._head, GaussianHead),
-            log_std_init=self.log_std_init,
         )
 
     def features(self, inputs: AgentInputs) -> jax.Array:
@@ -193,12 +172,7 @@ class RecurrentActorCritic:
         x = self.features(inputs)
         check_features(x, self._expected_features(params), "inputs")
         next_state, out, log_std, value = self.network.apply(params, state, x)
-        if isinstance(self._head, GaussianHead):
-            shape = self._head.shape
-            dist_params = (jnp.reshape(out, shape), jnp.reshape(log_std, shape))
-        else:
-            dist_params = out
-        return dist_params, value, next_state
+        return self._head.dist_params(out, log_std), value, next_state
 
     # -- protocol ------------------------------------------------------------
 
@@ -218,16 +192,7 @@ class RecurrentActorCritic:
         job (the sampler puts ``initial_state`` back).
         """
         dist_params, value, next_state = self.apply_step(params, inputs, state)
-        if self.greedy:
-            action = self._head.mode(dist_params)
-        else:
-            action = self._head.sample(dist_params, key)
-        info = ActorCriticInfo(
-            log_prob=self._head.log_prob(dist_params, action),
-            value=value,
-            dist_params=dist_params,
-        )
-        return AgentStep(action=action, agent_info=info), next_state
+        return act(self._head, dist_params, value, key, self.greedy), next_state
 
     def value(self, params: PyTree, inputs: AgentInputs, state: PyTree) -> jax.Array:
         """Value of ``inputs`` from ``state`` (what ``step`` would report), float32 scalar.

@@ -2,9 +2,10 @@
 
 Written once here:
 
-* the environment a config names (:func:`make_env`) and the sampler a trainer
-  collects with (:func:`make_trainer_sampler`);
-* :class:`TrainerBase`, the methods both ``Trainer`` objects have:
+* the environment a config names (:func:`make_env`), the sampler a trainer
+  collects with (:func:`make_trainer_sampler`) and its optimizer
+  (:func:`make_optimizer`);
+* :class:`TrainerBase`, the fields and methods both ``Trainer`` objects have:
   ``num_iterations``, ``hparams(**overrides)`` (hyperparameters as data, one
   vmap lane per run), ``run`` (a ``lax.scan`` of ``iteration``) and ``train``,
   plus the pieces of ``init`` and ``learn`` they have in common (the checked
@@ -12,7 +13,8 @@ Written once here:
   episode metrics);
 * :func:`reference_run`, the seeds x learning-rates sweep under one
   ``jax.vmap`` (a runner: it jits), and its command line
-  (:func:`reference_main`).
+  (:func:`reference_main`): the only functions of the trainers that call
+  ``jax.jit``; everything else is pure, and callers jit.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from jaxsample._checks import check_int
 from jaxsample.metrics import StepMetrics
@@ -38,6 +41,7 @@ __all__ = [
     "TrainerBase",
     "episode_metrics",
     "make_env",
+    "make_optimizer",
     "make_trainer_sampler",
     "reference_main",
     "reference_run",
@@ -78,21 +82,42 @@ def make_trainer_sampler(
     )
 
 
+def make_optimizer(config: Any) -> optax.GradientTransformation:
+    """``clip_by_global_norm(config.max_grad_norm)`` (unless it is None) then
+    ``scale_by_adam(eps=config.adam_eps)``; a trainer steps by ``-lr`` times
+    its output, so the learning rate can be traced (vmapped)."""
+    transforms = []
+    if config.max_grad_norm is not None:
+        transforms.append(optax.clip_by_global_norm(config.max_grad_norm))
+    transforms.append(optax.scale_by_adam(eps=config.adam_eps))
+    return optax.chain(*transforms)
+
+
 # ----------------------------------------------------------------------------
-# The trainers' shared methods
+# The trainers' shared fields and methods
 # ----------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
 class TrainerBase:
-    """Methods of PPO's and DQN's ``Trainer`` (frozen dataclasses with a
-    ``config``, an ``agent`` and a ``sampler``; ``hparams_type`` is the
-    algorithm's hyperparameter struct, whose fields default to the config's
-    fields of the same names). A subclass defines ``init`` and ``iteration``."""
+    """Fields and methods of PPO's and DQN's ``Trainer`` (frozen dataclasses;
+    ``hparams_type`` is the algorithm's hyperparameter struct, whose fields
+    default to the config's fields of the same names). A subclass adds its own
+    fields and defines ``init`` and ``iteration``.
+
+    Attributes:
+      config: the algorithm's config.
+      env, env_params: the gymnax environment.
+      agent: the acting agent.
+      sampler: the :class:`~jaxsample.Sampler` it collects with.
+    """
 
     hparams_type: ClassVar[type]
     config: Any
+    env: Any
+    env_params: Any
     agent: Any
-    sampler: Any
+    sampler: Sampler
 
     @property
     def num_iterations(self) -> int:
@@ -206,7 +231,9 @@ def reference_run(
       ``StepMetrics``' mean over the last ``metrics_window`` episodes),
       ``tail_return`` (mean return of the episodes completed in the last
       ``tail_iterations`` iterations), ``metrics`` (numpy, ``[runs,
-      iterations]``) and the ``seeds`` and ``lrs`` of each run.
+      iterations]``) and the ``seeds`` and ``lrs`` of each run; for a trainer
+      with an ``evaluate(state, key)`` method (DQN's), ``eval_return``: the
+      ``episode_return_mean`` it reports per run, with key ``fold_in(key, 1)``.
     """
     seed_list = [int(s) for s in seeds]
     lr_list = [trainer.config.lr] if lrs is None else [float(x) for x in lrs]
@@ -228,7 +255,7 @@ def reference_run(
     tail_return = np.nansum(np.nan_to_num(returns) * counts, axis=1) / np.maximum(
         counts.sum(axis=1), 1
     )
-    return state, {
+    report = {
         "compile_s": compile_s,
         "run_s": run_s,
         "final_return": metrics["average_return"][:, -1],
@@ -237,20 +264,25 @@ def reference_run(
         "seeds": run_seeds,
         "lrs": run_lrs,
     }
+    evaluate = getattr(trainer, "evaluate", None)
+    if evaluate is not None:
+        eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+        evaluation = jax.jit(jax.vmap(evaluate))(state, eval_keys)
+        report["eval_return"] = np.asarray(evaluation["episode_return_mean"])
+    return state, report
 
 
 def reference_main(
     argv: Sequence[str] | None,
-    *,
     description: str,
     config_type: type,
     default_seeds: int,
     run: Callable[[Any, Sequence[int]], dict[str, Any]],
-    describe: Callable[[Any, dict[str, Any], int], str],
 ) -> None:
     """``python -m jaxsample.algos.<algo> [--seeds N] [--first-seed S] [--total-timesteps T]``:
     ``run(config, seeds)`` (the algorithm's ``reference_run``), then one line
-    of figures and ``describe(config, report, i)`` per run."""
+    of figures and one line per run (its final and tail returns, and the greedy
+    evaluation's when the report has ``eval_return``)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--seeds", type=int, default=default_seeds)
     parser.add_argument("--first-seed", type=int, default=0)
@@ -265,4 +297,10 @@ def reference_main(
         f" run {out['run_s']:.1f} s ({len(out['seeds']) * steps / out['run_s']:,.0f} env steps/s)"
     )
     for i, seed in enumerate(out["seeds"]):
-        print(f"seed {seed}: {describe(config, out, i)}")
+        line = (
+            f"seed {seed}: final average_return {out['final_return'][i]:.1f} (last "
+            f"{config.metrics_window} episodes), tail {out['tail_return'][i]:.1f}"
+        )
+        if "eval_return" in out:
+            line += f", greedy eval {out['eval_return'][i]:.1f}"
+        print(line)

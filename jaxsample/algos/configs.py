@@ -27,30 +27,17 @@ __all__ = [
 ]
 
 _CELLS = ("gru", "lstm")
-_PPO_POSITIVE_INTS = (
-    "num_envs",
-    "num_steps",
-    "total_timesteps",
-    "update_epochs",
-    "num_minibatches",
-    "rnn_hidden_size",
-    "metrics_window",
-)
+_PPO_POSITIVE_INTS = ("update_epochs", "num_minibatches", "rnn_hidden_size")
 _PPO_NON_NEGATIVE_FLOATS = ("lr", "clip_eps", "ent_coef", "vf_coef", "adam_eps")
 _LOSSES = ("mse", "huber")
 _MAX_TIMESTEPS = 2**31 - 1  # env steps are counted in int32
 _DQN_POSITIVE_INTS = (
-    "num_envs",
-    "num_steps",
-    "total_timesteps",
     "buffer_capacity",
     "batch_size",
     "gradient_steps",
     "target_update_interval",
-    "metrics_window",
     "eval_episodes",
 )
-_DQN_NON_NEGATIVE_INTS = ("learning_starts", "max_decorrelation_steps")
 
 
 # ----------------------------------------------------------------------------
@@ -88,9 +75,13 @@ def check_config(
 ) -> None:
     """The checks every trainer config runs in ``__post_init__``.
 
-    ``config`` (a frozen dataclass with ``env_name``, ``total_timesteps``,
-    ``num_envs`` and ``num_steps``) must have a str ``env_name``; each
-    ``(name, minimum)`` of ``ints`` an int field ``>= minimum``; each of
+    ``config`` (a frozen dataclass with the fields of both trainers' configs:
+    ``env_name``, ``num_envs``, ``num_steps``, ``total_timesteps``,
+    ``max_decorrelation_steps`` and ``metrics_window``) must have a str
+    ``env_name``, positive ints ``num_envs``, ``num_steps``,
+    ``total_timesteps``, ``metrics_window`` and a non-negative int
+    ``max_decorrelation_steps``; each ``(name, minimum)`` of ``ints`` an int
+    field ``>= minimum``; each of
     ``bools`` a bool; each ``(name, low, high, open_low)`` of ``floats`` a
     float (:func:`check_float`); each of ``sizes`` a tuple of positive ints
     (a list is stored as a tuple). Last, the run must have an iteration:
@@ -98,7 +89,8 @@ def check_config(
     """
     if not isinstance(config.env_name, str):
         raise TypeError(f"env_name must be a str, got {config.env_name!r}")
-    for name, minimum in ints:
+    shared = ("num_envs", "num_steps", "total_timesteps", "metrics_window")
+    for name, minimum in [*((n, 1) for n in shared), ("max_decorrelation_steps", 0), *ints]:
         check_int(name, getattr(config, name), minimum)
     for name in bools:
         if not isinstance(getattr(config, name), bool):
@@ -115,13 +107,32 @@ def check_config(
         )
 
 
+class _RunLength:
+    """The run length of a config with ``num_envs``, ``num_steps`` and
+    ``total_timesteps`` (a base class of both trainers' configs)."""
+
+    num_envs: int
+    num_steps: int
+    total_timesteps: int
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Environment steps per iteration, ``num_envs * num_steps``."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_iterations(self) -> int:
+        """Iterations of a full run, ``total_timesteps // steps_per_iteration``."""
+        return self.total_timesteps // self.steps_per_iteration
+
+
 # ----------------------------------------------------------------------------
 # PPO
 # ----------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(_RunLength):
     """Static configuration of a PPO run (validated when constructed).
 
     The defaults are CleanRL's ``ppo.py`` on CartPole-v1 (4 envs x 128 steps,
@@ -188,10 +199,7 @@ class PPOConfig:
     def __post_init__(self) -> None:
         check_config(
             self,
-            ints=[
-                *((name, 1) for name in _PPO_POSITIVE_INTS),
-                ("max_decorrelation_steps", 0),
-            ],
+            ints=[(name, 1) for name in _PPO_POSITIVE_INTS],
             bools=("anneal_lr", "clip_vloss", "normalize_advantages", "recurrent", "mask_velocity"),
             floats=[
                 *((name, 0.0, math.inf, False) for name in _PPO_NON_NEGATIVE_FLOATS),
@@ -217,18 +225,14 @@ class PPOConfig:
 
     @property
     def batch_size(self) -> int:
-        """Environment steps per iteration, ``num_envs * num_steps``."""
-        return self.num_envs * self.num_steps
+        """Environment steps per iteration, ``num_envs * num_steps``
+        (``steps_per_iteration``)."""
+        return self.steps_per_iteration
 
     @property
     def minibatch_size(self) -> int:
         """Steps per minibatch, ``batch_size // num_minibatches``."""
         return self.batch_size // self.num_minibatches
-
-    @property
-    def num_iterations(self) -> int:
-        """Iterations of a full run, ``total_timesteps // batch_size``."""
-        return self.total_timesteps // self.batch_size
 
 
 #: Recurrent PPO for CartPole with the velocities hidden (a POMDP). After RL Zoo's
@@ -260,7 +264,7 @@ MASKED_CARTPOLE_RECURRENT = PPOConfig(
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig:
+class DQNConfig(_RunLength):
     """Static configuration of a DQN run (validated when constructed).
 
     The defaults train CartPole-v1 to a return of ~500 within 5e5 env steps
@@ -348,10 +352,7 @@ class DQNConfig:
     def __post_init__(self) -> None:
         check_config(
             self,
-            ints=[
-                *((name, 1) for name in _DQN_POSITIVE_INTS),
-                *((name, 0) for name in _DQN_NON_NEGATIVE_INTS),
-            ],
+            ints=[(name, 1) for name in _DQN_POSITIVE_INTS] + [("learning_starts", 0)],
             bools=("anneal_lr", "double_dqn"),
             floats=(
                 ("lr", 0.0, math.inf, True),
@@ -384,13 +385,3 @@ class DQNConfig:
             check_float("max_grad_norm", self.max_grad_norm, 0.0, math.inf, True)
         if self.loss not in _LOSSES:
             raise ValueError(f"loss must be one of {_LOSSES}, got {self.loss!r}")
-
-    @property
-    def steps_per_iteration(self) -> int:
-        """Environment steps per iteration, ``num_envs * num_steps``."""
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_iterations(self) -> int:
-        """Iterations of a full run, ``total_timesteps // steps_per_iteration``."""
-        return self.total_timesteps // self.steps_per_iteration

@@ -45,8 +45,8 @@ where ``s'`` is the step's true next observation,
 the env really reached, not the reset observation gymnax's auto-reset returns
 (bootstrapping from that, or not at all, is what most JAX DQN code does).
 
-Nothing here calls ``jax.jit`` except :func:`reference_run`, a runner: callers jit.
-``python -m jaxsample.algos.dqn`` runs the reference benchmark.
+The trainer is pure (callers jit); :func:`reference_run`, the reference
+benchmark (``python -m jaxsample.algos.dqn``), is a runner and jits.
 """
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ from jaxsample.algos.returns import td_target
 from jaxsample.evaluation import Evaluator, make_evaluator
 from jaxsample.metrics import StepMetrics
 from jaxsample.replay import Replayer, ReplayState, uniform
-from jaxsample.sampler import Sampler, SamplerState
+from jaxsample.sampler import SamplerState
 from jaxsample.traj_info import summarize
-from jaxsample.types import Batch, Samples
+from jaxsample.types import Batch, PyTree, Samples
 
 __all__ = [
     "DQNConfig",
@@ -84,15 +84,11 @@ __all__ = [
     "td_target",
 ]
 
-PyTree = Any
-
 
 @struct.dataclass
 class HParams:
-    """Hyperparameters that are data, not static config: vmap over them.
-
-    Each field is a float32 scalar for one run (``[N]`` to vmap ``N`` runs).
-    Build with :meth:`Trainer.hparams` (defaults from the config).
+    """DQN's hyperparameters as data (:meth:`Trainer.hparams`, defaults from the
+    config): float32 ``[]`` for one run, ``[N]`` to vmap ``N`` runs.
 
     Attributes:
       lr: Adam's learning rate.
@@ -185,11 +181,6 @@ class Trainer(TrainerBase):
         so the learning rate can be traced (vmapped).
     """
 
-    config: DQNConfig
-    env: Any
-    env_params: Any
-    agent: EpsilonGreedyAgent
-    sampler: Sampler
     replayer: Replayer
     evaluator: Evaluator
     optimizer: optax.GradientTransformation
@@ -403,66 +394,32 @@ def make_train(config: DQNConfig, *, env: Any = None, env_params: Any = None) ->
         max_steps=config.eval_episodes * (episode_limit + 1),
         discount=config.gamma,
     )
-    transforms = []
-    if config.max_grad_norm is not None:
-        transforms.append(optax.clip_by_global_norm(config.max_grad_norm))
-    transforms.append(optax.scale_by_adam(eps=config.adam_eps))
-    return Trainer(
-        config=config,
-        env=env,
-        env_params=env_params,
-        agent=agent,
-        sampler=sampler,
-        replayer=replayer,
-        evaluator=evaluator,
-        optimizer=optax.chain(*transforms),
-    )
-
-
-# ----------------------------------------------------------------------------
-# Reference runs (a runner: this one jits)
-# ----------------------------------------------------------------------------
+    optimizer = common.make_optimizer(config)
+    return Trainer(config, env, env_params, agent, sampler, replayer, evaluator, optimizer)
 
 
 def reference_run(
     config: DQNConfig | None = None,
     seeds: Sequence[int] = tuple(range(4)),
     *,
-    lrs: Sequence[float] | None = None,
     tail_iterations: int = 5_000,
+    lrs: Sequence[float] | None = None,
 ) -> dict[str, Any]:
-    """Train ``len(seeds)`` runs (x ``len(lrs)``) under one ``jax.vmap`` and report.
+    """The reference benchmark (a runner: it jits): CartPole-v1, 5e5 env steps,
+    4 seeds by default; ``len(seeds)`` x ``len(lrs)`` runs under one ``jax.vmap``.
 
-    The default is the reference benchmark: CartPole-v1, 5e5 env steps, 4 seeds.
-    Returns a dict with ``compile_s``, ``run_s`` (wall times), ``final_return``
-    (per run, ``StepMetrics``' mean over the last ``metrics_window`` training
-    episodes, epsilon-greedy), ``tail_return`` (mean return of the training
-    episodes completed in the last ``tail_iterations`` iterations),
-    ``eval_return`` (greedy, :meth:`Trainer.evaluate`), ``metrics`` (numpy,
-    ``[runs, iterations]``) and the ``seeds`` and ``lrs`` of each run.
+    Returns the report of :func:`jaxsample.algos.common.reference_run`: the
+    returns are those of the epsilon-greedy training episodes, and
+    ``eval_return`` is the greedy policy's (:meth:`Trainer.evaluate`).
     """
-    config = DQNConfig() if config is None else config
-    trainer = make_train(config)
-    state, report = common.reference_run(trainer, seeds, lrs=lrs, tail_iterations=tail_iterations)
-    keys = jax.vmap(jax.random.key)(jnp.asarray(report["seeds"], jnp.uint32))
-    eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-    evaluation = jax.jit(jax.vmap(trainer.evaluate))(state, eval_keys)
-    return {**report, "eval_return": np.asarray(evaluation["episode_return_mean"])}
+    trainer = make_train(DQNConfig() if config is None else config)
+    return common.reference_run(trainer, seeds, lrs=lrs, tail_iterations=tail_iterations)[1]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m jaxsample.algos.dqn [--seeds N] [--first-seed S] [--total-timesteps T]``."""
     common.reference_main(
-        argv,
-        description="DQN reference benchmark (CartPole-v1)",
-        config_type=DQNConfig,
-        default_seeds=4,
-        run=reference_run,
-        describe=lambda config, out, i: (
-            f"final average_return {out['final_return'][i]:.1f} (last "
-            f"{config.metrics_window} episodes), tail {out['tail_return'][i]:.1f}, greedy eval "
-            f"{out['eval_return'][i]:.1f}"
-        ),
+        argv, "DQN reference benchmark (CartPole-v1)", DQNConfig, 4, reference_run
     )
 
 

@@ -33,8 +33,8 @@ Two variants (``config.recurrent``):
   by ``evaluate_sequence`` from ``samples.agent.initial_state`` with the state
   reset exactly where the sampler reset it (``reset[t] = done[t - 1]``).
 
-Nothing here calls ``jax.jit`` except :func:`reference_run`, a runner: callers jit.
-``python -m jaxsample.algos.ppo`` runs the reference benchmark.
+Everything here is pure (callers jit) except the reference benchmark,
+:func:`reference_run` (``python -m jaxsample.algos.ppo``), a runner that jits.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT, PPOConfig
 from jaxsample.algos.returns import final_values, gae
 from jaxsample.envs import mask_velocity
 from jaxsample.metrics import StepMetrics
-from jaxsample.sampler import Sampler, SamplerState
-from jaxsample.types import AgentInputs, Batch, Samples
+from jaxsample.sampler import SamplerState
+from jaxsample.types import AgentInputs, Batch, PyTree, Samples
 
 __all__ = [
     "MASKED_CARTPOLE_RECURRENT",
@@ -74,16 +74,11 @@ __all__ = [
     "reference_run",
 ]
 
-PyTree = Any
-
 
 @struct.dataclass
 class HParams:
-    """Hyperparameters that are data, not static config: vmap over them.
-
-    Each field is a float32 scalar for one run (``[N]`` to vmap ``N`` runs).
-    Build with :meth:`Trainer.hparams` (defaults from the config).
-    """
+    """PPO's loss and optimizer settings that are data, not static config (one
+    float32 scalar each per run; vmap over them): :meth:`Trainer.hparams`."""
 
     lr: jax.Array
     clip_eps: jax.Array
@@ -208,11 +203,6 @@ class Trainer(TrainerBase):
     minibatches), ``explained_variance``.
     """
 
-    config: PPOConfig
-    env: Any
-    env_params: Any
-    agent: Any
-    sampler: Sampler
     optimizer: optax.GradientTransformation
     mesh: Mesh | None = None
     mesh_axis: str = "envs"
@@ -461,20 +451,8 @@ def make_train(
                 f"{'env sequences' if config.recurrent else 'steps'} cannot be split over "
                 f"the {n} devices of mesh axis {mesh_axis!r}: change num_minibatches"
             )
-    optimizer = optax.chain(
-        optax.clip_by_global_norm(config.max_grad_norm),
-        optax.scale_by_adam(eps=config.adam_eps),
-    )
-    return Trainer(
-        config=config,
-        env=env,
-        env_params=env_params,
-        agent=agent,
-        sampler=sampler,
-        optimizer=optimizer,
-        mesh=mesh,
-        mesh_axis=mesh_axis,
-    )
+    optimizer = common.make_optimizer(config)
+    return Trainer(config, env, env_params, agent, sampler, optimizer, mesh, mesh_axis)
 
 
 # ----------------------------------------------------------------------------
@@ -489,14 +467,10 @@ def reference_run(
     lrs: Sequence[float] | None = None,
     tail_iterations: int = 10,
 ) -> dict[str, Any]:
-    """Train ``len(seeds)`` runs (x ``len(lrs)``) under one ``jax.vmap`` and report.
+    """Train ``len(seeds)`` runs (x ``len(lrs)``) under one ``jax.vmap``; by
+    default the reference benchmark, CleanRL's CartPole-v1 PPO with 8 seeds.
 
-    The default is the reference benchmark: CleanRL's CartPole-v1 PPO, 8 seeds.
-    Returns a dict with ``compile_s``, ``run_s`` (wall times), ``final_return``
-    (per run, ``StepMetrics``' mean over the last ``metrics_window`` episodes),
-    ``tail_return`` (mean return of the episodes completed in the last
-    ``tail_iterations`` iterations), ``metrics`` (numpy, ``[runs, iterations]``)
-    and the ``seeds`` and ``lrs`` of each run.
+    Returns the report of :func:`jaxsample.algos.common.reference_run`.
     """
     config = PPOConfig() if config is None else config
     _, report = common.reference_run(
@@ -507,17 +481,8 @@ def reference_run(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m jaxsample.algos.ppo [--seeds N] [--first-seed S] [--total-timesteps T]``."""
-    common.reference_main(
-        argv,
-        description="PPO reference benchmark (CleanRL's CartPole-v1 setup)",
-        config_type=PPOConfig,
-        default_seeds=8,
-        run=reference_run,
-        describe=lambda config, out, i: (
-            f"final average_return {out['final_return'][i]:.1f} (last "
-            f"{config.metrics_window} episodes), tail {out['tail_return'][i]:.1f}"
-        ),
-    )
+    description = "PPO reference benchmark (CleanRL's CartPole-v1 setup)"
+    common.reference_main(argv, description, PPOConfig, 8, reference_run)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ The autoreset translation is the host sampler's (see
 next (the reset observation after a done step), and the true next observation
 of every env as ``final_observation``.
 
+An env that raises inside ``step`` may have advanced steps whose outputs never
+reached the program, so every later ``step`` raises an error naming that failure
+(rather than running on from an unknown point) until ``reset`` starts again.
+
 Cost, honestly: every call is a device -> host -> device round trip that
 the compiled program waits for; nothing of the env overlaps with device work,
 and on an accelerator each step also synchronizes the device stream. The bridge
@@ -115,6 +119,8 @@ class HostEnvBridge:
         Raises:
           ValueError: at trace time, when ``action`` does not have the shape and
             dtype of ``B`` actions of ``action_space``.
+          RuntimeError: at run time (inside JAX's callback error), before
+            ``reset`` or after the env raised in an earlier step.
         """
         expected = self._batched(action_spec(self.action_space))
         if jnp.shape(action) != expected.shape or jnp.result_type(action) != expected.dtype:
@@ -135,16 +141,28 @@ class HostEnvBridge:
 
     # ------------------------------------------------------- host side
     def _reset_host(self, seeds: np.ndarray) -> np.ndarray:
+        # EnvHandle.start clears the handle's failure once the reset succeeded.
         out = np.zeros((self.num_envs, *self.observation_spec.shape), self.observation_spec.dtype)
         self._handle.start([int(s) for s in np.asarray(seeds)], out)
         return out
 
     def _step_host(self, action: np.ndarray) -> tuple[np.ndarray, ...]:
-        adapter = self._handle.adapter
+        handle = self._handle
+        adapter = handle.adapter
         if adapter is None:
             raise RuntimeError("HostEnvBridge.step before reset: call bridge.reset(key) first")
+        if handle.failure is not None:
+            raise RuntimeError(
+                f"HostEnvBridge.step after the host env failed ({handle.failure}): its "
+                "envs may have advanced by steps whose outputs were never returned, so "
+                "the episode stream cannot go on; call bridge.reset(key) to start again"
+            )
         out = np.zeros((self.num_envs, *self.observation_spec.shape), self.observation_spec.dtype)
-        res = adapter.step(np.asarray(action), out)
+        try:
+            res = adapter.step(np.asarray(action), out)
+        except BaseException as error:
+            handle.failure = f"{type(error).__name__}: {error}"
+            raise
         final = out.copy()
         if res.any_done:
             final[res.done] = res.final_rows

@@ -307,7 +307,10 @@ class EnvHandle:
     ``env`` is a vector env instance (reseeded by ``reset(seed=...)``) or a
     factory ``make_env(seeds) -> vector env`` called with one seed per env
     (needed for envpool, whose seeds are fixed at creation). ``generation``
-    counts the uses that invalidate older states.
+    counts the uses that invalidate older states (bumped just before the envs
+    move). ``failure`` describes an error raised after the envs had moved (None
+    when there was none since the last :meth:`start`): the envs then advanced
+    by steps whose outputs nobody received, so they must be restarted.
     """
 
     def __init__(self, env_or_factory: Any, B: int, mode_override: Any):
@@ -350,6 +353,7 @@ class EnvHandle:
         self.env = env
         self.adapter = VecAdapter(env, self.mode) if env is not None else None
         self.generation = 0
+        self.failure: str | None = None
 
     def _make(self, seeds: list[int]) -> Any:
         assert self.factory is not None
@@ -361,7 +365,12 @@ class EnvHandle:
         return env
 
     def start(self, seeds: list[int], out: np.ndarray) -> VecAdapter:
-        """(Re)create or reseed the env; write the reset observations to ``out``."""
+        """(Re)create or reseed the env; write the reset observations to ``out``.
+
+        Older states are stale from here on; ``failure`` is cleared once the
+        reset succeeded (an interrupted reset is itself a failure)."""
+        self.generation += 1
+        self.failure = "the reset of the envs was interrupted"
         if self.factory is not None:
             if self.env is not None:
                 self.env.close()
@@ -373,7 +382,7 @@ class EnvHandle:
             self.adapter = VecAdapter(self.env, self.mode)
         assert self.adapter is not None
         self.adapter.reset(seeds, out)
-        self.generation += 1
+        self.failure = None
         return self.adapter
 
 

@@ -36,7 +36,11 @@ once.)
 ``collect`` is not jittable: it steps a stateful host env. ``init`` and
 ``collect`` return a :class:`HostSamplerState` that refers to the env; only the
 latest state of an env may be collected from (an older one raises), because the
-env has moved on.
+env has moved on. A ``collect`` that fails before its envs move (e.g. in the
+agent's first step: bad ``agent_params``) leaves its state valid, and a retry
+continues the same stream; one that fails after they moved (a reset at the
+start of a ``"wait"``/``"episodic"`` batch, or the first ``env.step``)
+invalidates it, and the next ``collect`` says so: start again with ``init``.
 
 Randomness (the JAX sampler's schedule, docs/design.md): for the env of global rank
 ``r``, ``k_reset, k_decorrelate, k_run = split(fold_in(key, r), 3)``. The env's
@@ -247,11 +251,30 @@ class HostSampler(SamplerOptions):
         Returns:
           ``(state, batch)``; ``batch`` is a :class:`~jaxsample.types.Batch` of
           device arrays ``[T, B, ...]``, laid out as the JAX sampler's.
+
+        Raises:
+          ValueError: ``state`` is not the env's latest, or an earlier
+            ``collect`` failed after its envs had moved (the error says which).
+            An error raised before the envs move leaves ``state`` valid.
         """
-        T, B = self.batch_spec
         self._check_state(state)
         handle = self._handle
-        handle.generation += 1  # whatever happens next, older states are stale
+        try:
+            return self._collect(state, agent_params)
+        except BaseException as error:
+            if handle.generation != state.generation:  # the envs had moved: state lost
+                handle.failure = f"{type(error).__name__}: {error}"
+            raise
+
+    def _collect(
+        self, state: HostSamplerState, agent_params: PyTree
+    ) -> tuple[HostSamplerState, Batch]:
+        """:meth:`collect` after its checks. ``handle.generation`` is bumped
+        just before the envs first move (a reset at the start of the batch, else
+        the first ``env.step``): an error before that (e.g. in the agent's first
+        step) leaves ``state`` valid, and a retry continues its stream."""
+        T, B = self.batch_spec
+        handle = self._handle
         adapter = handle.adapter
         assert adapter is not None
         auto = self.reset_mode == "auto"
@@ -268,12 +291,17 @@ class HostSampler(SamplerOptions):
         prev_action, prev_reward = state.prev_action, state.prev_reward
         agent_state, traj = state.agent_state, state.traj
         obs_buf[0] = state.observation
+        resets = self.reset_mode == "episodic" or (
+            self.reset_mode == "wait" and bool(state.stale.any())
+        )
+        if resets:  # the envs move now: older states are stale
+            handle.generation += 1
         if self.reset_mode == "episodic":
             adapter.reset(None, obs_buf[0])
             fresh = self._fresh()
             agent_state, traj = fresh["agent_state"], fresh["traj"]
             prev_action, prev_reward = fresh["prev_action"], fresh["prev_reward"]
-        elif self.reset_mode == "wait" and state.stale.any():
+        elif resets:
             adapter.reset_where(state.stale, obs_buf[0])
         initial_state = agent_state
         packed, agent_keys = self._begin(state.key, state.step)
@@ -304,6 +332,8 @@ class HostSampler(SamplerOptions):
             flags,
             prev_action,
         )
+        if not resets:  # the envs move at the first step: older states are stale
+            handle.generation += 1
         for t in range(T):
             action = np.asarray(action_dev)  # waits for the device step t
             if not auto:  # idle envs step with the null action; their outputs are dropped
@@ -442,11 +472,17 @@ class HostSampler(SamplerOptions):
         if state.stale.shape != (self.batch_spec.B,):
             raise ValueError(f"state holds {state.stale.shape} envs, but B={self.batch_spec.B}")
         if state.generation != self._handle.generation:
-            raise ValueError(
-                "state is stale: the host env has moved on since it was returned. Only "
-                "the latest state from init/collect can be collected from (a host env, "
-                "unlike a JAX one, cannot be rewound)"
+            failure = self._handle.failure
+            why = (
+                f"an error interrupted the envs after they had moved ({failure}), so "
+                "no state describes them any more; call sampler.init(key, agent_params) "
+                "to start again"
+                if failure is not None
+                else "the host env has moved on since it was returned. Only the latest "
+                "state from init/collect can be collected from (a host env, unlike a "
+                "JAX one, cannot be rewound)"
             )
+            raise ValueError(f"state is stale: {why}")
 
 
 def make_host_sampler(

@@ -9,14 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample.types import (
-    AgentSamples,
-    Batch,
-    EnvSamples,
-    PyTree,
-    Samples,
-    SparseFinalObservation,
-)
+from jaxsample.types import AgentSamples, Batch, EnvSamples, PyTree, Samples, SparseFinalObservation
 
 __all__ = [
     "as_samples",

@@ -30,3 +30,10 @@ def check_key(key: Any) -> None:
         )
     if key.shape != ():
         raise ValueError(f"key must be a single key (shape ()), got shape {key.shape}")
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value``, or a ``TypeError`` naming ``name`` unless it is a bool."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return bool(value)

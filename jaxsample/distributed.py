@@ -92,8 +92,8 @@ class ShardedSampler(Sampler):
         Returns:
           A :class:`~jaxsample.SamplerState` sharded along ``B``.
         """
-        del agent_params
         check_key(key)
+        self.check_params(agent_params)
         ranks = jnp.asarray(self.env_ranks, jnp.int32)
         init = jax.shard_map(
             self.local.init_envs,

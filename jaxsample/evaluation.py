@@ -63,11 +63,11 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxsample._checks import check_int, check_key
+from jaxsample._checks import check_bool, check_int, check_key
 from jaxsample.agents.base import Agent
 from jaxsample.core import keys as K
 from jaxsample.core.options import check_agent, check_discount, check_env
-from jaxsample.core.specs import agent_spec, env_spec
+from jaxsample.core.specs import agent_spec, agent_state_spec, default_params, env_spec
 from jaxsample.core.step import EnvStepper, track
 from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import PyTree, TrajInfo
@@ -199,7 +199,8 @@ class Evaluator:
             return (c.t < self.max_T) & wanted(c)
 
         def body(c: _Loop) -> _Loop:
-            envs, done, info = step(c.envs, agent_params, c.t)
+            envs, done, info, action = step(c.envs, agent_params, c.t)
+            self._stepper.check_actions_fit(action, jnp.ones((B,), bool), ranks, c.t, "step")
             if self.mode == "rlpyt":
                 record = done
                 before = jnp.cumsum(done, dtype=jnp.int32) - done.astype(jnp.int32)
@@ -239,17 +240,17 @@ class Evaluator:
 
     def _env_step(
         self, s: _EnvState, agent_params: PyTree, t: jax.Array
-    ) -> tuple[_EnvState, jax.Array, TrajInfo]:
+    ) -> tuple[_EnvState, jax.Array, TrajInfo, PyTree]:
         """Step ``t`` of one env (unbatched): the core per-env step, and the
         trajectory's accounting.
 
-        Returns the next state, ``done`` (bool scalar) and the TrajInfo of the
-        step (the trajectory's totals where ``done``).
+        Returns the next state, ``done`` (bool scalar), the TrajInfo of the
+        step (the trajectory's totals where ``done``) and the action taken.
         """
         k_agent, k_env = K.eval_step_keys(s.key, t)
         new, tr = self._stepper.step(s, self._stepper.agent_act(agent_params), k_agent, k_env)
         traj, info = track(s.traj, tr.reward, tr.done, self.discount)
-        return new.replace(traj=traj), tr.done, info
+        return new.replace(traj=traj), tr.done, info, tr.action
 
 
 def _scatter(out: TrajInfo, slot: jax.Array, values: TrajInfo) -> TrajInfo:
@@ -268,6 +269,7 @@ def make_evaluator(
     mode: EvalMode = "first_per_env",
     discount: float = 0.99,
     agent_params: PyTree = None,
+    check_actions: bool = False,
 ) -> Evaluator:
     """Build an evaluator of ``agent.as_eval()`` on ``n_envs`` envs.
 
@@ -294,7 +296,11 @@ def make_evaluator(
       agent_params: an example of the agent's parameters (arrays or
         ``jax.ShapeDtypeStruct``), used only to check the agent. Defaults to
         ``jax.eval_shape(agent.init, key, observation)`` when the agent has an
-        ``init`` method.
+        ``init`` method; without either, ``run`` checks the agent with the
+        parameters it is given.
+      check_actions: the checked mode (as in :func:`jaxsample.make_sampler`):
+        ``run`` raises when an action is outside the action space; off by
+        default, at no cost.
 
     Returns:
       An :class:`Evaluator`; call ``evaluator.run(key, agent_params)`` (under
@@ -313,6 +319,7 @@ def make_evaluator(
     if mode not in EVAL_MODES:
         raise ValueError(f"mode must be one of {EVAL_MODES}, got {mode!r}")
     discount = check_discount(discount)
+    check_bool("check_actions", check_actions)
     check_env(env, env_params)
     if not callable(getattr(agent, "as_eval", None)):
         raise TypeError("agent must have a method as_eval() giving its greedy behaviour")
@@ -321,7 +328,9 @@ def make_evaluator(
 
     max_T = max_steps // n_envs
     env_s = env_spec(env, env_params, same_observation=True)
-    agent_s = agent_spec(eval_agent, agent_params, env_s.observation, env_s.action_space)
+    agent_params = default_params(eval_agent, agent_params, env_s.observation)
+    if agent_params is not None:  # else run() checks the agent with its parameters
+        agent_spec(eval_agent, agent_params, env_s.observation, env_s.action_space)
 
     most = n_envs * max_T  # at most one trajectory per env per step
     if max_trajectories is None:
@@ -342,6 +351,8 @@ def make_evaluator(
         discount=discount,
         max_T=max_T,
         capacity=capacity,
-        _stepper=EnvStepper(env, env_params, eval_agent, env_s, agent_s.state),
+        _stepper=EnvStepper(
+            env, env_params, eval_agent, env_s, agent_state_spec(eval_agent), check_actions
+        ),
         _quota=quota,
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 import jax
 
-from jaxsample._checks import check_int
+from jaxsample._checks import check_bool, check_int
 from jaxsample.agents.base import Agent
 from jaxsample.core.keys import EPOCH
 from jaxsample.core.options import (
@@ -30,7 +30,10 @@ from jaxsample.core.options import (
 )
 from jaxsample.core.rollout import Sampler, SamplerState
 from jaxsample.core.specs import (
+    FromParams,
     agent_spec,
+    agent_state_spec,
+    default_params,
     env_spec,
     final_slots,
     known_time_limit,
@@ -39,7 +42,7 @@ from jaxsample.core.specs import (
 )
 from jaxsample.core.step import EnvStepper
 from jaxsample.distributed import check_mesh, shard_sampler
-from jaxsample.types import BatchSpec, PyTree
+from jaxsample.types import BatchSpec, PyTree, Samples
 
 __all__ = [
     "EPOCH",
@@ -70,6 +73,7 @@ def make_sampler(
     agent_params: PyTree = None,
     mesh: jax.sharding.Mesh | None = None,
     mesh_axis: str = "envs",
+    check_actions: bool = False,
 ) -> Sampler:
     """Build a sampler of ``batch_spec.T`` steps of ``batch_spec.B`` envs.
 
@@ -105,7 +109,16 @@ def make_sampler(
       agent_params: an example of the agent's parameters (arrays or
         ``jax.ShapeDtypeStruct``), used only to check the agent and build
         ``examples``. Defaults to ``jax.eval_shape(agent.init, key, observation)``
-        when the agent has an ``init`` method.
+        when the agent has an ``init`` method; for an agent without one, the
+        check and ``examples`` wait for the parameters first given to
+        ``init`` (``examples`` raises until then).
+      check_actions: the checked mode, for developing an agent: ``collect``
+        raises (at run time, under ``jax.jit`` too) when an agent's action is
+        outside the action space (e.g. 5 for ``Discrete(2)``, NaN for a Box),
+        naming the env rank, the step, the action and the space. Off by
+        default, and then the program has nothing of it (no check, no
+        callback); on, it adds a check per step and a host callback at a step
+        where it fails.
 
     Raises:
       TypeError, ValueError: for bad arguments, or an agent whose action does not
@@ -125,27 +138,38 @@ def make_sampler(
         env_ranks=env_ranks,
         global_B=global_B,
     )
+    check_bool("check_actions", check_actions)
     check_env(env, env_params)
     env_s = env_spec(env, env_params, same_observation=True)
-    agent_s = agent_spec(
-        agent, agent_params, env_s.observation, env_s.action_space, value=bootstrap_value
-    )
-    examples = step_examples(
-        env_s.observation,
-        env_s.action,
-        env_s.env_info,
-        agent_s.info,
-        agent_s.state,
-        store_agent_state=store_agent_state,
-        bootstrap_value=bootstrap_value,
+    state_spec = agent_state_spec(agent)
+
+    def derive_examples(params: PyTree) -> Samples:
+        agent_s = agent_spec(
+            agent, params, env_s.observation, env_s.action_space, value=bootstrap_value
+        )
+        return step_examples(
+            env_s.observation,
+            env_s.action,
+            env_s.env_info,
+            agent_s.info,
+            state_spec,
+            store_agent_state=store_agent_state,
+            bootstrap_value=bootstrap_value,
+        )
+
+    examples = FromParams(
+        derive_examples,
+        default_params(agent, agent_params, env_s.observation),
+        what="sampler.examples",
+        factory="make_sampler",
     )
     time_limit = known_time_limit(env, env_params)
     sampler = Sampler(
         **options,
         env=env,
         env_params=env_params,
-        examples=examples,
-        _stepper=EnvStepper(env, env_params, agent, env_s, agent_s.state),
+        _examples=examples,
+        _stepper=EnvStepper(env, env_params, agent, env_s, state_spec, check_actions),
         _slots=final_slots(reset_mode, options["batch_spec"].T, time_limit),
     )
     if mesh is None:

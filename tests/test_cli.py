@@ -173,7 +173,6 @@ def test_train_eight_seeds_finishes_within_a_timeout(tmp_path) -> None:
     assert json.loads(out.read_text())["seeds"] == 8
 
 
-
 @pytest.mark.parametrize(
     ("args", "match"),
     [

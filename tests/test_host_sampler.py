@@ -684,7 +684,7 @@ def test_stale_state_and_no_retrace():
     for w in (3.0, 4.0, 5.0):
         new, batch = sampler.collect(new, params(w))
     # New params every call, one compilation of each device function.
-    for fn in (sampler._act, sampler._finish, sampler._begin):
+    for fn in (sampler._device.act, sampler._device.finish, sampler._device.begin):
         assert fn._cache_size() == 1
     values = np.asarray(batch.samples.agent.agent_info["value"])
     assert values.dtype == np.float32 and np.isfinite(values).all()

@@ -33,7 +33,7 @@ from jaxsample._checks import check_key
 from jaxsample.core import keys as K
 from jaxsample.core.assemble import assemble, bootstrap_values, final_store
 from jaxsample.core.options import SamplerOptions
-from jaxsample.core.specs import recorded_info
+from jaxsample.core.specs import FromParams, recorded_info
 from jaxsample.core.step import EnvStepper, hold_idle, track, tree_where
 from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import AgentInputs, Batch, PyTree, Samples
@@ -120,9 +120,22 @@ class Sampler(SamplerOptions):
 
     env: Any
     env_params: Any
-    examples: Samples
+    _examples: FromParams  # -> Samples, once the agent's parameters are known
     _stepper: EnvStepper
     _slots: int  # K of the sparse final-observation store
+
+    @property
+    def examples(self) -> Samples:
+        """One step of :class:`~jaxsample.types.Samples` (``jax.ShapeDtypeStruct``
+        leaves, no ``T``/``B`` axes); a ``ValueError`` naming ``agent_params=``
+        while the agent's parameters are unknown (an agent without ``init``,
+        built without ``agent_params=``, before the first :meth:`init`)."""
+        return self._examples.get()
+
+    def check_params(self, agent_params: PyTree) -> None:
+        """Check the agent with ``agent_params`` if it has not been checked yet
+        (an agent without ``init``, built without ``agent_params=``)."""
+        self._examples.of(agent_params)
 
     # ----------------------------------------------------------------- init
     def init(self, key: jax.Array, agent_params: PyTree) -> SamplerState:
@@ -136,8 +149,8 @@ class Sampler(SamplerOptions):
         Returns:
           The :class:`SamplerState` to pass to :meth:`collect`.
         """
-        del agent_params  # decorrelation takes random actions, not the agent's
         check_key(key)
+        self.check_params(agent_params)  # decorrelation takes random actions
         return self.init_envs(key, jnp.asarray(self.env_ranks, jnp.int32))
 
     def init_envs(self, key: jax.Array, env_ranks: jax.Array) -> SamplerState:
@@ -192,6 +205,8 @@ class Sampler(SamplerOptions):
         def body(carry, t):
             state, slots, n_truncated = carry
             new_state, out = step(state, keys, agent_params, t)
+            active = jnp.ones((B,), bool) if self.reset_mode == "auto" else out.valid
+            self._stepper.check_actions_fit(out.action, active, state.env_rank, t, "batch step")
             if self.final_observation == "sparse":
                 slots, n_truncated = jax.lax.cond(
                     jnp.any(out.truncated),

@@ -2,8 +2,10 @@
 
 :func:`env_spec` reads a gymnax env's spaces and step outputs
 (:class:`EnvSpec`), :func:`agent_spec` checks an agent against them
-(:class:`AgentSpec`), :func:`act_checked` is the agent step with those checks at
-trace time, :func:`step_examples` builds a sampler's ``examples``, and
+given its parameters (:class:`AgentSpec`; :class:`FromParams` defers that to
+the first parameters given when they are not known at build time),
+:func:`act_checked` is the agent step with those checks at trace time,
+:func:`step_examples` builds a sampler's ``examples``, and
 :func:`truncation_bound` is how many truncations of one env the sparse
 final-observation store must hold in a batch.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -160,6 +163,20 @@ class AgentSpec:
     info: PyTree
 
 
+def agent_state_spec(agent: Agent) -> PyTree:
+    """Spec of ``agent.initial_state`` (it takes no parameters)."""
+    return jax.eval_shape(agent.initial_state, jnp.zeros((), jnp.int32))
+
+
+def default_params(agent: Agent, agent_params: PyTree, observation: PyTree) -> PyTree:
+    """``agent_params`` if given, else ``jax.eval_shape(agent.init, key,
+    observation)`` when the agent has ``init``, else None (not known before
+    the parameters are given to ``init``/``collect``/``run``)."""
+    if agent_params is None and callable(getattr(agent, "init", None)):
+        return jax.eval_shape(agent.init, jax.random.key(0), observation)
+    return agent_params
+
+
 def agent_spec(
     agent: Agent,
     agent_params: PyTree,
@@ -168,16 +185,12 @@ def agent_spec(
     *,
     value: bool = False,
 ) -> AgentSpec:
-    """Check ``agent`` for one env of ``observation`` and ``action_space`` at
-    build time (its action, its state, and with ``value`` its scalar value).
-
-    ``agent_params`` defaults to ``jax.eval_shape(agent.init, key, observation)``
-    when the agent has ``init``; the agent is never called with made-up values.
-    """
+    """Check ``agent`` with ``agent_params`` (arrays, tracers or
+    ``jax.ShapeDtypeStruct``, never None: the agent is never called with
+    made-up values) for one env of ``observation`` and ``action_space``: its
+    action, its state, and with ``value`` its scalar value."""
     key = jax.random.key(0)
-    if agent_params is None and callable(getattr(agent, "init", None)):
-        agent_params = jax.eval_shape(agent.init, key, observation)
-    state_spec = jax.eval_shape(agent.initial_state, jnp.zeros((), jnp.int32))
+    state_spec = agent_state_spec(agent)
     act_spec = action_spec(action_space)
     inputs = AgentInputs(observation, act_spec, jax.ShapeDtypeStruct((), jnp.float32))
 
@@ -193,12 +206,50 @@ def agent_spec(
             space=action_space,
         )
 
+    agent_params = specs(agent_params)
     agent_step, _ = jax.eval_shape(act, agent_params, inputs, state_spec, key)
     if value:
         value_spec = jax.eval_shape(agent.value, agent_params, inputs, state_spec)
         if value_spec.shape != ():
             raise ValueError(f"agent.value must return a scalar, got shape {value_spec.shape}")
     return AgentSpec(params=agent_params, state=state_spec, info=specs(agent_step.agent_info))
+
+
+class FromParams:
+    """What a sampler derives from the agent's parameters (its ``examples``,
+    for the host sampler its compiled device functions), derived once.
+
+    At build time when the parameters are known (``agent_params=``, or
+    ``agent.init``'s shapes); else from the parameters first given to
+    ``init`` (an agent without ``init`` is never called with made-up
+    parameters). Until then :meth:`get` raises a ``ValueError`` that says to
+    pass ``agent_params=``.
+    """
+
+    def __init__(
+        self, derive: Callable[[PyTree], Any], agent_params: PyTree, *, what: str, factory: str
+    ) -> None:
+        self._derive = derive
+        self._what, self._factory = what, factory
+        self._value = None if agent_params is None else derive(agent_params)
+
+    def of(self, agent_params: PyTree) -> Any:
+        """The derived value, derived now from ``agent_params`` (checking the
+        agent with them) if it is not known yet."""
+        if self._value is None:
+            self._value = self._derive(agent_params)
+        return self._value
+
+    def get(self) -> Any:
+        """The derived value; a clear error while the parameters are unknown."""
+        if self._value is None:
+            raise ValueError(
+                f"{self._what} is not known yet: the agent has no init method and "
+                f"{self._factory} got no agent_params=, so the agent's outputs are "
+                f"unknown. Pass agent_params= (an example of the parameters, arrays "
+                "or jax.ShapeDtypeStruct) to it, or call init(key, agent_params) first."
+            )
+        return self._value
 
 
 def initial_agent_state(agent: Agent, state_spec: PyTree, rank: jax.Array) -> PyTree:

@@ -26,6 +26,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from jaxsample.agents.base import Agent
@@ -90,6 +91,9 @@ class EnvStepper:
       agent: the agent (unbatched functions).
       env_spec: the env's :class:`~jaxsample.core.specs.EnvSpec`.
       agent_state_spec: spec of ``agent.initial_state``.
+      check_actions: callers check the agent's actions with
+        :meth:`check_actions_fit` (the checked mode; off by default, and then
+        nothing of it is in the program).
     """
 
     env: Any
@@ -97,6 +101,7 @@ class EnvStepper:
     agent: Agent
     env_spec: EnvSpec
     agent_state_spec: PyTree
+    check_actions: bool = False
 
     def initial_agent_state(self, rank: jax.Array) -> PyTree:
         """``agent.initial_state(rank)`` with fixed dtypes."""
@@ -136,6 +141,53 @@ class EnvStepper:
             )
 
         return act
+
+    def check_actions_fit(
+        self, action: PyTree, active: jax.Array, env_rank: jax.Array, t: jax.Array, where: str
+    ) -> None:
+        """Checked mode, batched (call it outside the vmap over envs): raise at
+        run time, inside jit, when an active env's action is outside the action
+        space. A no-op unless ``check_actions``.
+
+        Args:
+          action: the actions of the ``B`` envs, ``[B, ...]``.
+          active: bool ``[B]``, the envs whose action counts (an idle env's
+            zeros are not checked).
+          env_rank: int32 ``[B]``, for the message.
+          t: the step (scalar), for the message; ``where`` says of what.
+
+        The failure is a ``ValueError`` raised in a host callback, which JAX
+        re-raises from the jitted call as a ``JaxRuntimeError`` carrying its
+        message; the callback runs only at a step where some action is out.
+        """
+        if not self.check_actions:
+            return
+        space = self.env_spec.action_space
+        fits = jax.vmap(lambda a: jnp.all(jnp.asarray(space.contains(a))))(action)
+        fits = fits | ~active
+
+        def fail(fits: np.ndarray, action: Any, env_rank: np.ndarray, t: np.ndarray) -> None:
+            bad = np.flatnonzero(~np.asarray(fits))
+            if bad.size == 0:  # vmapped by the caller: cond ran as a select
+                return
+            first = bad[0]
+            value = jax.tree.map(lambda x: np.asarray(x)[first].tolist(), action)
+            more = f" (and {bad.size - 1} more envs)" if bad.size > 1 else ""
+            raise ValueError(
+                f"check_actions: the agent's action is outside the action space {space}: "
+                f"env rank {int(np.asarray(env_rank)[first])} at {where} {int(t)} chose "
+                f"action {value}{more}"
+            )
+
+        jax.lax.cond(
+            jnp.all(fits),
+            lambda *_: None,
+            lambda *a: jax.debug.callback(fail, *a),
+            fits,
+            action,
+            env_rank,
+            t,
+        )
 
     def random_act(self, inputs: AgentInputs, state: PyTree, key: jax.Array):
         """Uniformly random actions (decorrelation); the agent state is kept."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -333,15 +333,25 @@ def make_device(
     )
 
 
-def compile_device(device: DeviceSide) -> dict[str, Any]:
-    """Each device function jitted once (compiled on first use, never retraced
-    for new params), keyed ``_act``, ``_begin``, ``_finish``, ``_start``,
-    ``_decorrelation_traj`` and ``_fresh``."""
-    return {
-        "_act": jax.jit(device.act, donate_argnums=1),
-        "_begin": jax.jit(device.begin),
-        "_finish": jax.jit(device.finish),
-        "_start": jax.jit(device.start),
-        "_decorrelation_traj": jax.jit(device.decorrelation_traj),
-        "_fresh": jax.jit(device.fresh),
-    }
+class CompiledDevice(NamedTuple):
+    """Each device function of a :class:`DeviceSide` jitted once (compiled on
+    first use, never retraced for new params)."""
+
+    act: Any
+    begin: Any
+    finish: Any
+    start: Any
+    decorrelation_traj: Any
+    fresh: Any
+
+
+def compile_device(device: DeviceSide) -> CompiledDevice:
+    """``device``'s functions, each wrapped in ``jax.jit`` once."""
+    return CompiledDevice(
+        act=jax.jit(device.act, donate_argnums=1),
+        begin=jax.jit(device.begin),
+        finish=jax.jit(device.finish),
+        start=jax.jit(device.start),
+        decorrelation_traj=jax.jit(device.decorrelation_traj),
+        fresh=jax.jit(device.fresh),
+    )

@@ -69,11 +69,14 @@ from jaxsample._checks import check_key as _check_key
 from jaxsample.agents.base import Agent, action_spec
 from jaxsample.core.options import SamplerKwargs, SamplerOptions, check_options
 from jaxsample.core.specs import (
+    FromParams,
     agent_spec,
+    agent_state_spec,
+    default_params,
     final_slots,
     step_examples,
 )
-from jaxsample.host.device import HostBatch, compile_device, make_device
+from jaxsample.host.device import CompiledDevice, HostBatch, compile_device, make_device
 from jaxsample.host.envs import (
     EnvHandle,
     gymnax_space,
@@ -164,7 +167,6 @@ class HostSampler(SamplerOptions):
     :class:`~jaxsample.types.Samples` exactly as ``Sampler.examples`` does.
     """
 
-    examples: Samples
     action_space: Any  # gymnax space of one env's action
     autoreset_mode: str  # the host env's: "NextStep", "SameStep" or "Disabled"
     _handle: EnvHandle
@@ -173,13 +175,20 @@ class HostSampler(SamplerOptions):
     _act_spec: PyTree
     _slots: int  # K of the sparse final-observation store
     _zero_t: Any
-    # The device functions (jaxsample.host.device), each jitted once.
-    _act: Any  # per-step agent function
-    _begin: Any
-    _finish: Any
-    _start: Any
-    _decorrelation_traj: Any
-    _fresh: Any
+    # (examples, the device functions of jaxsample.host.device, each jitted
+    # once), derived once the agent's parameters are known.
+    _derived: FromParams
+
+    @property
+    def examples(self) -> Samples:
+        """One step of :class:`~jaxsample.types.Samples`, as ``Sampler.examples``
+        (a ``ValueError`` naming ``agent_params=`` until the agent's parameters
+        are known)."""
+        return self._derived.get()[0]
+
+    @property
+    def _device(self) -> CompiledDevice:
+        return self._derived.get()[1]
 
     # ------------------------------------------------------------------ init
     def init(self, key: jax.Array, agent_params: PyTree) -> HostSamplerState:
@@ -188,17 +197,17 @@ class HostSampler(SamplerOptions):
 
         Args:
           key: a ``jax.random.key``.
-          agent_params: unused (decorrelation takes random actions); kept for
-            the JAX sampler's signature.
+          agent_params: the agent's parameters (decorrelation takes random
+            actions; they check an agent first seen here).
 
         Returns:
           The :class:`HostSamplerState` to pass to :meth:`collect`. Any older
           state of the same env becomes invalid.
         """
-        del agent_params
         _check_key(key)
+        self._derived.of(agent_params)  # checks an agent first seen here
         B = self.batch_spec.B
-        dev = self._start(key)
+        dev = self._device.start(key)
         seeds = [int(s) for s in np.asarray(dev["seed"])]
         obs = _np_zeros(self._obs_spec, (B,))
         adapter = self._handle.start(seeds, obs)
@@ -221,7 +230,7 @@ class HostSampler(SamplerOptions):
                 rewards[i] = res.reward
                 ended[i] = res.done & counted
             valid = np.arange(n)[:, None] >= first[None, :]
-            traj, prev_action, prev_reward = self._decorrelation_traj(
+            traj, prev_action, prev_reward = self._device.decorrelation_traj(
                 traj, rewards, ended, valid, actions[-1]
             )
         return HostSamplerState(
@@ -298,20 +307,20 @@ class HostSampler(SamplerOptions):
             handle.generation += 1
         if self.reset_mode == "episodic":
             adapter.reset(None, obs_buf[0])
-            fresh = self._fresh()
+            fresh = self._device.fresh()
             agent_state, traj = fresh["agent_state"], fresh["traj"]
             prev_action, prev_reward = fresh["prev_action"], fresh["prev_reward"]
         elif resets:
             adapter.reset_where(state.stale, obs_buf[0])
         initial_state = agent_state
-        packed, agent_keys = self._begin(state.key, state.step)
+        packed, agent_keys = self._device.begin(state.key, state.step)
         carry = {"agent_state": agent_state, "t": self._zero_t}
 
         stale = np.zeros((B,), bool)  # stepped while idle
         held = None if auto else np.zeros_like(obs_buf[0])  # reset obs of idle envs
         lead = (B,) + (1,) * len(self._act_spec.shape)
         episodic = self.reset_mode == "episodic"
-        act, step, mode = self._act, adapter.step, adapter.mode
+        act, step, mode = self._device.act, adapter.step, adapter.mode
 
         def flags_of(done: np.ndarray, active: np.ndarray) -> np.ndarray:
             """A step's done and active flags as one uint8 array (bit 0, bit 1;
@@ -396,7 +405,7 @@ class HostSampler(SamplerOptions):
             last_done=last_done,
             last_active=last_active,
         )
-        out = self._finish(
+        out = self._device.finish(
             packed,
             action_dev,
             host,
@@ -565,23 +574,25 @@ def make_host_sampler(
     space = gymnax_space(handle.action_space)
     obs_spec = observation_spec(handle.observation_space)
     act_spec = action_spec(space)
-    agent_s = agent_spec(agent, agent_params, obs_spec, space, value=bootstrap_value)
-    agent_state_spec, agent_info_spec = agent_s.state, agent_s.info
-
-    device = make_device(options, space, act_spec, agent_state_spec, agent_info_spec)
+    state_spec = agent_state_spec(agent)
     slots = final_slots(reset_mode, T, handle.time_limit)
-    examples = step_examples(
-        obs_spec,
-        act_spec,
-        dict(specs),
-        agent_info_spec,
-        agent_state_spec,
-        store_agent_state=store_agent_state,
-        bootstrap_value=bootstrap_value,
-    )
+
+    def derive(params: PyTree) -> tuple[Samples, CompiledDevice]:
+        info_spec = agent_spec(agent, params, obs_spec, space, value=bootstrap_value).info
+        examples = step_examples(
+            obs_spec,
+            act_spec,
+            dict(specs),
+            info_spec,
+            state_spec,
+            store_agent_state=store_agent_state,
+            bootstrap_value=bootstrap_value,
+        )
+        device = make_device(options, space, act_spec, state_spec, info_spec)
+        return examples, compile_device(device)
+
     sampler = HostSampler(
         **options,
-        examples=examples,
         action_space=space,
         autoreset_mode=handle.mode,
         _handle=handle,
@@ -590,6 +601,11 @@ def make_host_sampler(
         _act_spec=act_spec,
         _slots=slots,
         _zero_t=jnp.zeros((), jnp.int32),
-        **compile_device(device),
+        _derived=FromParams(
+            derive,
+            default_params(agent, agent_params, obs_spec),
+            what="host sampler examples",
+            factory="make_host_sampler",
+        ),
     )
     return sampler

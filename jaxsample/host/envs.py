@@ -26,6 +26,7 @@ env ended; SAME_STEP costs nothing extra.
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -100,6 +101,37 @@ def env_seeds(key: jax.Array, env_ranks: Sequence[int]) -> list[int]:
       One Python int per rank.
     """
     return [int(seed_of(key, int(r))) for r in env_ranks]
+
+
+def decorrelation_plan(
+    seeds: np.ndarray, max_steps: int, space: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """The decorrelation of each env, drawn on the host from its seed.
+
+    Env ``b``: ``rng = numpy.random.default_rng(seeds[b])`` draws its number of
+    steps ``n_b = rng.integers(1, max_steps + 1)`` and seeds a copy of the
+    env's (gymnasium) action space with ``rng.integers(2**31)``, whose
+    ``sample()`` gives its ``n_b`` random actions. A vector env steps all its
+    envs together, so env ``b``'s actions fill the last ``n_b`` of
+    ``max_steps`` steps; before them it takes the null action (zeros).
+
+    Returns:
+      ``n_steps`` ``[B]`` and ``actions`` ``[max_steps, B, *act]``.
+    """
+    n_steps = np.zeros((len(seeds),), np.int64)
+    actions = None
+    for b, seed in enumerate(seeds):
+        rng = np.random.default_rng(int(seed))
+        n = int(rng.integers(1, max_steps + 1))
+        own = copy.deepcopy(space)
+        own.seed(int(rng.integers(2**31)))
+        sampled = [np.asarray(own.sample()) for _ in range(n)]
+        if actions is None:
+            actions = np.zeros((max_steps, len(seeds), *sampled[0].shape), sampled[0].dtype)
+        actions[max_steps - n :, b] = sampled
+        n_steps[b] = n
+    assert actions is not None
+    return n_steps, actions
 
 
 def gymnax_space(space: Any) -> Any:

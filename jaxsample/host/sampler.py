@@ -48,14 +48,13 @@ seed is 31 bits of ``k_reset`` (:func:`jaxsample.host.env_seeds`); the agent act
 at the env's ``n``-th step with ``fold_in(k_epoch, 3 i)`` exactly as in the JAX
 sampler (epochs of ``2**30`` steps), so the same agent gets the same keys from
 both; decorrelation is drawn on the host from 32 bits of ``k_decorrelate``
-(:func:`decorrelation_plan`). The env's own randomness after its seeded reset
+(:func:`jaxsample.host.envs.decorrelation_plan`). The env's own randomness after its seeded reset
 is its own (it continues its seeded generator; resets take no seed), so the
 same key gives the same samples.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Mapping
 from typing import Any, Unpack
@@ -79,6 +78,7 @@ from jaxsample.core.specs import (
 from jaxsample.host.device import CompiledDevice, HostBatch, compile_device, make_device
 from jaxsample.host.envs import (
     EnvHandle,
+    decorrelation_plan,
     gymnax_space,
     observation_spec,
     require_gymnasium,
@@ -119,37 +119,6 @@ class HostSamplerState:
     def env(self) -> Any:
         """The host vector env (e.g. to ``close()`` it)."""
         return self.handle.env
-
-
-def decorrelation_plan(
-    seeds: np.ndarray, max_steps: int, space: Any
-) -> tuple[np.ndarray, np.ndarray]:
-    """The decorrelation of each env, drawn on the host from its seed.
-
-    Env ``b``: ``rng = numpy.random.default_rng(seeds[b])`` draws its number of
-    steps ``n_b = rng.integers(1, max_steps + 1)`` and seeds a copy of the
-    env's (gymnasium) action space with ``rng.integers(2**31)``, whose
-    ``sample()`` gives its ``n_b`` random actions. A vector env steps all its
-    envs together, so env ``b``'s actions fill the last ``n_b`` of
-    ``max_steps`` steps; before them it takes the null action (zeros).
-
-    Returns:
-      ``n_steps`` ``[B]`` and ``actions`` ``[max_steps, B, *act]``.
-    """
-    n_steps = np.zeros((len(seeds),), np.int64)
-    actions = None
-    for b, seed in enumerate(seeds):
-        rng = np.random.default_rng(int(seed))
-        n = int(rng.integers(1, max_steps + 1))
-        own = copy.deepcopy(space)
-        own.seed(int(rng.integers(2**31)))
-        sampled = [np.asarray(own.sample()) for _ in range(n)]
-        if actions is None:
-            actions = np.zeros((max_steps, len(seeds), *sampled[0].shape), sampled[0].dtype)
-        actions[max_steps - n :, b] = sampled
-        n_steps[b] = n
-    assert actions is not None
-    return n_steps, actions
 
 
 def _np_zeros(spec: Any, lead: tuple[int, ...]) -> np.ndarray:

@@ -402,11 +402,20 @@ def test_feedforward_ppo_learns_cartpole():
 
 
 @pytest.mark.slow
-def test_recurrent_ppo_learns_masked_cartpole_where_feedforward_cannot():
-    """Half the benchmark's budget, 2 seeds each (~1 min)."""
-    config = dataclasses.replace(ppo.MASKED_CARTPOLE_RECURRENT, total_timesteps=150_000)
+def test_recurrent_ppo_learns_a_memory_task_no_feedforward_policy_can():
+    """bsuite's MemoryChain (gymnax): the context bit is shown at the first
+    step only, and the last step pays +1 or -1 for an action that matches it
+    or not. At that step the observation (time left, query) is the same for
+    either context, so any memoryless policy has expected return 0, whatever
+    it learns; above 0.8 the agent remembers. The preset's recurrent PPO, 2
+    seeds, 16k steps each. (Masked CartPole, the README's example, needs ten
+    times the budget: a manual run, see the README.)"""
+    config = dataclasses.replace(
+        ppo.MASKED_CARTPOLE_RECURRENT,
+        env_name="MemoryChain-bsuite",
+        mask_velocity=False,
+        total_timesteps=16_384,
+    )
     _, recurrent = train_returns(config, n_seeds=2)
-    _, feedforward = train_returns(dataclasses.replace(config, recurrent=False), n_seeds=2)
-    print("masked CartPole, last-quarter returns:", recurrent, feedforward)
-    assert recurrent.min() > 150, (recurrent, feedforward)
-    assert feedforward.max() < 80, (recurrent, feedforward)
+    print("MemoryChain, last-quarter returns:", recurrent)
+    assert recurrent.min() > 0.8, recurrent

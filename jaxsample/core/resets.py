@@ -96,19 +96,23 @@ class ResetPool:
         heads = (np.arange(n_blocks)[:, None] * G + np.arange(R)[None, :]).reshape(-1)
         pool = jax.vmap(reset)(reset_keys(heads.astype(np.int32)))  # [n_blocks * R]
         ended = done.reshape(n_blocks, G)
-        order = jnp.cumsum(ended, axis=1, dtype=jnp.int32) - 1  # m: among the block's ended
-        slot = jnp.arange(n_blocks, dtype=jnp.int32)[:, None] * R + jnp.clip(order, 0, R - 1)
-        pooled = ended & (order < R)
-        current = (observation, env_state)
-        picked = jax.tree.map(lambda x: x[slot.reshape(B)], pool)
-        current = where_envs(pooled.reshape(B), picked, current)
-        overflow = done & ~pooled.reshape(B)
+        # Position in its block of the m-th ended env, m < R (G: none).
+        where_m = jax.vmap(lambda e: jnp.nonzero(e, size=R, fill_value=G)[0])(ended)
+        first = jnp.arange(n_blocks, dtype=jnp.int32)[:, None] * G
+        target = jnp.where(where_m < G, first + where_m, B).reshape(-1)  # B: dropped
+        # A scatter of n_blocks * R rows: only the ended envs are written.
+        current = jax.tree.map(
+            lambda c, x: c.at[target].set(x, mode="drop"), (observation, env_state), pool
+        )
 
         def own(current: tuple[PyTree, PyTree]) -> tuple[PyTree, PyTree]:
+            order = jnp.cumsum(ended, axis=1, dtype=jnp.int32) - 1  # m of each ended env
+            overflow = done & (order >= R).reshape(B)
             everyone = jax.vmap(reset)(reset_keys(np.arange(B, dtype=np.int32)))
             return where_envs(overflow, everyone, current)
 
-        return jax.lax.cond(jnp.any(overflow), own, lambda c: c, current)
+        overflows = jnp.any(jnp.sum(ended, axis=1, dtype=jnp.int32) > R)
+        return jax.lax.cond(overflows, own, lambda c: c, current)
 
 
 def check_reset_pool(

@@ -50,7 +50,7 @@ DEFAULT_BLOCK = 64
 # reset(key) -> (observation, env_state): one env's reset (unbatched).
 ResetFn = Callable[[jax.Array], tuple[PyTree, PyTree]]
 # reset_keys(positions int32 [n]) -> keys [n]: the reset keys of those envs.
-ResetKeys = Callable[[np.ndarray], jax.Array]
+ResetKeys = Callable[[jax.Array], jax.Array]
 
 
 def where_envs(mask: jax.Array, x: PyTree, y: PyTree) -> PyTree:
@@ -93,26 +93,25 @@ class ResetPool:
         B = done.shape[0]
         G, R = self.block, self.size
         n_blocks = B // G
-        heads = (np.arange(n_blocks)[:, None] * G + np.arange(R)[None, :]).reshape(-1)
-        pool = jax.vmap(reset)(reset_keys(heads.astype(np.int32)))  # [n_blocks * R]
         ended = done.reshape(n_blocks, G)
-        # Position in its block of the m-th ended env, m < R (G: none).
-        where_m = jax.vmap(lambda e: jnp.nonzero(e, size=R, fill_value=G)[0])(ended)
+        order = jnp.cumsum(ended, axis=1, dtype=jnp.int32) - 1  # m of each ended env
         first = jnp.arange(n_blocks, dtype=jnp.int32)[:, None] * G
-        target = jnp.where(where_m < G, first + where_m, B).reshape(-1)  # B: dropped
-        # A scatter of n_blocks * R rows: only the ended envs are written.
-        current = jax.tree.map(
-            lambda c, x: c.at[target].set(x, mode="drop"), (observation, env_state), pool
-        )
 
-        def own(current: tuple[PyTree, PyTree]) -> tuple[PyTree, PyTree]:
-            order = jnp.cumsum(ended, axis=1, dtype=jnp.int32) - 1  # m of each ended env
-            overflow = done & (order >= R).reshape(B)
-            everyone = jax.vmap(reset)(reset_keys(np.arange(B, dtype=np.int32)))
-            return where_envs(overflow, everyone, current)
+        def deal(k: jax.Array, current: tuple[PyTree, PyTree]) -> tuple[PyTree, PyTree]:
+            """Round ``k``: the ended envs ``m`` in ``[k R, (k + 1) R)`` of every
+            block get the resets of the keys of the block's positions ``m``."""
+            m = jnp.minimum(k * R + jnp.arange(R, dtype=jnp.int32), G - 1)  # m < G
+            pool = jax.vmap(reset)(reset_keys((first + m[None, :]).reshape(-1)))
+            # Position in its block of each ended env of this round (G: none).
+            where = jax.vmap(lambda e: jnp.nonzero(e, size=R, fill_value=G)[0])(
+                ended & (order >= k * R)
+            )
+            target = jnp.where(where < G, first + where, B).reshape(-1)  # B: dropped
+            # A scatter of n_blocks * R rows: only the ended envs are written.
+            return jax.tree.map(lambda c, x: c.at[target].set(x, mode="drop"), current, pool)
 
-        overflows = jnp.any(jnp.sum(ended, axis=1, dtype=jnp.int32) > R)
-        return jax.lax.cond(overflows, own, lambda c: c, current)
+        rounds = (jnp.max(order[:, -1]) + R) // R  # ceil(most ended in a block / R)
+        return jax.lax.fori_loop(0, rounds, deal, (observation, env_state))
 
 
 def check_reset_pool(

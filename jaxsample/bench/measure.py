@@ -286,16 +286,21 @@ def bare_mlp_rollout(
             )
             done = jnp.logical_or(terminated, truncated)
             info = out.agent_info
-            return (key, state, next_obs), (obs, out.action, reward, done, info.value, info.log_prob)
+            return (key, state, next_obs), (
+                obs,
+                out.action,
+                reward,
+                done,
+                info.value,
+                info.log_prob,
+            )
 
         return jax.lax.scan(body, carry, None, T)
 
     return init, run
 
 
-def bare_mlp_plan(
-    env: Any, env_params: Any, agent: Any, params: Any, T: int, B: int
-) -> JaxPlan:
+def bare_mlp_plan(env: Any, env_params: Any, agent: Any, params: Any, T: int, B: int) -> JaxPlan:
     """The hand-written MLP rollout (:func:`bare_mlp_rollout`) as a plan."""
     init, run = bare_mlp_rollout(env, env_params, agent, params, T, B)
     return JaxPlan(init, run, (params,))

@@ -114,6 +114,12 @@ class ResetPool:
         return jax.lax.fori_loop(0, rounds, deal, (observation, env_state))
 
 
+def default_block(B: int) -> int:
+    """``reset_pool_block``'s default: the largest divisor of ``B`` up to
+    :data:`DEFAULT_BLOCK`."""
+    return max(g for g in range(1, min(DEFAULT_BLOCK, B) + 1) if B % g == 0)
+
+
 def check_reset_pool(
     reset_pool: Any,
     reset_pool_block: Any,
@@ -136,7 +142,7 @@ def check_reset_pool(
             f"{type(env).__name__} replaces step, so its resets cannot be pooled"
         )
     if reset_pool_block is None:
-        G = max(g for g in range(1, min(DEFAULT_BLOCK, B) + 1) if B % g == 0)
+        G = default_block(B)
     else:
         G = check_int("reset_pool_block", reset_pool_block, 1)
     if B % G:

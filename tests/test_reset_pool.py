@@ -29,9 +29,14 @@ AGENT = js.agents.RandomAgent(ENV.action_space(PARAMS))
 def _sampler(R: int, **kw) -> js.Sampler:
     kw.setdefault("final_observation", "dense")
     return js.make_sampler(
-        ENV, PARAMS, AGENT, js.BatchSpec(kw.pop("T", T), B), reset_pool=R,
-        reset_pool_block=G, **kw,
-    )  # fmt: skip
+        ENV,
+        PARAMS,
+        AGENT,
+        js.BatchSpec(kw.pop("T", T), B),
+        reset_pool=R,
+        reset_pool_block=G,
+        **kw,
+    )
 
 
 def _batches(sampler: js.Sampler, n: int = 2):
@@ -126,8 +131,7 @@ def test_decorrelation_and_episodic_mode_pool_by_the_same_rule() -> None:
         close(state.observation[r], obs)
     # Decorrelation deals resets by the same rule, whatever R.
     inits = [
-        jax.jit(_sampler(R, max_decorrelation_steps=40).init)(jax.random.key(5), ())
-        for R in (1, G)
+        jax.jit(_sampler(R, max_decorrelation_steps=40).init)(jax.random.key(5), ()) for R in (1, G)
     ]
     _leaves_equal(inits[0], inits[1])
     assert int(np.asarray(inits[0].traj.length).min()) < 40 - 25, "no env ended during it"
@@ -137,9 +141,15 @@ def test_pooled_samples_are_the_same_on_two_devices(pooled) -> None:
     mesh = Mesh(np.array(jax.devices()[:2]), ("envs",))
     state, batches = _batches(
         js.make_sampler(
-            ENV, PARAMS, AGENT, js.BatchSpec(T, B), final_observation="dense",
-            reset_pool=1, reset_pool_block=G, mesh=mesh,
-        )  # fmt: skip
+            ENV,
+            PARAMS,
+            AGENT,
+            js.BatchSpec(T, B),
+            final_observation="dense",
+            reset_pool=1,
+            reset_pool_block=G,
+            mesh=mesh,
+        )
     )
     _leaves_equal(pooled, (state, batches))
 

@@ -218,6 +218,12 @@ def shard_sampler(sampler: Sampler, mesh: Mesh, mesh_axis: str = DEFAULT_AXIS) -
     T, B = sampler.batch_spec
     n = check_mesh(mesh, mesh_axis, B)
     check_processes_agree("BatchSpec(T, B) and global_B", [T, B, sampler.global_B])
+    pool = sampler._pool
+    if pool is not None and (B // n) % pool.block:
+        raise ValueError(
+            f"reset_pool_block={pool.block} must divide the envs per device "
+            f"(B={B} over {n} devices: {B // n})"
+        )
     local = dataclasses.replace(
         sampler, batch_spec=BatchSpec(T, B // n), env_ranks=sampler.env_ranks[: B // n]
     )

@@ -28,6 +28,7 @@ from jaxsample.core.options import (
     check_env,
     check_options,
 )
+from jaxsample.core.resets import check_reset_pool
 from jaxsample.core.rollout import Sampler, SamplerState
 from jaxsample.core.specs import (
     FromParams,
@@ -74,6 +75,8 @@ def make_sampler(
     mesh: jax.sharding.Mesh | None = None,
     mesh_axis: str = "envs",
     check_actions: bool = False,
+    reset_pool: int = 0,
+    reset_pool_block: int | None = None,
 ) -> Sampler:
     """Build a sampler of ``batch_spec.T`` steps of ``batch_spec.B`` envs.
 
@@ -119,6 +122,16 @@ def make_sampler(
         default, and then the program has nothing of it (no check, no
         callback); on, it adds a check per step and a host callback at a step
         where it fails.
+      reset_pool: ``R >= 1`` for cheap resets (README "Cheap resets",
+        :mod:`jaxsample.core.resets`): step with ``env.step_env`` and give the
+        envs that ended at a step resets from a pool of ``R`` per block of
+        ``reset_pool_block`` envs, instead of gymnax's auto-reset (a full
+        ``reset`` of every env at every step). Only which reset an ended env
+        gets changes (never one reset for two envs); the samples stay the
+        same on any number of devices. 0 (default): gymnax's auto-reset.
+      reset_pool_block: ``G``, envs per pool block: consecutive global ranks
+        ``[j G, (j + 1) G)``, ``R <= G``, dividing ``B`` (per device, with a
+        ``mesh``). Default: the largest divisor of ``B`` up to 64.
 
     Raises:
       TypeError, ValueError: for bad arguments, or an agent whose action does not
@@ -140,6 +153,13 @@ def make_sampler(
     )
     check_bool("check_actions", check_actions)
     check_env(env, env_params)
+    pool = check_reset_pool(
+        reset_pool,
+        reset_pool_block,
+        env,
+        options["batch_spec"].B,
+        options["env_ranks"],
+    )
     env_s = env_spec(env, env_params, same_observation=True)
     state_spec = agent_state_spec(agent)
 
@@ -171,6 +191,7 @@ def make_sampler(
         _examples=examples,
         _stepper=EnvStepper(env, env_params, agent, env_s, state_spec, check_actions),
         _slots=final_slots(reset_mode, options["batch_spec"].T, time_limit),
+        _pool=pool,
     )
     if mesh is None:
         return sampler

@@ -133,7 +133,7 @@ def test_table_markdown_and_plot(grid, tmp_path) -> None:
         )
     assert "B > peer_max_B=2" in table and "note:" in table
     md = bench.markdown_table(grid).splitlines()
-    assert md[0] == "| env | B | T | bare | random | mlp | gymnasium | envpool |"
+    assert md[0] == "| env | B | T | bare | random | pool | bare_mlp | mlp | gymnasium | envpool |"
     assert len(md) == 2 + len(grid["cells"])
     assert md[-1].startswith("| CartPole-v1 | 8 | 4 |") and md[-1].endswith("| – | – |")
     random = grid["cells"][-1]["methods"]["random"]

@@ -8,6 +8,11 @@ the same ``T`` steps of ``B`` environments done by each method of ``METHODS``:
   (:func:`~jaxsample.bench.measure.bare_rollout`);
 * ``"random"`` — ``sampler.collect`` with a :class:`~jaxsample.agents.RandomAgent`
   and the default options (what :func:`overhead` measures);
+* ``"pool"`` — ``"random"`` with cheap resets (``reset_pool=16``, at most the
+  default block, README "Cheap resets");
+* ``"bare_mlp"`` — the hand-written floor of a learning agent: PureJaxRL's
+  rollout, ``lax.scan`` over the MLP's forward pass and ``vmap(env.step)``
+  (:func:`~jaxsample.bench.measure.bare_mlp_rollout`), the floor of ``"mlp"``;
 * ``"mlp"`` — ``sampler.collect`` with PPO's actor-critic (a 64x64 tanh MLP,
   :class:`~jaxsample.agents.CategoricalActorCritic`, or the Gaussian one for a
   ``Box`` action space): sampling plus a forward pass per step;
@@ -73,6 +78,7 @@ from jaxsample._checks import check_int as _check_int
 from jaxsample.bench.measure import (
     DEFAULT_MIN_REP_SECONDS,
     Program,
+    bare_mlp_plan,
     bare_plan,
     is_oom,
     measure,
@@ -85,8 +91,16 @@ from jaxsample.bench.measure import (
 )
 from jaxsample.bench.peers import PEER_ENVS, PEER_MAKERS, host_program
 from jaxsample.bench.report import cell_line
-from jaxsample.bench.schema import FLOOR, JAX_METHODS, METHODS, PEER_METHODS, SCHEMA_VERSION
+from jaxsample.bench.schema import (
+    FLOOR,
+    JAX_METHODS,
+    METHODS,
+    PEER_METHODS,
+    POOL_SIZE,
+    SCHEMA_VERSION,
+)
 from jaxsample.bench.system import import_optional, system_info
+from jaxsample.core.resets import default_block
 
 
 def overhead(
@@ -340,9 +354,10 @@ def run_grid(
     for env_name in spec.envs:
         env, env_params = gymnax.make(env_name)
         methods = list(jax_methods)
-        agent = mlp_agent(env, env_params) if "mlp" in methods else None
-        if "mlp" in methods and agent is None:
-            methods.remove("mlp")
+        uses_mlp = {"mlp", "bare_mlp"} & set(methods)
+        agent = mlp_agent(env, env_params) if uses_mlp else None
+        if uses_mlp and agent is None:
+            methods = [m for m in methods if m not in uses_mlp]
             notes.append(f"mlp: no actor-critic for {env_name}'s action space; skipped")
         params = None if agent is None else mlp_params(agent, env, env_params, key)
         env_peers = {m: mod for m, mod in peers.items() if env_name in PEER_ENVS}
@@ -365,6 +380,11 @@ def run_grid(
                         plans[m] = bare_plan(env, env_params, T, B)
                     elif m == "random":
                         plans[m] = random_plan(env, env_params, T, B)
+                    elif m == "pool":
+                        pool = min(POOL_SIZE, default_block(B))
+                        plans[m] = random_plan(env, env_params, T, B, reset_pool=pool)
+                    elif m == "bare_mlp":
+                        plans[m] = bare_mlp_plan(env, env_params, agent, params, T, B)
                     else:
                         plans[m] = sampler_plan(env, env_params, agent, params, T, B)
                 if plans and budget is not None:

@@ -26,7 +26,7 @@ from gymnax.environments import spaces
 from jaxsample.agents.actor_critic import CategoricalActorCritic, GaussianActorCritic
 from jaxsample.agents.base import RandomAgent
 from jaxsample.sampler import make_sampler
-from jaxsample.types import BatchSpec
+from jaxsample.types import AgentInputs, BatchSpec
 
 #: A repetition lasts at least this long (``calls_per_rep`` calls).
 DEFAULT_MIN_REP_SECONDS = 0.01
@@ -254,6 +254,58 @@ def bare_plan(env: Any, env_params: Any, T: int, B: int) -> JaxPlan:
     return JaxPlan(init, run)
 
 
+def bare_mlp_rollout(
+    env: Any, env_params: Any, agent: Any, params: Any, T: int, B: int
+) -> tuple[Callable, Callable]:
+    """The hand-written floor of a learning agent: PureJaxRL's rollout,
+    ``scan`` over the agent's forward pass (``agent.step`` of a feedforward
+    actor-critic, vmapped) and ``vmap(env.step)`` (gymnax's auto-reset).
+
+    Stores what PureJaxRL's ``Transition`` holds: observation, action,
+    reward, done, value and log-probability ``[T, B]``.
+
+    Returns:
+      ``(init(key) -> carry, run(carry) -> (carry, outputs))``.
+    """
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    per_env = AgentInputs(0, None, None)  # feedforward: no previous action/reward
+    act = jax.vmap(agent.step, in_axes=(None, per_env, None, 0))
+    zero = jnp.zeros((), jnp.float32)
+
+    def init(key: jax.Array):
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, B), env_params)
+        return key, state, obs
+
+    def run(carry, params):
+        def body(c, _):
+            key, state, obs = c
+            key, k_action, k_step = jax.random.split(key, 3)
+            out, _ = act(params, AgentInputs(obs, zero, zero), (), jax.random.split(k_action, B))
+            next_obs, state, reward, terminated, truncated, _ = step(
+                jax.random.split(k_step, B), state, out.action, env_params
+            )
+            done = jnp.logical_or(terminated, truncated)
+            info = out.agent_info
+            return (key, state, next_obs), (
+                obs,
+                out.action,
+                reward,
+                done,
+                info.value,
+                info.log_prob,
+            )
+
+        return jax.lax.scan(body, carry, None, T)
+
+    return init, run
+
+
+def bare_mlp_plan(env: Any, env_params: Any, agent: Any, params: Any, T: int, B: int) -> JaxPlan:
+    """The hand-written MLP rollout (:func:`bare_mlp_rollout`) as a plan."""
+    init, run = bare_mlp_rollout(env, env_params, agent, params, T, B)
+    return JaxPlan(init, run, (params,))
+
+
 def sampler_plan(
     env: Any,
     env_params: Any,
@@ -262,20 +314,32 @@ def sampler_plan(
     T: int,
     B: int,
     final_observation: str = "sparse",
+    reset_pool: int = 0,
 ) -> JaxPlan:
-    """``sampler.collect`` of ``agent`` with ``params`` as a plan."""
+    """``sampler.collect`` of ``agent`` with ``params`` as a plan
+    (``reset_pool``: :func:`pool_size`'s pool, 0 for gymnax's auto-reset)."""
     sampler = make_sampler(
-        env, env_params, agent, BatchSpec(T, B), final_observation=final_observation
+        env,
+        env_params,
+        agent,
+        BatchSpec(T, B),
+        final_observation=final_observation,
+        reset_pool=reset_pool,
     )
     return JaxPlan(lambda key: sampler.init(key, params), sampler.collect, (params,))
 
 
 def random_plan(
-    env: Any, env_params: Any, T: int, B: int, final_observation: str = "sparse"
+    env: Any,
+    env_params: Any,
+    T: int,
+    B: int,
+    final_observation: str = "sparse",
+    reset_pool: int = 0,
 ) -> JaxPlan:
     """``sampler.collect`` with a :class:`~jaxsample.agents.RandomAgent` as a plan."""
     agent = RandomAgent(env.action_space(env_params))
-    return sampler_plan(env, env_params, agent, (), T, B, final_observation)
+    return sampler_plan(env, env_params, agent, (), T, B, final_observation, reset_pool)
 
 
 def mlp_agent(env: Any, env_params: Any) -> Any | None:

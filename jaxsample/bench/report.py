@@ -8,11 +8,13 @@ import math
 import os
 from typing import Any
 
-from jaxsample.bench.schema import FLOOR, LABELS, METHODS
+from jaxsample.bench.schema import FLOOR, KEY_RATIOS, LABELS, METHODS
 
 _COLORS = {
     "bare": "black",
     "random": "tab:blue",
+    "pool": "tab:cyan",
+    "bare_mlp": "tab:gray",
     "mlp": "tab:orange",
     "gymnasium": "tab:green",
     "envpool": "tab:red",
@@ -38,6 +40,24 @@ def cell_line(cell: dict[str, Any]) -> str:
             + ("" if ratio is None or m == FLOOR else f" ({ratio:.2f}x, best {best:.2f}x)")
         )
     return f"{cell['env']} B={cell['B']} T={cell['T']}: " + ", ".join(parts) + " steps/s"
+
+
+def key_ratios(result: dict[str, Any]) -> list[str]:
+    """One line per cell with the ratios that answer a user's question
+    (:data:`~jaxsample.bench.schema.KEY_RATIOS`): the sampler with gymnax's
+    auto-reset and with pooled resets against the bare scan, and the sampler
+    with the MLP against the hand-written MLP rollout."""
+    lines = []
+    for cell in result["cells"]:
+        rows = cell["methods"]
+        parts = []
+        for m, floor in KEY_RATIOS.items():
+            if m in rows and floor in rows:
+                r = rows[floor]["run_s"]["median"] / rows[m]["run_s"]["median"]
+                parts.append(f"{m}/{floor} {r:.2f}x")
+        if parts:
+            lines.append(f"{cell['env']} B={cell['B']} T={cell['T']}: " + ", ".join(parts))
+    return lines
 
 
 def _header(result: dict[str, Any]) -> str:
@@ -76,6 +96,10 @@ def format_table(result: dict[str, Any]) -> str:
         for reason, what in grouped.items():
             shown = ", ".join(what[:4]) + (f" and {len(what) - 4} more" if len(what) > 4 else "")
             lines.append(f"  {reason}: {shown}")
+    ratios = key_ratios(result)
+    if ratios:
+        lines.append("ratios (throughput / its hand-written floor, medians; higher is better):")
+        lines.extend(f"  {line}" for line in ratios)
     for note in result["notes"]:
         lines.append(f"note: {note}")
     lines.append(

@@ -8,17 +8,24 @@ from typing import Any
 #: Version of the result's layout (:data:`RESULT_SCHEMA`).
 SCHEMA_VERSION = 1
 #: The JAX methods, compiled on the default device.
-JAX_METHODS = ("bare", "random", "mlp")
+JAX_METHODS = ("bare", "random", "pool", "bare_mlp", "mlp")
 #: The host peers, imported at run time when installed.
 PEER_METHODS = ("gymnasium", "envpool")
 #: Every method, in display order.
 METHODS = JAX_METHODS + PEER_METHODS
 #: The method the ratios are relative to.
 FLOOR = "bare"
+#: The pool of the ``"pool"`` method: ``reset_pool`` (at most the block).
+POOL_SIZE = 16
+#: ``method: its own floor`` for the ratios that answer a user's question
+#: (:func:`~jaxsample.bench.report.key_ratios`).
+KEY_RATIOS = {"random": "bare", "pool": "bare", "mlp": "bare_mlp"}
 #: Display names.
 LABELS = {
     "bare": "bare scan(vmap(env.step))",
     "random": "jaxsample collect, random agent",
+    "pool": "jaxsample collect, random agent, pooled resets",
+    "bare_mlp": "hand-written scan(vmap(MLP + env.step))",
     "mlp": "jaxsample collect, MLP actor-critic",
     "gymnasium": "gymnasium SyncVectorEnv (numpy)",
     "envpool": "envpool (C++)",

@@ -18,7 +18,11 @@ Samplers (the JAX sampler, :mod:`jaxsample.core.rollout`, and the host sampler,
   ``split(k_epoch)[0]`` the key of the next epoch; ``i = n mod EPOCH``.
 * step ``n``: the agent acts with ``fold_in(k_epoch, 3 i)`` and the env steps
   with ``env.step(fold_in(k_epoch, 3 i + 1), ...)`` (which auto-resets with
-  its own split of that key, as gymnax does) (:func:`step_key`).
+  its own split of that key, as gymnax does) (:func:`step_key`). With pooled
+  resets (:mod:`jaxsample.core.resets`) the env steps with
+  ``env.step_env(k_step, ...)`` and a reset of that step is drawn from
+  ``k_reset``, where ``k_step, k_reset = split(fold_in(k_epoch, 3 i + 1))`` is
+  gymnax's own split (:func:`gymnax_step_keys`).
 * ``"episodic"`` mode, at the start of a batch whose first step is ``n``: the
   env restarts from ``env.reset(fold_in(k_epoch, 3 i + 2))``.
 
@@ -78,6 +82,14 @@ def decorrelation_step_keys(k_steps: jax.Array, i: jax.Array) -> tuple[jax.Array
     return k_action, k_env
 
 
+def gymnax_step_keys(k_env: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(k_step, k_reset)``: the split of an env key that gymnax's
+    ``Environment.step`` makes (``step_env`` with the first, ``reset_env`` with
+    the second)."""
+    k_step, k_reset = jax.random.split(k_env)
+    return k_step, k_reset
+
+
 def epoch_position(keys: EpochKeys, t: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Epoch key and index in it of the step ``t`` steps after the batch start."""
     n = keys.step + jnp.asarray(t, jnp.uint32)  # < 2 * EPOCH: no uint32 wrap
@@ -92,6 +104,12 @@ def step_key(keys: EpochKeys, t: jax.Array, stream: int) -> jax.Array:
     :data:`EPISODIC_RESET`) of step ``t`` of the batch."""
     key, i = epoch_position(keys, t)
     return jax.random.fold_in(key, 3 * i + stream)
+
+
+def reset_key(keys: EpochKeys, t: jax.Array) -> jax.Array:
+    """The key of the reset that step ``t`` of the batch draws (gymnax's
+    ``split(k_env)[1]``; used by pooled resets)."""
+    return gymnax_step_keys(step_key(keys, t, ENV))[1]
 
 
 def advance_epoch(keys: EpochKeys, T: int) -> tuple[jax.Array, jax.Array]:

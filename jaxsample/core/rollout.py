@@ -33,8 +33,9 @@ from jaxsample._checks import check_key
 from jaxsample.core import keys as K
 from jaxsample.core.assemble import assemble, bootstrap_values, final_store
 from jaxsample.core.options import SamplerOptions
+from jaxsample.core.resets import ResetPool, where_envs
 from jaxsample.core.specs import FromParams, recorded_info
-from jaxsample.core.step import EnvStepper, hold_idle, track, tree_where
+from jaxsample.core.step import EnvStepper, hold_idle, track
 from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import AgentInputs, Batch, PyTree, Samples
 
@@ -123,6 +124,7 @@ class Sampler(SamplerOptions):
     _examples: FromParams  # -> Samples, once the agent's parameters are known
     _stepper: EnvStepper
     _slots: int  # K of the sparse final-observation store
+    _pool: ResetPool | None = None  # pooled resets (jaxsample.core.resets), or auto-reset
 
     @property
     def examples(self) -> Samples:
@@ -156,9 +158,41 @@ class Sampler(SamplerOptions):
     def init_envs(self, key: jax.Array, env_ranks: jax.Array) -> SamplerState:
         """:meth:`init` for the envs of global ranks ``env_ranks`` (int32 ``[n]``,
         a traced array is fine): how a shard of a mesh starts its own envs."""
-        return jax.vmap(self._init_env, in_axes=(None, 0))(key, env_ranks)
+        state, k_steps, n_steps = jax.vmap(self._start_env, in_axes=(None, 0))(key, env_ranks)
+        if self.max_decorrelation_steps == 0:
+            return state
+        stepper, pool = self._stepper, self._pool
 
-    def _init_env(self, key: jax.Array, rank: jax.Array) -> SamplerState:
+        def random_step(s: SamplerState, k_steps: jax.Array, i: jax.Array):
+            k_action, k_env = K.decorrelation_step_keys(k_steps, i)
+            moved, tr = stepper.step(
+                s, stepper.random_act, k_action, k_env, auto_reset=pool is None
+            )
+            return moved.replace(traj=track(s.traj, tr.reward, tr.done, self.discount)[0]), tr.done
+
+        def body(i: jax.Array, s: SamplerState) -> SamplerState:
+            moved, done = jax.vmap(random_step, in_axes=(0, 0, None))(s, k_steps, i)
+            stepping = i < n_steps
+            if pool is not None:
+
+                def reset_keys(positions):
+                    def one(k: jax.Array) -> jax.Array:
+                        return K.gymnax_step_keys(K.decorrelation_step_keys(k, i)[1])[1]
+
+                    return jax.vmap(one)(k_steps[positions])
+
+                obs, env_state = pool.restart(
+                    stepper.reset, reset_keys, done & stepping, moved.observation, moved.env_state
+                )
+                moved = moved.replace(observation=obs, env_state=env_state)
+            return where_envs(stepping, moved, s)
+
+        return jax.lax.fori_loop(0, self.max_decorrelation_steps, body, state)
+
+    def _start_env(
+        self, key: jax.Array, rank: jax.Array
+    ) -> tuple[SamplerState, jax.Array, jax.Array]:
+        """One env's start: its state, its decorrelation key and number of steps."""
         k_reset, k_decorrelate, k_run = K.env_keys(key, rank)
         state = SamplerState(
             **self._stepper.start(k_reset, rank),
@@ -167,19 +201,11 @@ class Sampler(SamplerOptions):
             traj=TrajAccumulator.zeros(),
             idle=jnp.zeros((), bool),
         )
-        if self.max_decorrelation_steps == 0:
-            return state
         k_count, k_steps = K.decorrelation_keys(k_decorrelate)
-        n_steps = jax.random.randint(k_count, (), 1, self.max_decorrelation_steps + 1)
-        stepper = self._stepper
-
-        def random_step(i: jax.Array, s: SamplerState) -> SamplerState:
-            k_action, k_env = K.decorrelation_step_keys(k_steps, i)
-            moved, tr = stepper.step(s, stepper.random_act, k_action, k_env)
-            moved = moved.replace(traj=track(s.traj, tr.reward, tr.done, self.discount)[0])
-            return tree_where(i < n_steps, moved, s)
-
-        return jax.lax.fori_loop(0, self.max_decorrelation_steps, random_step, state)
+        n_steps = jnp.zeros((), jnp.int32)
+        if self.max_decorrelation_steps:
+            n_steps = jax.random.randint(k_count, (), 1, self.max_decorrelation_steps + 1)
+        return state, k_steps, n_steps
 
     # -------------------------------------------------------------- collect
     def collect(self, state: SamplerState, agent_params: PyTree) -> tuple[SamplerState, Batch]:
@@ -207,7 +233,18 @@ class Sampler(SamplerOptions):
             new_state, out = step(state, keys, agent_params, t)
             active = jnp.ones((B,), bool) if self.reset_mode == "auto" else out.valid
             self._stepper.check_actions_fit(out.action, active, state.env_rank, t, "batch step")
-            if self.final_observation == "sparse":
+            if self.final_observation == "sparse" and self._pool is not None:
+                # The step did not reset: the final observations are at hand.
+                slots, n_truncated = jax.lax.cond(
+                    jnp.any(out.truncated),
+                    self._store,
+                    lambda *a: a[:2],
+                    slots,
+                    n_truncated,
+                    out.truncated,
+                    new_state.observation,
+                )
+            elif self.final_observation == "sparse":
                 slots, n_truncated = jax.lax.cond(
                     jnp.any(out.truncated),
                     self._store_truncated,
@@ -220,6 +257,17 @@ class Sampler(SamplerOptions):
                     state.env_state,
                     out.action,
                 )
+            if self._pool is not None:  # idle envs write done=False: not reset again
+                obs, env_state = self._pool.restart(
+                    self._stepper.reset,
+                    lambda pos: jax.vmap(K.reset_key, in_axes=(0, None))(
+                        jax.tree.map(lambda k: k[pos], keys), t
+                    ),
+                    out.terminated | out.truncated,
+                    new_state.observation,
+                    new_state.env_state,
+                )
+                new_state = new_state.replace(observation=obs, env_state=env_state)
             return (new_state, slots, n_truncated), out
 
         start = state
@@ -286,6 +334,7 @@ class Sampler(SamplerOptions):
             K.step_key(keys, t, K.AGENT),
             K.step_key(keys, t, K.ENV),
             truncate,
+            auto_reset=self._pool is None,
         )
         out = _StepOut(
             observation=s.observation,
@@ -329,6 +378,13 @@ class Sampler(SamplerOptions):
         final = jax.vmap(env.step, in_axes=(0, 0, 0, None))(k_env, env_state, action, params)[5][
             "final_observation"
         ]
+        return self._store(slots, n_truncated, truncated, final)
+
+    def _store(
+        self, slots: PyTree, n_truncated: jax.Array, truncated: jax.Array, final: PyTree
+    ) -> tuple[PyTree, jax.Array]:
+        """Write the final observations ``final`` ``[B, *obs]`` of the envs
+        truncated at this step into their next free slot."""
         B = truncated.shape[0]
         index = jnp.where(truncated, n_truncated, self._slots)  # not truncated: dropped
         slots = jax.tree.map(

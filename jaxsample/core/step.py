@@ -30,6 +30,7 @@ import numpy as np
 from flax import struct
 
 from jaxsample.agents.base import Agent
+from jaxsample.core.keys import gymnax_step_keys
 from jaxsample.core.specs import EnvSpec, act_checked, initial_agent_state, strong
 from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import AgentInputs, AgentStep, PyTree, TrajInfo
@@ -201,6 +202,7 @@ class EnvStepper:
         k_agent: jax.Array,
         k_env: jax.Array,
         truncate: jax.Array | None = None,
+        auto_reset: bool = True,
     ) -> tuple[Any, Transition]:
         """One step of one env: ``act`` with ``k_agent``, ``env.step`` with
         ``k_env``, and the agent's inputs restarted where the episode ended.
@@ -211,6 +213,11 @@ class EnvStepper:
           k_agent, k_env: this step's keys (the caller's key schedule).
           truncate: bool scalar: also truncate here unless terminated (the end
             of an ``"episodic"`` batch); None for never.
+          auto_reset: True: gymnax's ``env.step`` (it resets where done).
+            False: what it does without the reset (``env.step_env`` with
+            gymnax's ``split(k_env)[0]``, ``env.is_truncated``, the same info):
+            the env's state and observation stay the final ones, for the
+            caller to reset (:mod:`jaxsample.core.resets`).
 
         Returns:
           ``(s.replace(...), transition)``: ``s`` after the step (the env's
@@ -220,9 +227,21 @@ class EnvStepper:
         inputs = AgentInputs(s.observation, s.prev_action, s.prev_reward)
         agent_step, agent_state = act(inputs, s.agent_state, k_agent)
         action = agent_step.action
-        obs, env_state, reward, terminated, truncated, info = self.env.step(
-            k_env, s.env_state, action, self.env_params
-        )
+        if auto_reset:
+            obs, env_state, reward, terminated, truncated, info = self.env.step(
+                k_env, s.env_state, action, self.env_params
+            )
+        else:
+            obs, env_state, reward, terminated, info = self.env.step_env(
+                gymnax_step_keys(k_env)[0], s.env_state, action, self.env_params
+            )
+            truncated = self.env.is_truncated(env_state, self.env_params)
+            info = {
+                **info,
+                "terminated": terminated,
+                "truncated": truncated,
+                "final_observation": obs,
+            }
         spec = (self.env_spec.observation, self.env_spec.env_state)
         obs, env_state = strong((obs, env_state), spec)
         reward = jnp.asarray(reward, jnp.float32)

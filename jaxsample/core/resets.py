@@ -1,0 +1,160 @@
+"""Cheap resets: a pool of ``R`` resets per block of ``G`` envs per step.
+
+gymnax's ``env.step`` auto-resets: it computes ``env.reset_env`` for every env
+at every step and selects it where the episode ended. For envs with costly
+resets (MinAtar, procedurally generated worlds) that is a large part of a
+step. With ``make_sampler(reset_pool=R)`` the sampler steps with
+``env.step_env`` (no reset) and hands the envs that ended at this step resets
+from a pool (Craftax's optimistic resets, without sharing a reset):
+
+* the ``B`` envs form blocks of ``G`` (``reset_pool_block``) consecutive
+  global ranks, ``[j G, (j + 1) G)``; a sampler (or a device's shard) holds
+  whole blocks;
+* at each step, block ``j``'s pool holds the ``R`` resets that the envs of
+  ranks ``j G .. j G + R - 1`` would draw by default at that step (gymnax's
+  ``split(k_env)[1]``, the second half of their env key);
+* the ``m``-th env of the block (in rank order) that ended at this step takes
+  pool reset ``m``; if more than ``R`` ended, the envs past the ``R``-th take
+  the reset their own key draws (computed, for the whole batch, inside a
+  ``lax.cond`` that runs only at steps where some block overflows).
+
+So no reset state is ever given to two envs, every reset comes from a key no
+other reset of the run uses, and the keys depend only on global ranks and the
+step count: the samples are the same on 1 or n devices. Everything but *which*
+reset an ended env receives is exactly the default's: the step itself
+(``env.step_env`` with gymnax's ``split(k_env)[0]``), reward, terminated,
+truncated, the true final observation and TrajInfo.
+
+:class:`ResetPool` is the batch-level part (it looks across the envs of a
+block, so it cannot be per env); the per-env step without the auto-reset is
+:meth:`jaxsample.core.step.EnvStepper.step` with ``auto_reset=False``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from gymnax.environments.environment import Environment
+
+from jaxsample._checks import check_int
+from jaxsample.types import PyTree
+
+#: ``reset_pool_block`` when not given: the largest divisor of ``B`` up to this.
+DEFAULT_BLOCK = 64
+
+# reset(key) -> (observation, env_state): one env's reset (unbatched).
+ResetFn = Callable[[jax.Array], tuple[PyTree, PyTree]]
+# reset_keys(positions int32 [n]) -> keys [n]: the reset keys of those envs.
+ResetKeys = Callable[[jax.Array], jax.Array]
+
+
+def where_envs(mask: jax.Array, x: PyTree, y: PyTree) -> PyTree:
+    """``where(mask[b], x[b], y[b])`` for every env ``b``: ``mask`` ``[B]``,
+    leaves ``[B, ...]``."""
+
+    def pick(a: jax.Array, b: jax.Array) -> jax.Array:
+        return jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b)
+
+    return jax.tree.map(pick, x, y)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResetPool:
+    """``R`` (``size``) resets per block of ``G`` (``block``) envs per step."""
+
+    size: int
+    block: int
+
+    def restart(
+        self,
+        reset: ResetFn,
+        reset_keys: ResetKeys,
+        done: jax.Array,
+        observation: PyTree,
+        env_state: PyTree,
+    ) -> tuple[PyTree, PyTree]:
+        """Give the envs that ended (``done``) a reset, from the pool.
+
+        Args:
+          reset: one env's ``env.reset`` as ``(observation, env_state)``.
+          reset_keys: the reset keys (this step's) of the envs at the given
+            local positions, ``int32 [n] -> keys [n]``.
+          done: ``[B]`` bool, the envs whose episode ended at this step.
+          observation, env_state: ``[B, ...]`` after ``env.step_env``.
+
+        Returns:
+          ``(observation, env_state)`` ``[B, ...]``: the reset ones where done.
+        """
+        B = done.shape[0]
+        G, R = self.block, self.size
+        n_blocks = B // G
+        ended = done.reshape(n_blocks, G)
+        order = jnp.cumsum(ended, axis=1, dtype=jnp.int32) - 1  # m of each ended env
+        first = jnp.arange(n_blocks, dtype=jnp.int32)[:, None] * G
+
+        def deal(k: jax.Array, current: tuple[PyTree, PyTree]) -> tuple[PyTree, PyTree]:
+            """Round ``k``: the ended envs ``m`` in ``[k R, (k + 1) R)`` of every
+            block get the resets of the keys of the block's positions ``m``."""
+            m = jnp.minimum(k * R + jnp.arange(R, dtype=jnp.int32), G - 1)  # m < G
+            pool = jax.vmap(reset)(reset_keys((first + m[None, :]).reshape(-1)))
+            # Position in its block of each ended env of this round (G: none).
+            where = jax.vmap(lambda e: jnp.nonzero(e, size=R, fill_value=G)[0])(
+                ended & (order >= k * R)
+            )
+            target = jnp.where(where < G, first + where, B).reshape(-1)  # B: dropped
+            # A scatter of n_blocks * R rows: only the ended envs are written.
+            return jax.tree.map(lambda c, x: c.at[target].set(x, mode="drop"), current, pool)
+
+        rounds = (jnp.max(order[:, -1]) + R) // R  # ceil(most ended in a block / R)
+        return jax.lax.fori_loop(0, rounds, deal, (observation, env_state))
+
+
+def default_block(B: int) -> int:
+    """``reset_pool_block``'s default: the largest divisor of ``B`` up to
+    :data:`DEFAULT_BLOCK`."""
+    return max(g for g in range(1, min(DEFAULT_BLOCK, B) + 1) if B % g == 0)
+
+
+def check_reset_pool(
+    reset_pool: Any,
+    reset_pool_block: Any,
+    env: Any,
+    B: int,
+    env_ranks: Sequence[int],
+) -> ResetPool | None:
+    """The :class:`ResetPool` of ``make_sampler``'s ``reset_pool`` and
+    ``reset_pool_block`` (None for ``reset_pool=0``, gymnax's auto-reset), or a
+    clear error naming the bad argument."""
+    R = check_int("reset_pool", reset_pool, 0)
+    if R == 0:
+        if reset_pool_block is not None:
+            raise ValueError("reset_pool_block needs reset_pool >= 1")
+        return None
+    if not isinstance(env, Environment) or type(env).step is not Environment.step:
+        raise TypeError(
+            "reset_pool needs a gymnax Environment whose step is gymnax's own "
+            "(step_env + is_truncated + reset_env); "
+            f"{type(env).__name__} replaces step, so its resets cannot be pooled"
+        )
+    if reset_pool_block is None:
+        G = default_block(B)
+    else:
+        G = check_int("reset_pool_block", reset_pool_block, 1)
+    if B % G:
+        raise ValueError(f"reset_pool_block={G} must divide batch_spec.B={B}")
+    if R > G:
+        raise ValueError(f"reset_pool must be <= reset_pool_block={G}, got {R}")
+    ranks = np.asarray(env_ranks).reshape(B // G, G)
+    first = ranks[:, :1]
+    if np.any(first % G) or np.any(ranks != first + np.arange(G)):
+        raise ValueError(
+            f"reset_pool: env_ranks must be whole blocks of reset_pool_block={G} "
+            "consecutive global ranks starting at a multiple of it (so that each block's "
+            "pool is the same on any number of devices)"
+        )
+    return ResetPool(size=R, block=G)

@@ -74,7 +74,7 @@ def _sampler(agent, **kw) -> js.Sampler:
 def test_sampler_checks_the_agent_with_the_first_parameters_given() -> None:
     lazy = _sampler(LinearAgent())  # used to crash: 'NoneType' not subscriptable
     with pytest.raises(ValueError, match=r"sampler.examples .*agent_params="):
-        lazy.examples
+        _ = lazy.examples
     eager = _sampler(LinearAgent(), agent_params=params())
     state = jax.jit(lazy.init)(KEY, params())
     assert lazy.examples == eager.examples  # known once init has seen params
@@ -121,7 +121,7 @@ def test_host_sampler_without_agent_params() -> None:
 
     lazy, eager = make(), make(params())
     with pytest.raises(ValueError, match=r"examples .*agent_params="):
-        lazy.examples
+        _ = lazy.examples
     state = lazy.init(KEY, params())
     assert lazy.examples == eager.examples
     _, batch = lazy.collect(state, params(3))

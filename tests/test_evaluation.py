@@ -438,8 +438,13 @@ def test_bad_agent():
         def as_eval(self):
             return self
 
+    # Checked at build time when the parameters are known, else by run (the
+    # agent has no init: it is never called with made-up parameters).
     with pytest.raises(ValueError, match="agent action"):
-        make_evaluator(env, env_params, WrongAction(), n_envs=2, max_steps=10)
+        make_evaluator(env, env_params, WrongAction(), n_envs=2, max_steps=10, agent_params=())
+    evaluator = make_evaluator(env, env_params, WrongAction(), n_envs=2, max_steps=10)
+    with pytest.raises(ValueError, match="agent action"):
+        evaluator.run(jax.random.key(0), ())
 
 
 def test_bad_key():

@@ -1,13 +1,15 @@
 """``jaxsample train`` and ``jaxsample eval``.
 
-``train`` builds the config (:mod:`jaxsample.cli_config`), trains every seed
-(x every swept setting) under one ``jax.vmap`` with
-:func:`jaxsample.algos.runner.run_training`, shows :class:`~jaxsample.cli_display.LiveDisplay`,
-logs every metric (:mod:`jaxsample.cli_log`), and with ``--checkpoint-dir``
-saves the vmapped trainer state after every chunk (and so at the end) and
-resumes from the latest one when started again with the same settings
-(``run.json`` in the folder records them; ``metrics.npz`` the history).
-``eval`` restores such a folder and runs the greedy evaluator per run.
+``train`` builds the config (:mod:`jaxsample.cli_config`) and trains every
+seed (x every swept setting) under one ``jax.vmap`` with
+:func:`jaxsample.algos.runner.run_training`: one compiled program for the
+whole run, or compiled chunks with ``--checkpoint-dir``. It shows
+:class:`~jaxsample.cli_display.LiveDisplay` and logs every metric
+(:mod:`jaxsample.cli_log`). With ``--checkpoint-dir`` it saves the vmapped
+trainer state after every chunk (and so at the end) and, started again with
+the same settings, resumes from the latest one (``run.json`` in the folder
+records the settings, ``metrics.npz`` the history). ``eval`` restores such a
+folder and runs the greedy evaluator per run.
 """
 
 from __future__ import annotations
@@ -234,6 +236,7 @@ def train(args: argparse.Namespace) -> int:
             hparams=hparams,
             resume=resume,
             on_chunk=on_chunk,
+            one_program=resume is None and saver is None,
         )
     finally:
         display.close()

@@ -1,4 +1,5 @@
-"""Runs a jitted trainer in compiled chunks, with progress, summary table, JSON and PNG.
+"""Runs a jitted trainer in compiled chunks or as one program, with progress,
+summary table, JSON and PNG.
 
 A trainer (``jaxsample.algos.ppo.make_train``, ``jaxsample.algos.dqn.make_train``)
 is a frozen object of pure functions ``init(key) -> state`` and
@@ -6,7 +7,11 @@ is a frozen object of pure functions ``init(key) -> state`` and
 them over seeds, compiles one chunk of iterations (and the remainder, if any)
 once, and runs the chunks back to back: between two chunks it only reads the
 small per-iteration metrics, so the display costs one host round trip per chunk.
-This is what ``jaxsample train`` runs. (Not to be confused with the
+With ``one_program=True`` it compiles the whole run, init included, as one
+program (the program ``reference_run`` times, plus the callbacks) and reports
+progress from inside it through ordered host callbacks at a bounded rate. This
+is what ``jaxsample train`` runs: one program, or chunks with ``--checkpoint-dir``
+(a checkpoint after every chunk). (Not to be confused with the
 actor/learner runtime of :mod:`jaxsample.driver`, which overlaps collection and
 learning on separate devices.)
 """
@@ -98,19 +103,54 @@ def _chunk_size(num_iterations: int, chunks: int) -> int:
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _program(trainer: Any, what: int | str, *args: Any) -> Any:
-    """The compiled ``vmap(trainer.init)`` (``what="init"``) or ``vmap`` of
-    ``trainer.run(state, what)`` (state donated) for arguments like ``args``."""
+def _program(trainer: Any, what: int | str | tuple, *args: Any) -> Any:
+    """The compiled ``vmap(trainer.init)`` (``what="init"``), ``vmap`` of
+    ``trainer.run(state, what)`` (state donated), or the one-program run
+    (``what=("one", n, every)``: :func:`_one_program`, with the holder of its
+    host callback) for arguments like ``args``."""
     avals = jax.tree.map(lambda x: (x.shape, x.dtype), args)
     key = (what, str(jax.tree.structure(args)), str(avals))
     cache = _PROGRAMS.setdefault(trainer, {})
     if key not in cache:
         if what == "init":
-            fn = jax.jit(jax.vmap(trainer.init))
+            cache[key] = jax.jit(jax.vmap(trainer.init)).lower(*args).compile()
+        elif isinstance(what, tuple):
+            holder: list[Callable[..., None]] = [lambda i, m: None]
+            fn = jax.jit(_one_program(trainer, what[1], what[2], holder))
+            cache[key] = (fn.lower(*args).compile(), holder)
         else:
             fn = jax.jit(jax.vmap(lambda s: trainer.run(s, what)), donate_argnums=0)
-        cache[key] = fn.lower(*args).compile()
+            cache[key] = fn.lower(*args).compile()
     return cache[key]
+
+
+def _one_program(
+    trainer: Any, n: int, every: int, holder: list[Callable[..., None]]
+) -> Callable[[Any, Any], tuple[Any, dict[str, jax.Array]]]:
+    """The whole vmapped run as one function of ``(keys, hparams)``: init, then
+    a ``lax.scan`` over ``n`` iterations of ``vmap(trainer.iteration)`` that
+    hands ``(iteration, metrics [R])`` to ``holder[0]`` on the host (an ordered
+    ``io_callback``) after every ``every``-th iteration and the last one.
+    Returns ``(state, metrics)``, metrics ``[n, R]``."""
+    from jax.experimental import io_callback
+
+    def host(i: Any, metrics: Any) -> None:
+        holder[0](i, metrics)
+
+    def program(keys: Any, hparams: Any) -> tuple[Any, dict[str, jax.Array]]:
+        state = jax.vmap(trainer.init)(keys, hparams)
+
+        def body(state: Any, i: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
+            state, metrics = jax.vmap(trainer.iteration)(state)
+            due = ((i + 1) % every == 0) | (i == n - 1)
+            jax.lax.cond(
+                due, lambda: io_callback(host, None, i, metrics, ordered=True), lambda: None
+            )
+            return state, metrics
+
+        return jax.lax.scan(body, state, np.arange(n, dtype=np.int32))
+
+    return program
 
 
 def run_inputs(trainer: Any, key: jax.Array, seeds: int, hparams: Any = None) -> tuple[Any, Any]:
@@ -159,6 +199,7 @@ def run_training(
     hparams: Any = None,
     resume: tuple[Any, dict[str, np.ndarray]] | None = None,
     on_chunk: Callable[[Any, int, dict[str, np.ndarray]], None] | None = None,
+    one_program: bool = False,
 ) -> TrainingResult:
     """Train ``seeds`` seeds (x the ``hparams`` settings) at once under ``jax.vmap``.
 
@@ -184,12 +225,22 @@ def run_training(
         iterations of ``metrics`` (numpy ``[R, k]`` each, the history).
       on_chunk: called after each chunk with ``(state, iterations_done,
         metrics [R, iterations_done])`` (the CLI checkpoints and logs here).
+      one_program: compile the whole run, init included, as ONE program (no
+        host round trip between chunks); ``progress`` is then fed from inside
+        it by an ordered host callback every ``num_iterations / chunks``
+        iterations (``recent_return``/``recent_loss``: that iteration's mean
+        over the runs), and ``on_chunk`` runs once, at the end.
     """
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
     chunk = _chunk_size(num_iterations, chunks)
     keys, hparams = run_inputs(trainer, key, seeds, hparams)
     runs = int(keys.shape[0])
+    if one_program:
+        if resume is not None:
+            raise ValueError("one_program=True starts a run; resume runs in chunks")
+        args = (keys, hparams, num_iterations, steps_per_iteration, chunk)
+        return _run_one_program(trainer, *args, returns_of, progress, on_chunk)
     history: dict[str, list[np.ndarray]] = {}
     start = 0
     if resume is not None:
@@ -247,6 +298,65 @@ def run_training(
     )
 
 
+def _run_one_program(
+    trainer: Any,
+    keys: Any,
+    hparams: Any,
+    num_iterations: int,
+    steps_per_iteration: int,
+    every: int,
+    returns_of: Callable[[Any], Any],
+    progress: Callable[[dict[str, Any]], None] | None,
+    on_chunk: Callable[[Any, int, dict[str, np.ndarray]], None] | None,
+) -> TrainingResult:
+    """:func:`run_training` with ``one_program=True``."""
+    runs = int(keys.shape[0])
+    total = num_iterations * steps_per_iteration
+    begin = time.perf_counter()
+    if progress is not None:
+        progress({"phase": "compiling", "total_steps": total})
+    compiled, holder = _program(trainer, ("one", num_iterations, every), keys, hparams)
+    compile_seconds = time.perf_counter() - begin
+    t0 = time.perf_counter()
+
+    def report(i: Any, metrics: dict[str, np.ndarray]) -> None:
+        done = int(i) + 1
+        rate = done * steps_per_iteration / max(time.perf_counter() - t0, 1e-9)
+        recent = {k: np.asarray(v).reshape(runs, 1) for k, v in metrics.items()}
+        ret, loss = _summary_of(recent, returns_of, 1)
+        progress(
+            {
+                "phase": "running",
+                "steps": done * steps_per_iteration,
+                "total_steps": total,
+                "fraction": done / num_iterations,
+                "steps_per_second": rate * runs,
+                "elapsed": time.perf_counter() - begin,
+                "eta": (num_iterations - done) * steps_per_iteration / max(rate, 1e-9),
+                "recent_return": ret,
+                "recent_loss": loss,
+            }
+        )
+
+    holder[0] = report if progress is not None else (lambda i, m: None)
+    try:
+        state, metrics = jax.block_until_ready(compiled(keys, hparams))
+    finally:
+        holder[0] = lambda i, m: None
+    wall = time.perf_counter() - t0
+    merged = {k: np.asarray(v).reshape(num_iterations, runs).T for k, v in metrics.items()}
+    if on_chunk is not None:
+        on_chunk(state, num_iterations, merged)
+    return TrainingResult(
+        env_steps=np.arange(1, num_iterations + 1) * steps_per_iteration,
+        returns=np.asarray(returns_of(merged), np.float64).reshape(runs, num_iterations),
+        compile_seconds=compile_seconds,
+        wall_seconds=wall,
+        final_state=state,
+        metrics=merged,
+    )
+
+
 def print_progress(stream: TextIO | None = None) -> Callable[[dict[str, Any]], None]:
     """A progress callback: one updating line on a terminal, one line per chunk
     otherwise; ``stream`` defaults to the current ``sys.stdout``."""
@@ -284,8 +394,7 @@ def summary_table(
     for name, x in zip(labels, finals, strict=True):
         lines.append(f"{name:>{width}} {x:>14.1f}")
     lines.append(
-        f"{'mean':>{width}} "
-        f"{np.nanmean(finals) if np.isfinite(finals).any() else math.nan:>14.1f}"
+        f"{'mean':>{width}} {np.nanmean(finals) if np.isfinite(finals).any() else math.nan:>14.1f}"
     )
     s = result.summary(window)
     lines.append(

@@ -2,7 +2,8 @@
 file, CSV / TensorBoard / W&B logs read back, a run killed halfway and resumed
 to the same final parameters (PPO and DQN), ``eval`` on the checkpoint, and the
 JSON's reproducibility fields. Tiny runs: one compile per algorithm, shared by
-the tests of this module (the trainer and its programs are reused in-process).
+the tests of this module (the trainer and its programs are reused in-process);
+the tests that train are marked slow (CLI runs).
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def _metric_names(algo: str) -> set[str]:
     return set(jax.eval_shape(trainer.iteration, state)[1])
 
 
+@pytest.mark.slow
 def test_json_holds_config_seeds_versions_backend_and_times(ppo_run) -> None:
     d, printed = ppo_run
     result = json.loads((d / "run.json").read_text())
@@ -140,6 +142,7 @@ def _tensorboard_scalars(folder) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
+@pytest.mark.slow
 def test_csv_and_tensorboard_hold_every_metric_per_run(ppo_run) -> None:
     d, _ = ppo_run
     rows = _rows(d / "run.csv")
@@ -179,6 +182,7 @@ def _final_state(folder):
         return step, c.restore(folder / str(step) / "state")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_a_run_killed_halfway_resumes_to_the_same_final_parameters(
     algo, ppo_run, dqn_run, tmp_path, monkeypatch
@@ -200,6 +204,7 @@ def test_a_run_killed_halfway_resumes_to_the_same_final_parameters(
     assert _rows(tmp_path / "m.csv") == _rows(reference)
 
 
+@pytest.mark.slow
 def test_resume_refuses_other_settings(ppo_run, capsys) -> None:
     d, _ = ppo_run
     argv = [*PPO_ARGS, "--config", str(d / "ppo.toml"), "--checkpoint-dir", str(d / "full")]
@@ -210,6 +215,7 @@ def test_resume_refuses_other_settings(ppo_run, capsys) -> None:
     assert "other settings" in err and "gamma" in err and "\n" not in err
 
 
+@pytest.mark.slow
 def test_eval_reports_each_run_of_the_checkpoint(ppo_run, capsys) -> None:
     d, _ = ppo_run
     out = d / "eval.json"
@@ -226,6 +232,7 @@ def test_eval_reports_each_run_of_the_checkpoint(ppo_run, capsys) -> None:
         assert f"{row['return_mean']:.1f}" in printed
 
 
+@pytest.mark.slow
 def test_wandb_offline_logs_every_metric(dqn_run) -> None:
     d, _ = dqn_run
     (run_file,) = d.glob("wandb/offline-run-*/run-*.wandb")
@@ -289,3 +296,44 @@ def test_bad_settings_are_one_line_and_exit_2(args, match, tmp_path, capsys) -> 
     assert info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and match in err, err
+
+
+@pytest.mark.slow
+def test_one_program_reports_from_inside_and_matches_the_chunked_run(ppo_run) -> None:
+    """Without --checkpoint-dir the whole run is one compiled program whose host
+    callbacks feed the display; it trains the same parameters as the chunks."""
+    from jaxsample.algos import runner
+    from jaxsample.cli_config import load_config_file, resolve_config
+    from jaxsample.cli_train import _build, _sweep_hparams
+
+    d, _ = ppo_run
+    file_values = load_config_file(str(d / "ppo.toml"))
+    flags = {"lr": [1e-3, 2e-3], "ent_coef": 0.02}
+    config, _ = resolve_config("ppo", "CartPole-v1", False, file_values, flags)
+    trainer = _build(config)
+    hparams = _sweep_hparams(trainer, [{"lr": 1e-3}, {"lr": 2e-3}], 1)
+    events = []
+    result = runner.run_training(
+        trainer,
+        jax.random.key(0),
+        seeds=2,
+        num_iterations=4,
+        steps_per_iteration=16,
+        chunks=2,
+        returns_of=lambda m: m["episode_return_mean"],
+        progress=events.append,
+        hparams=hparams,
+        one_program=True,
+    )
+    assert [e["phase"] for e in events] == ["compiling", "running", "running"]
+    assert [e["steps"] for e in events[1:]] == [32, 64]  # every 2 iterations, in order
+    assert events[-1]["fraction"] == 1 and events[-1]["eta"] == 0
+    full = checkpoint.restore(d / "full", result.final_state)  # the chunked run's end
+    leaves = jax.tree.leaves(result.final_state.params)
+    assert len(leaves) > 0
+    for one, chunked in zip(leaves, jax.tree.leaves(full.params), strict=True):
+        np.testing.assert_allclose(one, chunked, rtol=1e-5, atol=1e-6)
+    returns = json.loads((d / "run.json").read_text())["curve"]["returns"]
+    np.testing.assert_allclose(
+        result.returns, np.array(returns, dtype=float), rtol=1e-5, equal_nan=True
+    )

@@ -186,6 +186,40 @@ def _summary_of(
     return out[0], out[1]
 
 
+def _running_event(
+    done: int, start: int, n: int, per_iteration: int, runs: int, seconds: float, begin: float,
+    recent: tuple[float, float],
+) -> dict[str, Any]:  # fmt: skip
+    """The progress event after ``done`` of ``n`` iterations (``start`` of them
+    restored, the others run in ``seconds``); ``recent``: (return, loss)."""
+    rate = (done - start) * per_iteration / max(seconds, 1e-9)
+    return {
+        "phase": "running",
+        "steps": done * per_iteration,
+        "total_steps": n * per_iteration,
+        "fraction": done / n,
+        "steps_per_second": rate * runs,
+        "elapsed": time.perf_counter() - begin,
+        "eta": (n - done) * per_iteration / max(rate, 1e-9),
+        "recent_return": recent[0],
+        "recent_loss": recent[1],
+    }
+
+
+def _result(
+    merged: dict[str, np.ndarray], returns_of: Callable[[Any], Any], per_iteration: int,
+    **fields: Any,
+) -> TrainingResult:  # fmt: skip
+    """The :class:`TrainingResult` of the metrics history ``merged`` (``[R, I]``)."""
+    runs, n = next(iter(merged.values())).shape
+    return TrainingResult(
+        env_steps=np.arange(1, n + 1) * per_iteration,
+        returns=np.asarray(returns_of(merged), np.float64).reshape(runs, n),
+        metrics=merged,
+        **fields,
+    )
+
+
 def run_training(
     trainer: Any,
     key: jax.Array,
@@ -271,29 +305,17 @@ def run_training(
         if on_chunk is not None:
             on_chunk(state, done, merged)
         if progress is not None:
-            ret, loss = _summary_of(merged, returns_of, chunk)
-            rate = (done - start) * steps_per_iteration / max(wall, 1e-9)
-            progress(
-                {
-                    "phase": "running",
-                    "steps": done * steps_per_iteration,
-                    "total_steps": num_iterations * steps_per_iteration,
-                    "fraction": done / num_iterations,
-                    "steps_per_second": rate * runs,
-                    "elapsed": time.perf_counter() - begin,
-                    "eta": (num_iterations - done) * steps_per_iteration / max(rate, 1e-9),
-                    "recent_return": ret,
-                    "recent_loss": loss,
-                }
-            )
+            recent = _summary_of(merged, returns_of, chunk)
+            args = (done, start, num_iterations, steps_per_iteration, runs, wall, begin, recent)
+            progress(_running_event(*args))
     merged = {k: np.concatenate(v, axis=1) for k, v in history.items()}
-    return TrainingResult(
-        env_steps=np.arange(1, num_iterations + 1) * steps_per_iteration,
-        returns=np.asarray(returns_of(merged), np.float64).reshape(runs, num_iterations),
+    return _result(
+        merged,
+        returns_of,
+        steps_per_iteration,
         compile_seconds=compile_seconds,
         wall_seconds=wall,
         final_state=state,
-        metrics=merged,
         start_iteration=start,
     )
 
@@ -311,32 +333,20 @@ def _run_one_program(
 ) -> TrainingResult:
     """:func:`run_training` with ``one_program=True``."""
     runs = int(keys.shape[0])
-    total = num_iterations * steps_per_iteration
     begin = time.perf_counter()
     if progress is not None:
-        progress({"phase": "compiling", "total_steps": total})
+        progress({"phase": "compiling", "total_steps": num_iterations * steps_per_iteration})
     compiled, holder = _program(trainer, ("one", num_iterations, every), keys, hparams)
     compile_seconds = time.perf_counter() - begin
     t0 = time.perf_counter()
 
     def report(i: Any, metrics: dict[str, np.ndarray]) -> None:
-        done = int(i) + 1
-        rate = done * steps_per_iteration / max(time.perf_counter() - t0, 1e-9)
-        recent = {k: np.asarray(v).reshape(runs, 1) for k, v in metrics.items()}
-        ret, loss = _summary_of(recent, returns_of, 1)
-        progress(
-            {
-                "phase": "running",
-                "steps": done * steps_per_iteration,
-                "total_steps": total,
-                "fraction": done / num_iterations,
-                "steps_per_second": rate * runs,
-                "elapsed": time.perf_counter() - begin,
-                "eta": (num_iterations - done) * steps_per_iteration / max(rate, 1e-9),
-                "recent_return": ret,
-                "recent_loss": loss,
-            }
+        recent = _summary_of(
+            {k: np.reshape(v, (runs, 1)) for k, v in metrics.items()}, returns_of, 1
         )
+        seconds = time.perf_counter() - t0
+        args = (int(i) + 1, 0, num_iterations, steps_per_iteration, runs, seconds, begin, recent)
+        progress(_running_event(*args))
 
     holder[0] = report if progress is not None else (lambda i, m: None)
     try:
@@ -347,13 +357,13 @@ def _run_one_program(
     merged = {k: np.asarray(v).reshape(num_iterations, runs).T for k, v in metrics.items()}
     if on_chunk is not None:
         on_chunk(state, num_iterations, merged)
-    return TrainingResult(
-        env_steps=np.arange(1, num_iterations + 1) * steps_per_iteration,
-        returns=np.asarray(returns_of(merged), np.float64).reshape(runs, num_iterations),
+    return _result(
+        merged,
+        returns_of,
+        steps_per_iteration,
         compile_seconds=compile_seconds,
         wall_seconds=wall,
         final_state=state,
-        metrics=merged,
     )
 
 

@@ -122,7 +122,13 @@ def _restore_or_start(
     from jaxsample import checkpoint
 
     path = os.path.join(directory, "run.json")
-    if os.path.isfile(path):
+    step = checkpoint.latest_step(directory) if os.path.isdir(directory) else None
+    if step is not None and not os.path.isfile(path):
+        raise UsageError(
+            f"--checkpoint-dir {directory!r} holds checkpoints without the run.json of "
+            "`jaxsample train`: give another folder"
+        )
+    if step is not None:
         with open(path) as f:
             saved = json.load(f)
         for key in record:
@@ -134,12 +140,10 @@ def _restore_or_start(
                     f"--checkpoint-dir {directory!r} holds a run with other settings: {key} "
                     "differs (give the same arguments to resume, or another folder)"
                 )
-    else:
+    else:  # nothing saved yet: (re)start with these settings
         os.makedirs(directory, exist_ok=True)
         with open(path, "w") as f:
             json.dump(record, f, indent=2)
-    step = checkpoint.latest_step(directory)
-    if step is None:
         return None
     like = jax.eval_shape(jax.vmap(trainer.init), keys, hparams)
     state = checkpoint.restore(directory, like, step=step)

@@ -324,7 +324,11 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``jaxsample`` command."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(prog="jaxsample", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="jaxsample",
+        description="jaxsample: RL experience collected inside XLA. Train an agent, evaluate "
+        "its checkpoint, time a sampler, or benchmark a grid (jaxsample COMMAND --help).",
+    )
     parser.add_argument("--version", action="version", version=f"jaxsample {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     try:

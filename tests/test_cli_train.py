@@ -337,3 +337,29 @@ def test_one_program_reports_from_inside_and_matches_the_chunked_run(ppo_run) ->
     np.testing.assert_allclose(
         result.returns, np.array(returns, dtype=float), rtol=1e-5, equal_nan=True
     )
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_display_shows_compiling_then_steps_rate_elapsed_eta_return_loss(live) -> None:
+    from jaxsample.cli_display import LiveDisplay
+
+    stream = io.StringIO()
+    display = LiveDisplay(stream, live=live)
+    display({"phase": "compiling", "total_steps": 1000})
+    for steps, ret in ((500, 12.5), (1000, 31.25)):
+        display(
+            {
+                "phase": "running", "steps": steps, "total_steps": 1000,
+                "fraction": steps / 1000, "steps_per_second": 2500.0, "elapsed": 75.0,
+                "eta": (1000 - steps) / 2500.0 * 60, "recent_return": ret,
+                "recent_loss": math.nan,
+            }
+        )  # fmt: skip
+    display.close()
+    text = stream.getvalue()
+    assert "31.2" in text and "2,500 steps/s" in text and "ETA 0:00" in text
+    if live:  # rich: the bar's last state (a console narrower than a terminal)
+        assert "1,000/1,000 steps" in text
+    else:
+        assert text.splitlines()[0].startswith("compiling")
+        assert "ETA 0:12" in text and "elapsed 1:15" in text and "loss n/a" in text

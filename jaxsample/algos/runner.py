@@ -262,8 +262,10 @@ def run_training(
       one_program: compile the whole run, init included, as ONE program (no
         host round trip between chunks); ``progress`` is then fed from inside
         it by an ordered host callback every ``num_iterations / chunks``
-        iterations (``recent_return``/``recent_loss``: that iteration's mean
-        over the runs), and ``on_chunk`` runs once, at the end.
+        iterations (``recent_return``: the mean over the runs of that
+        iteration's ``average_return`` metric where the trainer has one, else
+        of ``returns_of``; ``recent_loss``: of its ``loss``), and ``on_chunk``
+        runs once, at the end.
     """
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
@@ -341,9 +343,10 @@ def _run_one_program(
     t0 = time.perf_counter()
 
     def report(i: Any, metrics: dict[str, np.ndarray]) -> None:
-        recent = _summary_of(
-            {k: np.reshape(v, (runs, 1)) for k, v in metrics.items()}, returns_of, 1
-        )
+        last = {k: np.reshape(v, (runs, 1)) for k, v in metrics.items()}
+        # One iteration may end no episode: prefer the trainer's windowed average.
+        pick = (lambda m: m["average_return"]) if "average_return" in last else returns_of
+        recent = _summary_of(last, pick, 1)
         seconds = time.perf_counter() - t0
         args = (int(i) + 1, 0, num_iterations, steps_per_iteration, runs, seconds, begin, recent)
         progress(_running_event(*args))

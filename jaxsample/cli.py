@@ -1,42 +1,32 @@
-"""Command line: ``jaxsample collect`` and ``jaxsample bench``."""
+"""Command line: ``jaxsample train``, ``eval``, ``collect`` and ``bench``.
+
+``jaxsample train`` trains PPO or DQN end to end (every config field a flag,
+logs, checkpoints, a live display); ``jaxsample eval`` evaluates a train
+checkpoint; ``jaxsample collect`` compiles a sampler and reports its speed;
+``jaxsample bench`` measures a grid of environments and sizes.
+"""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Sequence
 
 import jax
 
+from jaxsample.cli_base import UsageError, check_output
+from jaxsample.cli_config import config_flag_values
 
-class UsageError(SystemExit):
-    """Bad command-line input: :func:`main` prints it as one line and the
-    process exits with status 2 (as argparse does for its own errors)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(2)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
+_check_output = check_output
 
 
-def _check_output(path: str | None, flag: str) -> None:
-    """Fail now, not after the run, if ``path`` cannot be written."""
-    if not path:
-        return
-    if os.path.isdir(path):
-        raise UsageError(f"{flag} {path!r} is a directory, not a file")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UsageError(f"{flag} {path!r}: folder {folder!r} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"{flag} {path!r}: folder {folder!r} is not writable")
+def _version() -> str:
+    from jaxsample import __version__
+
+    return __version__
 
 
 def _collect(args: argparse.Namespace) -> int:
@@ -237,92 +227,117 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _make_trainer(args: argparse.Namespace) -> tuple[object, int]:
     """The trainer for ``--algo`` and its environment steps per iteration (one seed)."""
-    overrides = {"env_name": args.env}
-    if args.total_steps is not None:
-        overrides["total_timesteps"] = args.total_steps
-    if args.algo in ("ppo", "ppo-rnn"):
-        from jaxsample.algos import ppo
+    from jaxsample.cli_train import make_trainer
 
-        recurrent = args.algo == "ppo-rnn"
-        if args.mask_velocity:  # the POMDP preset (tuned for the recurrent agent)
-            config = dataclasses.replace(
-                ppo.MASKED_CARTPOLE_RECURRENT, recurrent=recurrent, **overrides
-            )
-        else:
-            config = ppo.PPOConfig(recurrent=recurrent, **overrides)
-        trainer = ppo.make_train(config)
-    else:
-        from jaxsample.algos import dqn
-
-        if args.mask_velocity:
-            raise UsageError("--mask-velocity goes with --algo ppo or ppo-rnn")
-        config = dqn.DQNConfig(**overrides)
-        trainer = dqn.make_train(config)
-    return trainer, config.num_envs * config.num_steps
+    return make_trainer(args)
 
 
 def _train(args: argparse.Namespace) -> int:
-    from jaxsample.algos import runner
+    from jaxsample.cli_train import train
 
-    if args.seeds < 1:
-        raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
-    if args.chunks < 1:
-        raise UsageError(f"--chunks must be >= 1, got {args.chunks}")
-    _check_output(args.json, "--json")
-    _check_output(args.plot, "--plot")
-    try:
-        trainer, steps_per_iteration = _make_trainer(args)
-    except (TypeError, ValueError) as e:
-        raise UsageError(str(e)) from None
-    n = trainer.num_iterations
-    print(
-        f"jaxsample train: {args.algo} on {args.env}"
-        f"{' (velocities masked)' if args.mask_velocity else ''}, {args.seeds} seed(s) under "
-        f"one vmap, {n} iterations x {steps_per_iteration} steps, "
-        f"backend={jax.default_backend()}",
-        flush=True,
+    return train(args)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from jaxsample.cli_train import evaluate
+
+    return evaluate(args)
+
+
+def _train_algo(argv: Sequence[str]) -> str:
+    """The ``--algo`` of a train command line (or of its ``--config`` file):
+    it decides which config's fields become flags."""
+    from jaxsample.cli_config import load_config_file
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--algo", default=None)
+    pre.add_argument("--config", default=None)
+    known, _ = pre.parse_known_args(argv)
+    algo = known.algo
+    if algo is None and known.config:
+        algo = load_config_file(known.config).get("algo")
+    return algo if algo in ("ppo", "ppo-rnn", "dqn") else "ppo"
+
+
+def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
+    from jaxsample.cli_config import add_config_flags
+
+    p = sub.add_parser(
+        "train",
+        help="train an agent end to end in one compiled program (every config field a flag)",
+        description="Train PPO or DQN on a gymnax env, every seed (and every swept setting) "
+        "under one jax.vmap. Settings: the config's defaults, then --config FILE (TOML or "
+        "YAML), then the flags. A list (--lr 1e-3,2.5e-4) sweeps a hyperparameter in the "
+        f"same program. The fields shown are --algo {algo}'s; `jaxsample train --algo dqn "
+        "--help` shows DQN's.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    result = runner.run_training(
-        trainer,
-        jax.random.key(args.seed),
-        seeds=args.seeds,
-        num_iterations=n,
-        steps_per_iteration=steps_per_iteration,
-        chunks=args.chunks,
-        returns_of=lambda m: m["episode_return_mean"],
-        progress=runner.print_progress(),
+    p.add_argument("--algo", default=None, choices=("ppo", "ppo-rnn", "dqn"), help="(default: ppo)")
+    p.add_argument("--env", default=None, help="a gymnax environment name (default: CartPole-v1)")
+    p.add_argument("--config", default=None, help="a TOML or YAML file of settings")
+    p.add_argument("--seeds", type=int, default=None, help="seeds trained together (default: 1)")
+    p.add_argument("--seed", type=int, default=None, help="the base seed (default: 0)")
+    p.add_argument(
+        "--mask-velocity",
+        action="store_true",
+        default=None,
+        help="hide velocities (a POMDP; the tuned recurrent preset)",
     )
-    print(f"compiled in {result.compile_seconds:.1f} s")
-    print(runner.summary_table(result))
-    settings = {"algo": args.algo, "env": args.env, "mask_velocity": args.mask_velocity}
-    if args.json:
-        runner.write_json(result, args.json, settings)
-        print(f"wrote {args.json}")
-    if args.plot:
-        title = f"{args.algo} on {args.env}" + (
-            " (velocities masked)" if args.mask_velocity else ""
-        )
-        runner.plot(result, args.plot, title)
-        print(f"wrote {args.plot}")
-    return 0
+    p.add_argument(
+        "--chunks",
+        type=int,
+        default=None,
+        help="compiled chunks: progress updates, logs and checkpoints (default: 20)",
+    )
+    p.add_argument("--json", default=None, help="write config, versions, figures and curves here")
+    p.add_argument("--plot", default=None, help="write a PNG learning curve to this file")
+    p.add_argument(
+        "--csv",
+        default=None,
+        help="every metric per run and iteration (default: the --json path with .csv, "
+        "else train.csv)",
+    )
+    p.add_argument("--tensorboard", default=None, metavar="DIR", help="TensorBoard event files")
+    p.add_argument("--wandb", action="store_true", help="log to Weights & Biases")
+    p.add_argument("--wandb-project", default="jaxsample", help="W&B project (default: jaxsample)")
+    p.add_argument(
+        "--checkpoint-dir",
+        default=None,
+        metavar="DIR",
+        help="save after every chunk; started again with the same settings, resume",
+    )
+    add_config_flags(p, algo)
+    p.set_defaults(func=_train)
+
+    p = sub.add_parser(
+        "eval",
+        help="evaluate the greedy policy of a `train --checkpoint-dir` checkpoint",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--checkpoint", required=True, metavar="DIR", help="a --checkpoint-dir")
+    p.add_argument("--episodes", type=int, default=10, help="greedy episodes per run")
+    p.add_argument("--seed", type=int, default=0, help="the evaluation's key")
+    p.add_argument("--json", default=None, help="write the per-run table here")
+    p.set_defaults(func=_eval)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``jaxsample`` command."""
-    parser = argparse.ArgumentParser(prog="jaxsample", description=__doc__)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(
+        prog="jaxsample",
+        description="jaxsample: RL experience collected inside XLA. Train an agent, evaluate "
+        "its checkpoint, time a sampler, or benchmark a grid (jaxsample COMMAND --help).",
+    )
+    parser.add_argument("--version", action="version", version=f"jaxsample {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    try:
+        algo = _train_algo(argv[1:]) if argv[:1] == ["train"] else "ppo"
+    except UsageError as e:
+        print(f"jaxsample train: error: {e}", file=sys.stderr)
+        raise
 
-    p = sub.add_parser("train", help="train an agent end to end in one compiled program")
-    p.add_argument("--algo", default="ppo", choices=("ppo", "ppo-rnn", "dqn"))
-    p.add_argument("--env", default="CartPole-v1", help="a gymnax environment name")
-    p.add_argument("--seeds", type=int, default=1, help="seeds trained together under vmap")
-    p.add_argument("--total-steps", type=int, default=None, help="env steps per seed")
-    p.add_argument("--mask-velocity", action="store_true", help="hide velocities (a POMDP)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--chunks", type=int, default=20, help="progress updates (compiled chunks)")
-    p.add_argument("--json", default=None, help="write the summary and curves to this file")
-    p.add_argument("--plot", default=None, help="write a PNG learning curve to this file")
-    p.set_defaults(func=_train)
+    _add_train(sub, algo)
 
     p = sub.add_parser(
         "collect", help="compile a sampler, collect a few batches, print speed and stats"
@@ -374,7 +389,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--markdown", action="store_true", help="also print a README table")
     p.set_defaults(func=_bench)
 
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as e:  # a bad value of a generated train flag
+        print(f"jaxsample {argv[0]}: error: {e}", file=sys.stderr)
+        raise
+    if args.command == "train":  # the config fields given as flags
+        args.config_flags = config_flag_values(args, algo)
     try:
         return args.func(args)
     except UsageError as e:  # one clear line, exit status 2

@@ -1,4 +1,5 @@
-"""Runs a jitted trainer in compiled chunks, with progress, summary table, JSON and PNG.
+"""Runs a jitted trainer in compiled chunks or as one program, with progress,
+summary table, JSON and PNG.
 
 A trainer (``jaxsample.algos.ppo.make_train``, ``jaxsample.algos.dqn.make_train``)
 is a frozen object of pure functions ``init(key) -> state`` and
@@ -6,7 +7,11 @@ is a frozen object of pure functions ``init(key) -> state`` and
 them over seeds, compiles one chunk of iterations (and the remainder, if any)
 once, and runs the chunks back to back: between two chunks it only reads the
 small per-iteration metrics, so the display costs one host round trip per chunk.
-This is what ``jaxsample train`` runs. (Not to be confused with the
+With ``one_program=True`` it compiles the whole run, init included, as one
+program (the program ``reference_run`` times, plus the callbacks) and reports
+progress from inside it through ordered host callbacks at a bounded rate. This
+is what ``jaxsample train`` runs: one program, or chunks with ``--checkpoint-dir``
+(a checkpoint after every chunk). (Not to be confused with the
 actor/learner runtime of :mod:`jaxsample.driver`, which overlaps collection and
 learning on separate devices.)
 """
@@ -19,7 +24,8 @@ import math
 import sys
 import time
 import warnings
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import jax
@@ -31,13 +37,15 @@ class TrainingResult:
     """What :func:`run_training` measured.
 
     Attributes:
-      env_steps: ``[I]`` environment steps (all envs of one seed) after each
+      env_steps: ``[I]`` environment steps (all envs of one run) after each
         iteration.
-      returns: ``[S, I]`` mean return of the episodes completed in each
-        iteration, per seed (NaN where none completed).
+      returns: ``[R, I]`` mean return of the episodes completed in each
+        iteration, per run (NaN where none completed).
       compile_seconds: time spent compiling (init and the chunk programs).
       wall_seconds: time spent running, compile excluded.
       final_state: the vmapped trainer state.
+      metrics: every per-iteration metric of the trainer, numpy ``[R, I]``.
+      start_iteration: iterations restored from a checkpoint (not timed here).
     """
 
     env_steps: np.ndarray
@@ -45,6 +53,8 @@ class TrainingResult:
     compile_seconds: float
     wall_seconds: float
     final_state: Any
+    metrics: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    start_iteration: int = 0
 
     @property
     def total_steps(self) -> int:
@@ -52,7 +62,7 @@ class TrainingResult:
         return int(self.env_steps[-1]) if len(self.env_steps) else 0
 
     def final_returns(self, window: int = 10) -> np.ndarray:
-        """``[S]`` per-seed mean of the last ``window`` finite iteration returns."""
+        """``[R]`` per-run mean of the last ``window`` finite iteration returns."""
         out = []
         for curve in self.returns:
             finite = curve[np.isfinite(curve)]
@@ -60,9 +70,12 @@ class TrainingResult:
         return np.asarray(out)
 
     def summary(self, window: int = 10) -> dict[str, Any]:
-        """The JSON-ready figures (``final_return`` is the mean over seeds)."""
+        """The JSON-ready figures (``final_return`` is the mean over runs;
+        ``steps_per_second`` counts the steps run here, all runs)."""
         finals = self.final_returns(window)
         seeds = self.returns.shape[0]
+        per_iteration = self.total_steps / max(len(self.env_steps), 1)
+        run_steps = (len(self.env_steps) - self.start_iteration) * per_iteration
         return {
             "final_return": float(np.nanmean(finals)) if np.isfinite(finals).any() else None,
             "final_return_per_seed": [None if not math.isfinite(x) else x for x in finals],
@@ -70,7 +83,7 @@ class TrainingResult:
             "seeds": seeds,
             "wall_seconds": self.wall_seconds,
             "compile_seconds": self.compile_seconds,
-            "steps_per_second": self.total_steps * seeds / max(self.wall_seconds, 1e-9),
+            "steps_per_second": run_steps * seeds / max(self.wall_seconds, 1e-9),
         }
 
 
@@ -85,6 +98,128 @@ def _chunk_size(num_iterations: int, chunks: int) -> int:
     return min(num_iterations, target)
 
 
+#: Compiled programs per trainer, so that a second run of the same trainer in
+#: one process (a resumed run, a test) does not compile again.
+_PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _program(trainer: Any, what: int | str | tuple, *args: Any) -> Any:
+    """The compiled ``vmap(trainer.init)`` (``what="init"``), ``vmap`` of
+    ``trainer.run(state, what)`` (state donated), or the one-program run
+    (``what=("one", n, every)``: :func:`_one_program`, with the holder of its
+    host callback) for arguments like ``args``."""
+    avals = jax.tree.map(lambda x: (x.shape, x.dtype), args)
+    key = (what, str(jax.tree.structure(args)), str(avals))
+    cache = _PROGRAMS.setdefault(trainer, {})
+    if key not in cache:
+        if what == "init":
+            cache[key] = jax.jit(jax.vmap(trainer.init)).lower(*args).compile()
+        elif isinstance(what, tuple):
+            holder: list[Callable[..., None]] = [lambda i, m: None]
+            fn = jax.jit(_one_program(trainer, what[1], what[2], holder))
+            cache[key] = (fn.lower(*args).compile(), holder)
+        else:
+            fn = jax.jit(jax.vmap(lambda s: trainer.run(s, what)), donate_argnums=0)
+            cache[key] = fn.lower(*args).compile()
+    return cache[key]
+
+
+def _one_program(
+    trainer: Any, n: int, every: int, holder: list[Callable[..., None]]
+) -> Callable[[Any, Any], tuple[Any, dict[str, jax.Array]]]:
+    """The whole vmapped run as one function of ``(keys, hparams)``: init, then
+    a ``lax.scan`` over ``n`` iterations of ``vmap(trainer.iteration)`` that
+    hands ``(iteration, metrics [R])`` to ``holder[0]`` on the host (an ordered
+    ``io_callback``) after every ``every``-th iteration and the last one.
+    Returns ``(state, metrics)``, metrics ``[n, R]``."""
+    from jax.experimental import io_callback
+
+    def host(i: Any, metrics: Any) -> None:
+        holder[0](i, metrics)
+
+    def program(keys: Any, hparams: Any) -> tuple[Any, dict[str, jax.Array]]:
+        state = jax.vmap(trainer.init)(keys, hparams)
+
+        def body(state: Any, i: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
+            state, metrics = jax.vmap(trainer.iteration)(state)
+            due = ((i + 1) % every == 0) | (i == n - 1)
+            jax.lax.cond(
+                due, lambda: io_callback(host, None, i, metrics, ordered=True), lambda: None
+            )
+            return state, metrics
+
+        return jax.lax.scan(body, state, np.arange(n, dtype=np.int32))
+
+    return program
+
+
+def run_inputs(trainer: Any, key: jax.Array, seeds: int, hparams: Any = None) -> tuple[Any, Any]:
+    """``(keys, hparams)`` of the ``R = seeds * C`` runs, leading axis ``[R]``.
+
+    ``hparams`` is None (one setting, the config's: ``C = 1``) or the
+    trainer's ``HParams`` with a leading ``[C]`` axis (a sweep). Run ``r`` is
+    seed ``r // C`` (key ``fold_in(key, r // C)``: the settings of one seed
+    share its key) with setting ``r % C``.
+    """
+    if seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds}")
+    if hparams is None:
+        hparams = jax.tree.map(lambda x: x[None], trainer.hparams())
+    combos = int(jax.tree.leaves(hparams)[0].shape[0])
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(np.repeat(np.arange(seeds), combos))
+    hparams = jax.tree.map(lambda x: np.tile(np.asarray(x), seeds), hparams)
+    return keys, hparams
+
+
+def _summary_of(
+    metrics: dict[str, np.ndarray], returns_of: Callable[[Any], Any], last: int
+) -> tuple[float, float]:
+    """Mean recent return and loss (finite values of the last ``last`` iterations)."""
+    out = []
+    for values in (returns_of(metrics), metrics.get("loss")):
+        if values is None:
+            out.append(math.nan)
+            continue
+        recent = np.asarray(values, np.float64)[:, -max(1, last) :]
+        finite = recent[np.isfinite(recent)]
+        out.append(float(finite.mean()) if finite.size else math.nan)
+    return out[0], out[1]
+
+
+def _running_event(
+    done: int, start: int, n: int, per_iteration: int, runs: int, seconds: float, begin: float,
+    recent: tuple[float, float],
+) -> dict[str, Any]:  # fmt: skip
+    """The progress event after ``done`` of ``n`` iterations (``start`` of them
+    restored, the others run in ``seconds``); ``recent``: (return, loss)."""
+    rate = (done - start) * per_iteration / max(seconds, 1e-9)
+    return {
+        "phase": "running",
+        "steps": done * per_iteration,
+        "total_steps": n * per_iteration,
+        "fraction": done / n,
+        "steps_per_second": rate * runs,
+        "elapsed": time.perf_counter() - begin,
+        "eta": (n - done) * per_iteration / max(rate, 1e-9),
+        "recent_return": recent[0],
+        "recent_loss": recent[1],
+    }
+
+
+def _result(
+    merged: dict[str, np.ndarray], returns_of: Callable[[Any], Any], per_iteration: int,
+    **fields: Any,
+) -> TrainingResult:  # fmt: skip
+    """The :class:`TrainingResult` of the metrics history ``merged`` (``[R, I]``)."""
+    runs, n = next(iter(merged.values())).shape
+    return TrainingResult(
+        env_steps=np.arange(1, n + 1) * per_iteration,
+        returns=np.asarray(returns_of(merged), np.float64).reshape(runs, n),
+        metrics=merged,
+        **fields,
+    )
+
+
 def run_training(
     trainer: Any,
     key: jax.Array,
@@ -94,78 +229,156 @@ def run_training(
     steps_per_iteration: int,
     chunks: int = 20,
     returns_of: Callable[[Any], Any] = lambda m: m["episode_return"],
-    progress: Callable[[dict[str, float]], None] | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    hparams: Any = None,
+    resume: tuple[Any, dict[str, np.ndarray]] | None = None,
+    on_chunk: Callable[[Any, int, dict[str, np.ndarray]], None] | None = None,
+    one_program: bool = False,
 ) -> TrainingResult:
-    """Train ``seeds`` seeds at once (``jax.vmap``), ``num_iterations`` each.
+    """Train ``seeds`` seeds (x the ``hparams`` settings) at once under ``jax.vmap``.
 
     Args:
-      trainer: has ``init(key)`` and ``run(state, num_iterations)``.
+      trainer: has ``init(key, hparams)``, ``hparams()`` and
+        ``run(state, num_iterations)``.
       key: a ``jax.random.key``; seed ``i`` uses ``fold_in(key, i)``.
       seeds: number of seeds trained together.
-      num_iterations: iterations per seed.
-      steps_per_iteration: environment steps of one seed per iteration.
+      num_iterations: iterations per run.
+      steps_per_iteration: environment steps of one run per iteration.
       chunks: about how many compiled chunks to split the run into (the
-        progress display updates after each).
-      returns_of: picks the ``[..]`` per-iteration episode-return metric.
-      progress: called after each chunk with ``steps``, ``steps_per_second``,
-        ``recent_return`` and ``fraction``.
+        progress display updates, and ``on_chunk`` runs, after each).
+      returns_of: picks the ``[R, n]`` per-iteration episode-return metric.
+      progress: called with ``{"phase": "compiling"}`` before compiling, then
+        after each chunk with ``phase="running"``, ``steps``, ``total_steps``
+        (of one run), ``fraction``, ``steps_per_second`` (all runs),
+        ``elapsed`` (seconds since the start, compile included), ``eta``
+        (seconds), ``recent_return`` and ``recent_loss`` (NaN when unknown).
+      hparams: None, or a sweep: the trainer's ``HParams`` with a leading
+        ``[C]`` axis (:func:`run_inputs`).
+      resume: ``(state, metrics)``: continue from this vmapped state (e.g.
+        restored by :func:`jaxsample.checkpoint.restore`) after the
+        iterations of ``metrics`` (numpy ``[R, k]`` each, the history).
+      on_chunk: called after each chunk with ``(state, iterations_done,
+        metrics [R, iterations_done])`` (the CLI checkpoints and logs here).
+      one_program: compile the whole run, init included, as ONE program (no
+        host round trip between chunks); ``progress`` is then fed from inside
+        it by an ordered host callback every ``num_iterations / chunks``
+        iterations (``recent_return``: the mean over the runs of that
+        iteration's ``average_return`` metric where the trainer has one, else
+        of ``returns_of``; ``recent_loss``: of its ``loss``), and ``on_chunk``
+        runs once, at the end.
     """
-    if seeds < 1:
-        raise ValueError(f"seeds must be >= 1, got {seeds}")
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
     chunk = _chunk_size(num_iterations, chunks)
-    n_full, rest = divmod(num_iterations, chunk)
-    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(np.arange(seeds))
-
+    keys, hparams = run_inputs(trainer, key, seeds, hparams)
+    runs = int(keys.shape[0])
+    if one_program:
+        if resume is not None:
+            raise ValueError("one_program=True starts a run; resume runs in chunks")
+        args = (keys, hparams, num_iterations, steps_per_iteration, chunk)
+        return _run_one_program(trainer, *args, returns_of, progress, on_chunk)
+    history: dict[str, list[np.ndarray]] = {}
+    start = 0
+    if resume is not None:
+        state, past = resume
+        history = {k: [np.asarray(v)] for k, v in past.items()}
+        start = int(next(iter(past.values())).shape[1]) if past else 0
+    begin = time.perf_counter()
+    if progress is not None:
+        progress({"phase": "compiling", "total_steps": num_iterations * steps_per_iteration})
+    if resume is None:
+        state = jax.block_until_ready(_program(trainer, "init", keys, hparams)(keys, hparams))
     t0 = time.perf_counter()
-    init = jax.jit(jax.vmap(trainer.init))
-    state = jax.block_until_ready(init(keys))
+    n_full, rest = divmod(num_iterations - start, chunk)
+    run_chunk = _program(trainer, chunk, state) if n_full else None
+    run_rest = _program(trainer, rest, state) if rest else None
+    compile_seconds = time.perf_counter() - t0 + (t0 - begin if resume is None else 0.0)
 
-    def chunk_program(n: int):
-        return jax.jit(jax.vmap(lambda s: trainer.run(s, n)), donate_argnums=0)
-
-    run_chunk = chunk_program(chunk).lower(state).compile()
-    run_rest = chunk_program(rest).lower(state).compile() if rest else None
-    compile_seconds = time.perf_counter() - t0
-
-    returns: list[np.ndarray] = []
     wall = 0.0
-    done = 0
+    done = start
     for fn, n in [(run_chunk, chunk)] * n_full + ([(run_rest, rest)] if rest else []):
         t0 = time.perf_counter()
         state, metrics = fn(state)
-        r = np.asarray(jax.device_get(returns_of(metrics)), np.float64)  # [S, n]
+        for k, v in jax.device_get(metrics).items():
+            history.setdefault(k, []).append(np.asarray(v).reshape(runs, n))
         wall += time.perf_counter() - t0
-        returns.append(r.reshape(seeds, n))
         done += n
+        merged = {k: np.concatenate(v, axis=1) for k, v in history.items()}
+        if on_chunk is not None:
+            on_chunk(state, done, merged)
         if progress is not None:
-            recent = np.concatenate(returns, axis=1)[:, -max(1, chunk) :]
-            finite = recent[np.isfinite(recent)]
-            progress(
-                {
-                    "steps": done * steps_per_iteration,
-                    "steps_per_second": done * steps_per_iteration * seeds / max(wall, 1e-9),
-                    "recent_return": float(finite.mean()) if finite.size else math.nan,
-                    "fraction": done / num_iterations,
-                }
-            )
-    return TrainingResult(
-        env_steps=np.arange(1, num_iterations + 1) * steps_per_iteration,
-        returns=np.concatenate(returns, axis=1),
+            recent = _summary_of(merged, returns_of, chunk)
+            args = (done, start, num_iterations, steps_per_iteration, runs, wall, begin, recent)
+            progress(_running_event(*args))
+    merged = {k: np.concatenate(v, axis=1) for k, v in history.items()}
+    return _result(
+        merged,
+        returns_of,
+        steps_per_iteration,
+        compile_seconds=compile_seconds,
+        wall_seconds=wall,
+        final_state=state,
+        start_iteration=start,
+    )
+
+
+def _run_one_program(
+    trainer: Any,
+    keys: Any,
+    hparams: Any,
+    num_iterations: int,
+    steps_per_iteration: int,
+    every: int,
+    returns_of: Callable[[Any], Any],
+    progress: Callable[[dict[str, Any]], None] | None,
+    on_chunk: Callable[[Any, int, dict[str, np.ndarray]], None] | None,
+) -> TrainingResult:
+    """:func:`run_training` with ``one_program=True``."""
+    runs = int(keys.shape[0])
+    begin = time.perf_counter()
+    if progress is not None:
+        progress({"phase": "compiling", "total_steps": num_iterations * steps_per_iteration})
+    compiled, holder = _program(trainer, ("one", num_iterations, every), keys, hparams)
+    compile_seconds = time.perf_counter() - begin
+    t0 = time.perf_counter()
+
+    def report(i: Any, metrics: dict[str, np.ndarray]) -> None:
+        last = {k: np.reshape(v, (runs, 1)) for k, v in metrics.items()}
+        # One iteration may end no episode: prefer the trainer's windowed average.
+        pick = (lambda m: m["average_return"]) if "average_return" in last else returns_of
+        recent = _summary_of(last, pick, 1)
+        seconds = time.perf_counter() - t0
+        args = (int(i) + 1, 0, num_iterations, steps_per_iteration, runs, seconds, begin, recent)
+        progress(_running_event(*args))
+
+    holder[0] = report if progress is not None else (lambda i, m: None)
+    try:
+        state, metrics = jax.block_until_ready(compiled(keys, hparams))
+    finally:
+        holder[0] = lambda i, m: None
+    wall = time.perf_counter() - t0
+    merged = {k: np.asarray(v).reshape(num_iterations, runs).T for k, v in metrics.items()}
+    if on_chunk is not None:
+        on_chunk(state, num_iterations, merged)
+    return _result(
+        merged,
+        returns_of,
+        steps_per_iteration,
         compile_seconds=compile_seconds,
         wall_seconds=wall,
         final_state=state,
     )
 
 
-def print_progress(stream: TextIO | None = None) -> Callable[[dict[str, float]], None]:
+def print_progress(stream: TextIO | None = None) -> Callable[[dict[str, Any]], None]:
     """A progress callback: one updating line on a terminal, one line per chunk
     otherwise; ``stream`` defaults to the current ``sys.stdout``."""
     stream = sys.stdout if stream is None else stream
     tty = stream.isatty()
 
-    def show(p: dict[str, float]) -> None:
+    def show(p: dict[str, Any]) -> None:
+        if p.get("phase", "running") != "running":
+            return
         width = 24
         filled = round(p["fraction"] * width)
         bar = "#" * filled + "-" * (width - filled)
@@ -183,14 +396,18 @@ def print_progress(stream: TextIO | None = None) -> Callable[[dict[str, float]],
     return show
 
 
-def summary_table(result: TrainingResult, window: int = 10) -> str:
-    """A plain-text table: one row per seed, then the mean."""
+def summary_table(
+    result: TrainingResult, window: int = 10, labels: Sequence[str] | None = None
+) -> str:
+    """A plain-text table: one row per run (``labels``, default its index), then the mean."""
     finals = result.final_returns(window)
-    lines = [f"{'seed':>6} {'final return':>14}"]
-    for i, x in enumerate(finals):
-        lines.append(f"{i:>6} {x:>14.1f}")
+    labels = [str(i) for i in range(len(finals))] if labels is None else list(labels)
+    width = max(6, *(len(x) for x in labels))
+    lines = [f"{'seed':>{width}} {'final return':>14}"]
+    for name, x in zip(labels, finals, strict=True):
+        lines.append(f"{name:>{width}} {x:>14.1f}")
     lines.append(
-        f"{'mean':>6} {np.nanmean(finals) if np.isfinite(finals).any() else math.nan:>14.1f}"
+        f"{'mean':>{width}} {np.nanmean(finals) if np.isfinite(finals).any() else math.nan:>14.1f}"
     )
     s = result.summary(window)
     lines.append(
@@ -201,7 +418,7 @@ def summary_table(result: TrainingResult, window: int = 10) -> str:
 
 
 def write_json(result: TrainingResult, path: str, extra: dict[str, Any] | None = None) -> None:
-    """The summary, the settings in ``extra`` and the curves, as JSON."""
+    """Write ``result.summary()``, ``extra`` and the curves, as JSON."""
     data = {**(extra or {}), **result.summary()}
     data["curve"] = {
         "env_steps": result.env_steps.tolist(),
@@ -211,8 +428,16 @@ def write_json(result: TrainingResult, path: str, extra: dict[str, Any] | None =
         json.dump(data, f, indent=2)
 
 
-def plot(result: TrainingResult, path: str, title: str = "") -> None:
-    """A PNG learning curve: one line per seed and their mean."""
+#: Iterations of the running mean the PNG applies (it says so on its y axis).
+SMOOTHING = 10
+
+
+def plot(
+    result: TrainingResult, path: str, title: str = "", labels: Sequence[str] | None = None
+) -> None:
+    """A PNG learning curve: each run's per-iteration returns (faint) and their
+    running mean over the last :data:`SMOOTHING` iterations with episodes; with
+    several runs, the mean of those in black."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -220,14 +445,18 @@ def plot(result: TrainingResult, path: str, title: str = "") -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
     x = result.env_steps
-    for i, curve in enumerate(result.returns):
-        ax.plot(x, _smooth(curve), lw=0.8, alpha=0.5, label=f"seed {i}")
-    with warnings.catch_warnings():  # all-NaN columns before the first episode
-        warnings.simplefilter("ignore", RuntimeWarning)
-        mean = np.nanmean(np.stack([_smooth(c) for c in result.returns]), axis=0)
-    ax.plot(x, mean, lw=2.2, color="black", label="mean")
-    ax.set_xlabel("environment steps (per seed)")
-    ax.set_ylabel("episode return")
+    labels = [f"seed {i}" for i in range(len(result.returns))] if labels is None else labels
+    several = len(result.returns) > 1
+    for name, curve in zip(labels, result.returns, strict=True):
+        line = ax.plot(x, _smooth(curve, SMOOTHING), lw=0.9 if several else 1.8, label=name)[0]
+        ax.plot(x, curve, lw=0.5, alpha=0.25, color=line.get_color())
+    if several:
+        with warnings.catch_warnings():  # all-NaN columns before the first episode
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(np.stack([_smooth(c, SMOOTHING) for c in result.returns]), axis=0)
+        ax.plot(x, mean, lw=2.2, color="black", label="mean")
+    ax.set_xlabel("environment steps (per run)")
+    ax.set_ylabel(f"episode return\n(faint: per iteration; line: mean of last {SMOOTHING})")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     if len(result.returns) <= 10:
@@ -237,7 +466,7 @@ def plot(result: TrainingResult, path: str, title: str = "") -> None:
     plt.close(fig)
 
 
-def _smooth(curve: np.ndarray, window: int = 10) -> np.ndarray:
+def _smooth(curve: np.ndarray, window: int = SMOOTHING) -> np.ndarray:
     """Running mean over the last ``window`` finite points (NaN before the first)."""
     out = np.full(curve.shape, np.nan)
     seen: list[float] = []

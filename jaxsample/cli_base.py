@@ -1,0 +1,33 @@
+"""What every ``jaxsample`` subcommand shares: the usage error (one line, exit
+status 2) and the early check of an output path."""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["UsageError", "check_output"]
+
+
+class UsageError(SystemExit):
+    """Bad command-line input: :func:`jaxsample.cli.main` prints it as one line
+    and the process exits with status 2 (as argparse does for its own errors)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def check_output(path: str | None, flag: str) -> None:
+    """Fail now, not after the run, if ``path`` cannot be written."""
+    if not path:
+        return
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path!r} is a directory, not a file")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag} {path!r}: folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{flag} {path!r}: folder {folder!r} is not writable")

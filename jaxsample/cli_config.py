@@ -1,0 +1,255 @@
+"""``jaxsample train``'s settings: flags generated from the config dataclasses,
+a TOML/YAML config file, and hyperparameter sweeps.
+
+Every field of :class:`~jaxsample.algos.configs.PPOConfig` /
+:class:`~jaxsample.algos.configs.DQNConfig` becomes a flag (``num_envs`` ->
+``--num-envs``) whose help shows its type and default. The layers, lowest
+first: the dataclass defaults (or the masked-CartPole preset with
+``--mask-velocity``), the ``--config`` file, the flags. A field of the
+algorithm's ``HParams`` (PPO: ``lr``, ``clip_eps``, ``ent_coef``,
+``vf_coef``; DQN: ``lr``, ``gamma``) may be given a list (``--lr
+1e-3,2.5e-4`` or ``lr = [1e-3, 2.5e-4]`` in the file): every combination of
+the listed values is trained, for every seed, in one vmapped program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import os
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+from jaxsample.cli_base import UsageError
+
+__all__ = [
+    "add_config_flags",
+    "config_flag_values",
+    "config_type",
+    "load_config_file",
+    "resolve_config",
+    "sweep_fields",
+]
+
+#: Fields set by other flags: ``--env``, ``--algo`` (``recurrent``), ``--mask-velocity``.
+_OWN_FLAGS = {"env_name": "--env", "recurrent": "--algo", "mask_velocity": "--mask-velocity"}
+#: Flags of the train command that a config file may set too.
+_COMMAND_KEYS = ("algo", "env", "seed", "seeds", "chunks", "mask_velocity")
+
+
+def config_type(algo: str) -> type:
+    """The config dataclass of ``--algo``."""
+    from jaxsample.algos.configs import DQNConfig, PPOConfig
+
+    return DQNConfig if algo == "dqn" else PPOConfig
+
+
+def sweep_fields(algo: str) -> tuple[str, ...]:
+    """The fields of the algorithm's ``HParams``: the ones a list may sweep."""
+    if algo == "dqn":
+        from jaxsample.algos.dqn import HParams
+    else:
+        from jaxsample.algos.ppo import HParams
+    return tuple(f.name for f in dataclasses.fields(HParams))
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _base(tp: Any) -> tuple[Any, bool]:
+    """``(type, optional)`` of a field annotation (``float | None`` -> ``(float, True)``)."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args:
+        (inner,) = [a for a in args if a is not type(None)]
+        return inner, True
+    return tp, False
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value) or "''"
+    return str(value).lower() if value is None or isinstance(value, bool) else str(value)
+
+
+def _parse(name: str, tp: Any, text: str, sweep: bool) -> Any:
+    """One flag value from its text; raises ``UsageError`` naming the flag."""
+    inner, optional = _base(tp)
+    if optional and text.lower() == "none":
+        return None
+    try:
+        if typing.get_origin(inner) is tuple:
+            return tuple(int(t) for t in text.split(",") if t.strip())
+        if inner is float and sweep and "," in text:
+            return [float(t) for t in text.split(",")]
+        if inner is float:
+            return float(text)
+        if inner is int:
+            return int(text.replace("_", ""))
+        return text
+    except ValueError:
+        kind = "comma-separated ints" if typing.get_origin(inner) is tuple else inner.__name__
+        lists = " (or a comma-separated list to sweep)" if sweep else ""
+        raise UsageError(f"{_flag(name)} {text!r}: expected {kind}{lists}") from None
+
+
+def add_config_flags(parser: argparse.ArgumentParser, algo: str) -> None:
+    """One flag per config field of ``algo`` (not given: absent from the namespace)."""
+    cls = config_type(algo)
+    hints = _field_types(cls)
+    sweep = sweep_fields(algo)
+    group = parser.add_argument_group(
+        f"{cls.__name__} fields (--algo {algo}; lists sweep {', '.join(sweep)})"
+    )
+    for field in dataclasses.fields(cls):
+        if field.name in _OWN_FLAGS:
+            continue
+        tp = hints[field.name]
+        inner, _ = _base(tp)
+        names = [_flag(field.name)]
+        if field.name == "total_timesteps":
+            names.insert(0, "--total-steps")
+        default = f"default: {_show(field.default)}"
+        if inner is bool:
+            group.add_argument(
+                *names,
+                dest=field.name,
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=f"({default})",
+            )
+            continue
+        kind = "INTS" if typing.get_origin(inner) is tuple else inner.__name__.upper()
+        if field.name in sweep:
+            kind = "FLOAT[,FLOAT...]"
+        group.add_argument(
+            *names,
+            dest=field.name,
+            metavar=kind,
+            default=argparse.SUPPRESS,
+            type=lambda text, n=field.name, t=tp, s=field.name in sweep: _parse(n, t, text, s),
+            help=f"({default})",
+        )
+
+
+def config_flag_values(args: argparse.Namespace, algo: str) -> dict[str, Any]:
+    """The config fields given as flags (those :func:`add_config_flags` added)."""
+    fields = {f.name for f in dataclasses.fields(config_type(algo))} - set(_OWN_FLAGS)
+    return {k: v for k, v in vars(args).items() if k in fields}
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """The settings of a ``.toml`` (stdlib ``tomllib``) or ``.yaml``/``.yml``
+    (PyYAML) file: a flat table of config fields and train-command keys."""
+    if not os.path.isfile(path):
+        raise UsageError(f"--config {path!r}: no such file")
+    try:
+        if path.endswith(".toml"):
+            import tomllib
+
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        elif path.endswith((".yaml", ".yml")):
+            try:
+                import yaml
+            except ImportError:
+                raise UsageError("--config: YAML needs PyYAML (pip install pyyaml)") from None
+            with open(path) as f:
+                data = yaml.safe_load(f) or {}
+        else:
+            raise UsageError(f"--config {path!r}: give a .toml, .yaml or .yml file")
+    except UsageError:
+        raise
+    except Exception as e:  # the parsers' own errors carry line and column
+        raise UsageError(f"--config {path!r}: {e}".replace("\n", " ")) from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--config {path!r}: expected a table of settings")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def _from_file(name: str, value: Any, tp: Any, sweep: bool, path: str) -> Any:
+    """A config-file value checked against the field's type (lists only to sweep)."""
+    inner, optional = _base(tp)
+    if value is None and optional:
+        return None
+    if isinstance(value, list) and typing.get_origin(inner) is not tuple:
+        if not sweep:
+            raise UsageError(f"--config {path!r}: {name} takes one value, not a list")
+        return [_from_file(name, v, tp, False, path) for v in value]
+    if typing.get_origin(inner) is tuple and isinstance(value, list):
+        return tuple(value)
+    if inner is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def resolve_config(
+    algo: str,
+    env: str,
+    mask_velocity: bool,
+    file_values: dict[str, Any],
+    flags: dict[str, Any],
+    path: str | None = None,
+) -> tuple[Any, dict[str, list[float]]]:
+    """``(config, sweep)``: the algorithm's config (defaults, then the file,
+    then the flags) and ``{field: values}`` of the swept ``HParams`` fields.
+
+    Raises ``UsageError`` naming the flag or file key of a bad value.
+    """
+    cls = config_type(algo)
+    hints = _field_types(cls)
+    sweep_names = sweep_fields(algo)
+    fields = {f.name for f in dataclasses.fields(cls)} - set(_OWN_FLAGS)
+    unknown = sorted(set(file_values) - fields - set(_COMMAND_KEYS))
+    if unknown:
+        raise UsageError(
+            f"--config {path!r}: unknown setting(s) {', '.join(unknown)} for --algo {algo}"
+        )
+    values = {
+        k: _from_file(k, v, hints[k], k in sweep_names, str(path))
+        for k, v in file_values.items()
+        if k in fields
+    }
+    values.update(flags)
+    sweep = {k: v for k, v in values.items() if isinstance(v, list)}
+    for name, listed in sweep.items():
+        if not listed:
+            raise UsageError(f"{_flag(name)}: an empty list")
+        values[name] = listed[0]  # the config holds the first; the sweep overrides it
+    overrides = {"env_name": env, **values}
+    try:
+        if algo in ("ppo", "ppo-rnn"):
+            from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT
+
+            overrides.update(recurrent=algo == "ppo-rnn")
+            if mask_velocity:  # the POMDP preset (tuned for the recurrent agent)
+                return dataclasses.replace(MASKED_CARTPOLE_RECURRENT, **overrides), sweep
+            return cls(**overrides), sweep
+        if mask_velocity:
+            raise UsageError("--mask-velocity goes with --algo ppo or ppo-rnn")
+        return cls(**overrides), sweep
+    except (TypeError, ValueError) as e:
+        message = str(e)
+        for name in sorted(fields, key=len, reverse=True):  # name the flag
+            if message.startswith(name + " ") or message.startswith(f"{name} "):
+                message = _flag(name) + message[len(name) :]
+                break
+        raise UsageError(message) from None
+
+
+def sweep_runs(
+    seeds: Sequence[int], sweep: dict[str, list[float]]
+) -> tuple[list[int], list[dict[str, float]]]:
+    """``(seed of each run, swept values of each run)``: seeds outermost, then
+    every combination of the swept values (the cartesian product, in order)."""
+    names = list(sweep)
+    product = itertools.product(*(sweep[n] for n in names))
+    combos = [dict(zip(names, c, strict=True)) for c in product]
+    return [s for s in seeds for _ in combos], [c for _ in seeds for c in combos]

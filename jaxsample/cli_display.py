@@ -1,0 +1,123 @@
+"""``jaxsample train``'s live display: compiling, then steps, steps/s, elapsed,
+ETA, recent return and loss.
+
+A :class:`LiveDisplay` is a progress callback (``display(event)``) of the
+events :func:`jaxsample.algos.runner.run_training` sends: ``{"phase":
+"compiling", "total_steps"}`` once, then ``{"phase": "running", "steps",
+"total_steps", "fraction", "steps_per_second", "elapsed", "eta",
+"recent_return", "recent_loss"}``; whoever produces such events (a compiled
+chunk returning, or a host callback from inside one compiled program) can
+feed it. On a terminal it draws a rich progress bar; otherwise it prints one
+plain line per event.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any, TextIO
+
+__all__ = ["LiveDisplay", "format_seconds"]
+
+
+def format_seconds(seconds: float) -> str:
+    """``h:mm:ss`` (``m:ss`` under an hour); ``?`` when not finite."""
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = round(max(seconds, 0.0))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def _num(x: float, spec: str) -> str:
+    return "n/a" if not math.isfinite(x) else format(x, spec)
+
+
+class LiveDisplay:
+    """The train command's progress display (a callback of progress events).
+
+    Args:
+      stream: where to draw (default: the current ``sys.stdout``).
+      live: draw a rich progress bar (default: when ``stream`` is a terminal).
+    """
+
+    def __init__(self, stream: TextIO | None = None, live: bool | None = None) -> None:
+        self.stream = sys.stdout if stream is None else stream
+        self.live = self.stream.isatty() if live is None else live
+        self._progress: Any = None
+        self._task: Any = None
+        self._started = time.perf_counter()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if event.get("phase") == "compiling":
+            self._compiling(event)
+        elif event.get("phase", "running") == "running":
+            self._running(event)
+
+    def close(self) -> None:
+        """Stop drawing (the bar stays on screen)."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    # -- events ----------------------------------------------------------------
+
+    def _compiling(self, event: dict[str, Any]) -> None:
+        self._started = time.perf_counter()
+        if not self.live:
+            self.stream.write("compiling the training program ...\n")
+            self.stream.flush()
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[steps]}"),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA {task.fields[eta]}"),
+            TextColumn("{task.fields[stats]}"),
+            console=Console(file=self.stream),
+            refresh_per_second=4,
+        )
+        self._task = self._progress.add_task(
+            "compiling", total=None, steps="", rate="", eta="?", stats=""
+        )
+        self._progress.start()
+
+    def _running(self, p: dict[str, Any]) -> None:
+        steps, total = int(p["steps"]), int(p.get("total_steps", 0)) or None
+        ret = _num(p.get("recent_return", math.nan), ".1f")
+        loss = _num(p.get("recent_loss", math.nan), ".4g")
+        elapsed = p.get("elapsed", time.perf_counter() - self._started)
+        if self._progress is not None:
+            self._progress.update(
+                self._task,
+                description="training",
+                total=total or steps,
+                completed=steps,
+                steps=f"{steps:,}/{total or steps:,} steps",
+                rate=f"{p['steps_per_second']:,.0f} steps/s",
+                eta=format_seconds(p.get("eta", math.nan)),
+                stats=f"return {ret}  loss {loss}",
+            )
+            if p.get("fraction", 0.0) >= 1:
+                self.close()
+            return
+        self.stream.write(
+            f"{p['fraction']:6.1%}  steps {steps:>10,}  {p['steps_per_second']:>10,.0f} steps/s  "
+            f"elapsed {format_seconds(elapsed)}  ETA {format_seconds(p.get('eta', math.nan))}  "
+            f"recent return {ret}  loss {loss}\n"
+        )
+        self.stream.flush()

@@ -1,0 +1,120 @@
+"""``jaxsample train``'s metric logs: a CSV file always, TensorBoard
+(tensorboardX) and Weights & Biases when asked.
+
+Every per-iteration metric the trainer returns is logged for every run, with
+the run's environment steps as the x axis: the CSV has one row per (run,
+iteration) with columns ``run``, ``seed``, the swept settings (``hparams.<field>``), ``iteration``,
+``env_steps`` and one column per metric; TensorBoard gets one sub-folder per
+run (``seed0``, ``seed1_lr0.001``, ...: one series per seed) with scalars
+``train/<metric>``; W&B one run per seed/setting in one group. Undefined
+values (a NaN mean: no episode ended in that iteration) are empty in TensorBoard
+and W&B, ``nan`` in the CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MetricLogs", "run_names"]
+
+
+def run_names(seeds: Sequence[int], settings: Sequence[dict[str, float]]) -> list[str]:
+    """One name per run: ``seed<s>`` plus ``_<field><value>`` per swept setting."""
+    return [
+        f"seed{s}" + "".join(f"_{k}{v:g}" for k, v in c.items())
+        for s, c in zip(seeds, settings, strict=True)
+    ]
+
+
+class MetricLogs:
+    """Writes the metrics of iterations as they arrive (:meth:`write`).
+
+    Args:
+      csv_path: the CSV file (rewritten from ``iteration 0`` when a run starts;
+        a resumed run rewrites the restored history first).
+      seeds, settings: the seed and the swept settings of each run.
+      tensorboard: a folder for tensorboardX event files, or None.
+      wandb_project: a W&B project name, or None (``WANDB_MODE=offline``
+        works without network).
+      config: the resolved configuration (W&B's run config).
+    """
+
+    def __init__(
+        self,
+        csv_path: str,
+        seeds: Sequence[int],
+        settings: Sequence[dict[str, float]],
+        *,
+        tensorboard: str | None = None,
+        wandb_project: str | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        self.csv_path = csv_path
+        self.seeds = list(seeds)
+        self.settings = list(settings)
+        self.names = run_names(self.seeds, self.settings)
+        self._written = 0
+        self._columns: list[str] | None = None
+        self._tb = []
+        self._wandb = []
+        if tensorboard:
+            from tensorboardX import SummaryWriter
+
+            self._tb = [SummaryWriter(os.path.join(tensorboard, n)) for n in self.names]
+        if wandb_project:
+            import wandb
+
+            for name, seed, setting in zip(self.names, self.seeds, self.settings, strict=True):
+                run = wandb.init(
+                    project=wandb_project,
+                    name=name,
+                    group="jaxsample-train",
+                    config={**(config or {}), "seed": seed, **setting},
+                    reinit="create_new",
+                )
+                run.define_metric("train/*", step_metric="env_steps")
+                self._wandb.append(run)
+
+    def write(self, metrics: dict[str, np.ndarray], steps_per_iteration: int) -> None:
+        """Log the iterations of ``metrics`` (``[R, I]`` each, the whole
+        history so far) that are not logged yet."""
+        names = sorted(k for k in metrics if k != "env_steps")
+        total = next(iter(metrics.values())).shape[1]
+        if self._columns is None:
+            swept = [f"hparams.{k}" for k in (self.settings[0] if self.settings else {})]
+            self._columns = ["run", "seed", *swept, "iteration", "env_steps", *names]
+            with open(self.csv_path, "w", newline="") as f:
+                csv.writer(f).writerow(self._columns)
+        rows = []
+        for i in range(self._written, total):
+            env_steps = (i + 1) * steps_per_iteration
+            for r in range(len(self.names)):
+                values = {k: float(metrics[k][r, i]) for k in names}
+                rows.append(
+                    [r, self.seeds[r], *self.settings[r].values(), i, env_steps, *values.values()]
+                )
+                for k, v in values.items() if self._tb else ():
+                    if math.isfinite(v):  # NaN: no episode ended in this iteration
+                        self._tb[r].add_scalar(f"train/{k}", v, env_steps)
+                if self._wandb:
+                    finite = {f"train/{k}": v for k, v in values.items() if math.isfinite(v)}
+                    self._wandb[r].log({"env_steps": env_steps, **finite})
+        with open(self.csv_path, "a", newline="") as f:
+            csv.writer(f).writerows(rows)
+        for w in self._tb:
+            w.flush()
+        self._written = total
+
+    def close(self) -> None:
+        """Flush and close the writers."""
+        for w in self._tb:
+            w.close()
+        for run in self._wandb:
+            run.finish()
+        self._tb, self._wandb = [], []

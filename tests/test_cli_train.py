@@ -1,0 +1,381 @@
+"""``jaxsample train`` / ``eval`` as a researcher drives them: flags and a config
+file, CSV / TensorBoard / W&B logs read back, a run killed halfway and resumed
+to the same final parameters (PPO and DQN), ``eval`` on the checkpoint, and the
+JSON's reproducibility fields. Tiny runs: one compile per algorithm, shared by
+the tests of this module (the trainer and its programs are reused in-process);
+the tests that train are marked slow (CLI runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import struct
+
+import jax
+import numpy as np
+import pytest
+
+from jaxsample import checkpoint
+from jaxsample.cli import main
+
+PPO_TOML = """\
+num_envs = 2
+num_steps = 8
+total_timesteps = 64
+hidden_sizes = [8]
+update_epochs = 1
+num_minibatches = 1
+lr = 2.5e-4
+"""
+# 4 iterations of 16 steps, 2 chunks; 2 seeds x 2 learning rates = 4 runs.
+PPO_ARGS = ["train", "--seeds", "2", "--lr", "1e-3,2e-3", "--chunks", "2", "--ent-coef", "0.02"]
+# 6 iterations of 4 steps, 2 chunks of 3; learning from step 8.
+DQN_ARGS = [
+    "train", "--algo", "dqn", "--num-envs", "2", "--num-steps", "2", "--total-steps", "24",
+    "--learning-starts", "8", "--batch-size", "4", "--buffer-capacity", "8",
+    "--hidden-sizes", "8", "--target-update-interval", "8", "--chunks", "2",
+]  # fmt: skip
+
+
+def _run(argv: list[str]) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    return out.getvalue()
+
+
+class _Killed(Exception):
+    """Stands for the process being killed right after a checkpoint."""
+
+
+def _run_killed_after_first_save(argv: list[str], monkeypatch) -> None:
+    real = checkpoint.save
+
+    def save_then_die(*args, **kwargs):
+        real(*args, **kwargs)
+        raise _Killed
+
+    with monkeypatch.context() as m:
+        m.setattr(checkpoint, "save", save_then_die)
+        with pytest.raises(_Killed), contextlib.redirect_stdout(io.StringIO()):
+            main(argv)
+
+
+@pytest.fixture(scope="module")
+def ppo_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ppo")
+    (d / "ppo.toml").write_text(PPO_TOML)
+    files = ["--json", str(d / "run.json"), "--tensorboard", str(d / "tb")]
+    files += ["--checkpoint-dir", str(d / "full"), "--config", str(d / "ppo.toml")]
+    printed = _run([*PPO_ARGS, *files])
+    return d, printed
+
+
+@pytest.fixture(scope="module")
+def dqn_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dqn")
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("WANDB_MODE", "offline")
+        m.setenv("WANDB_DIR", str(d))
+        m.setenv("WANDB_SILENT", "true")
+        argv = [*DQN_ARGS, "--checkpoint-dir", str(d / "full"), "--csv", str(d / "train.csv")]
+        printed = _run([*argv, "--wandb"])
+    return d, printed
+
+
+def _rows(path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _metric_names(algo: str) -> set[str]:
+    """The metrics the trainer's program returns (from its own output shapes)."""
+    from jaxsample.cli_config import resolve_config
+    from jaxsample.cli_train import _build
+
+    config, _ = resolve_config(algo, "CartPole-v1", False, {}, {"num_envs": 2, "num_steps": 2})
+    trainer = _build(config)
+    state = jax.eval_shape(trainer.init, jax.random.key(0))
+    return set(jax.eval_shape(trainer.iteration, state)[1])
+
+
+@pytest.mark.slow
+def test_json_holds_config_seeds_versions_backend_and_times(ppo_run) -> None:
+    d, printed = ppo_run
+    result = json.loads((d / "run.json").read_text())
+    # The file's values, then the flags over them.
+    config = result["config"]
+    assert (config["num_envs"], config["hidden_sizes"], config["ent_coef"]) == (2, [8], 0.02)
+    assert result["sweep"] == {"lr": [1e-3, 2e-3]} and result["seed"] == 0
+    assert result["run_seeds"] == [0, 0, 1, 1]
+    assert result["run_settings"] == [{"lr": 1e-3}, {"lr": 2e-3}] * 2
+    assert result["versions"]["jax"] == jax.__version__
+    assert set(result["versions"]) == {"jaxsample", "jax", "jaxlib", "flax", "optax", "gymnax"}
+    assert result["backend"] == jax.default_backend()
+    assert result["device_kind"] == jax.devices()[0].device_kind
+    assert result["compile_seconds"] > 0 and result["wall_seconds"] > 0
+    assert result["curve"]["env_steps"] == [16, 32, 48, 64]
+    assert len(result["curve"]["returns"]) == 4
+    # The resolved config is printed at the start, the progress in plain lines.
+    assert "config: PPOConfig(" in printed and "ent_coef=0.02" in printed
+    assert "compiling" in printed and "steps/s" in printed and "ETA" in printed
+
+
+def _tensorboard_scalars(folder) -> dict[str, list[tuple[int, float]]]:
+    """Read tensorboardX event files back (TFRecord framing of Event protos)."""
+    from tensorboardX.proto import event_pb2
+
+    out: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(folder.glob("events.out.tfevents.*")):
+        data = path.read_bytes()
+        i = 0
+        while i < len(data):
+            (n,) = struct.unpack("<Q", data[i : i + 8])
+            event = event_pb2.Event.FromString(data[i + 12 : i + 12 + n])
+            i += 12 + n + 4
+            for v in event.summary.value:
+                out.setdefault(v.tag, []).append((event.step, v.simple_value))
+    return out
+
+
+@pytest.mark.slow
+def test_csv_and_tensorboard_hold_every_metric_per_run(ppo_run) -> None:
+    d, _ = ppo_run
+    rows = _rows(d / "run.csv")
+    metrics = _metric_names("ppo")
+    assert metrics <= set(rows[0]) and {"run", "seed", "hparams.lr", "iteration"} <= set(rows[0])
+    assert len(rows) == 4 * 4  # 4 runs x 4 iterations
+    result = json.loads((d / "run.json").read_text())
+    for row in rows:  # the CSV's returns are the JSON's curve
+        r, i = int(row["run"]), int(row["iteration"])
+        expected = result["curve"]["returns"][r][i]
+        got = float(row["episode_return_mean"])
+        assert (math.isnan(got) and expected is None) or got == pytest.approx(expected)
+        assert int(row["env_steps"]) == 16 * (i + 1)
+        assert float(row["lr"]) == pytest.approx(float(row["hparams.lr"]) * (1 - i / 4), 1e-6)
+    # One TensorBoard series per run, steps on the x axis, every finite value.
+    assert sorted(p.name for p in (d / "tb").iterdir()) == sorted(result["runs"])
+    for r, name in enumerate(result["runs"]):
+        scalars = _tensorboard_scalars(d / "tb" / name)
+        assert {f"train/{m}" for m in ("loss", "entropy", "approx_kl", "lr")} <= set(scalars)
+        for m in metrics - {"env_steps"}:
+            expected = [
+                (int(row["env_steps"]), float(row[m]))
+                for row in rows
+                if int(row["run"]) == r and math.isfinite(float(row[m]))
+            ]
+            got = scalars.get(f"train/{m}", [])
+            assert [s for s, _ in got] == [s for s, _ in expected], m
+            np.testing.assert_allclose([v for _, v in got], [v for _, v in expected], rtol=1e-6)
+
+
+def _final_state(folder):
+    """The arrays of the latest checkpoint, restored without a template."""
+    import orbax.checkpoint as ocp
+
+    step = checkpoint.latest_step(folder)
+    with ocp.StandardCheckpointer() as c:
+        return step, c.restore(folder / str(step) / "state")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_a_run_killed_halfway_resumes_to_the_same_final_parameters(
+    algo, ppo_run, dqn_run, tmp_path, monkeypatch
+) -> None:
+    d, _ = ppo_run if algo == "ppo" else dqn_run
+    argv = [*PPO_ARGS, "--config", str(d / "ppo.toml")] if algo == "ppo" else list(DQN_ARGS)
+    argv += ["--checkpoint-dir", str(tmp_path / "ck"), "--csv", str(tmp_path / "m.csv")]
+    _run_killed_after_first_save(argv, monkeypatch)
+    half = checkpoint.latest_step(tmp_path / "ck")
+    assert half == (2 if algo == "ppo" else 3)
+    printed = _run(argv)  # the same arguments again
+    assert f"resuming from {tmp_path / 'ck'} at iteration {half}" in printed
+    step, resumed = _final_state(tmp_path / "ck")
+    full_step, full = _final_state(d / "full")
+    assert step == full_step == (4 if algo == "ppo" else 6)
+    jax.tree.map(np.testing.assert_array_equal, resumed, full)  # bit-identical
+    # The resumed CSV has the whole history, equal to the uninterrupted run's.
+    reference = d / ("run.csv" if algo == "ppo" else "train.csv")
+    assert _rows(tmp_path / "m.csv") == _rows(reference)
+
+
+@pytest.mark.slow
+def test_resume_refuses_other_settings(ppo_run, capsys) -> None:
+    d, _ = ppo_run
+    argv = [*PPO_ARGS, "--config", str(d / "ppo.toml"), "--checkpoint-dir", str(d / "full")]
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--gamma", "0.9"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "other settings" in err and "gamma" in err and "\n" not in err
+
+
+@pytest.mark.slow
+def test_eval_reports_each_run_of_the_checkpoint(ppo_run, capsys) -> None:
+    d, _ = ppo_run
+    out = d / "eval.json"
+    argv = ["eval", "--checkpoint", str(d / "full"), "--episodes", "2", "--json", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["iteration"] == 4 and result["sweep"] == {"lr": [1e-3, 2e-3]}
+    assert [r["run"] for r in result["runs"]] == json.loads((d / "run.json").read_text())["runs"]
+    for row in result["runs"]:
+        assert row["episodes"] == 2
+        # CartPole pays 1 per step: an episode's return is its length.
+        assert row["return_mean"] == pytest.approx(row["length_mean"]) and row["length_mean"] >= 8
+        assert f"{row['return_mean']:.1f}" in printed
+
+
+@pytest.mark.slow
+def test_wandb_offline_logs_every_metric(dqn_run) -> None:
+    d, _ = dqn_run
+    (run_file,) = d.glob("wandb/offline-run-*/run-*.wandb")
+    data = run_file.read_bytes()
+    for name in _metric_names("dqn") - {"env_steps"}:
+        assert f"train/{name}".encode() in data, name
+
+
+def test_help_lists_every_config_field_with_its_default(capsys) -> None:
+    import dataclasses
+
+    from jaxsample.algos.configs import DQNConfig, PPOConfig
+
+    for algo, cls in (("ppo", PPOConfig), ("dqn", DQNConfig)):
+        with pytest.raises(SystemExit):
+            main(["train", "--algo", algo, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        for field in dataclasses.fields(cls):
+            if field.name in ("env_name", "recurrent", "mask_velocity"):
+                continue  # --env, --algo, --mask-velocity
+            assert "--" + field.name.replace("_", "-") in text, field.name
+    assert "(default: 1000)" in text and "(default: 120,84)" in text  # DQN's buffer, MLP
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.startswith("jaxsample 0.")
+
+
+def test_settings_layer_defaults_then_file_then_flags(tmp_path) -> None:
+    from jaxsample.cli_config import load_config_file, resolve_config
+
+    (tmp_path / "c.yaml").write_text("num_envs: 8\nlr: [0.001, 0.0003]\ngamma: 0.9\n")
+    values = load_config_file(str(tmp_path / "c.yaml"))
+    config, sweep = resolve_config("dqn", "CartPole-v1", False, values, {"gamma": [0.5, 0.7]})
+    assert config.num_envs == 8 and config.batch_size == 128  # file, default
+    assert sweep == {"lr": [0.001, 0.0003], "gamma": [0.5, 0.7]}  # flags over the file
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--lr", "fast"], "--lr 'fast': expected float"),
+        (["--num-envs", "x"], "--num-envs 'x': expected int"),
+        (["--num-envs", "0"], "--num-envs must be >= 1"),
+        (["--gamma", "0.9,0.99"], "--gamma '0.9,0.99': expected float"),
+        (["--hidden-sizes", "8,x"], "--hidden-sizes"),
+        (["--rnn-cell", "tcn"], "--rnn-cell must be one of"),
+        (["--config", "/no/such.toml"], "--config '/no/such.toml': no such file"),
+        (["--config", "BAD"], "unknown setting"),
+        (["--config", "BADTOML"], "--config"),
+    ],
+)
+def test_bad_settings_are_one_line_and_exit_2(args, match, tmp_path, capsys) -> None:
+    (tmp_path / "bad.toml").write_text("num_envz = 4\n")
+    (tmp_path / "broken.toml").write_text("num_envs = = 4\n")
+    args = [
+        {"BAD": str(tmp_path / "bad.toml"), "BADTOML": str(tmp_path / "broken.toml")}.get(a, a)
+        for a in args
+    ]
+    with pytest.raises(SystemExit) as info:
+        main(["train", *args])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and match in err, err
+
+
+class _ToyTrainer:
+    """A trainer of the runner's protocol whose iteration is a few flops: the
+    one-program machinery tested without a PPO-sized compile (programs with
+    host callbacks are not kept by JAX's persistent compilation cache)."""
+
+    num_iterations = 6
+
+    def hparams(self, **overrides):
+        return {"lr": jax.numpy.asarray(overrides.get("lr", 0.5), jax.numpy.float32)}
+
+    def init(self, key, hparams=None):
+        hparams = self.hparams() if hparams is None else hparams
+        x = jax.random.uniform(key)
+        return {"x": x, "lr": hparams["lr"], "i": jax.numpy.zeros((), jax.numpy.int32)}
+
+    def iteration(self, state):
+        x = state["x"] * (1 - state["lr"]) + 1.0
+        new = {**state, "x": x, "i": state["i"] + 1}
+        loss = jax.numpy.where(state["i"] % 2 == 0, jax.numpy.nan, x * 2)
+        return new, {"episode_return_mean": loss, "average_return": x, "loss": x * 3}
+
+    def run(self, state, n):
+        return jax.lax.scan(lambda s, _: self.iteration(s), state, None, length=n)
+
+
+def test_one_program_reports_from_inside_and_matches_the_chunked_run() -> None:
+    """The whole run as one program: ordered host callbacks every
+    num_iterations / chunks iterations feed the progress; same results as the
+    chunked run, and as a plain Python loop."""
+    from jaxsample.algos import runner
+
+    trainer = _ToyTrainer()
+    hparams = {"lr": np.asarray([0.5, 0.25], np.float32)}
+    common = dict(seeds=2, num_iterations=6, steps_per_iteration=10, chunks=3, hparams=hparams)
+    common["returns_of"] = lambda m: m["episode_return_mean"]
+    events = []
+    one = runner.run_training(
+        trainer, jax.random.key(3), progress=events.append, one_program=True, **common
+    )
+    assert [e["phase"] for e in events] == ["compiling", "running", "running", "running"]
+    assert [e["steps"] for e in events[1:]] == [20, 40, 60]  # every 2 iterations, in order
+    assert events[-1]["fraction"] == 1 and events[-1]["eta"] == 0
+    # recent_return: that iteration's average_return, mean over the 4 runs.
+    x = np.asarray(one.metrics["average_return"])
+    assert events[1]["recent_return"] == pytest.approx(x[:, 1].mean(), rel=1e-6)
+    chunked = runner.run_training(trainer, jax.random.key(3), **common)
+    for name in ("average_return", "loss", "episode_return_mean"):
+        np.testing.assert_array_equal(one.metrics[name], chunked.metrics[name])
+    np.testing.assert_array_equal(one.returns, chunked.returns)
+    # A plain loop: run r is seed r // 2 (key fold_in(key, seed)) with lr[r % 2].
+    for r in range(4):
+        value = float(jax.random.uniform(jax.random.fold_in(jax.random.key(3), r // 2)))
+        for i in range(6):
+            value = value * (1 - hparams["lr"][r % 2]) + 1.0
+            assert x[r, i] == pytest.approx(value, rel=1e-6)
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_display_shows_compiling_then_steps_rate_elapsed_eta_return_loss(live) -> None:
+    from jaxsample.cli_display import LiveDisplay
+
+    stream = io.StringIO()
+    display = LiveDisplay(stream, live=live)
+    display({"phase": "compiling", "total_steps": 1000})
+    for steps, ret in ((500, 12.5), (1000, 31.25)):
+        display(
+            {
+                "phase": "running", "steps": steps, "total_steps": 1000,
+                "fraction": steps / 1000, "steps_per_second": 2500.0, "elapsed": 75.0,
+                "eta": (1000 - steps) / 2500.0 * 60, "recent_return": ret,
+                "recent_loss": math.nan,
+            }
+        )  # fmt: skip
+    display.close()
+    text = stream.getvalue()
+    assert "31.2" in text and "2,500 steps/s" in text and "ETA 0:00" in text
+    if live:  # rich: the bar's last state (a console narrower than a terminal)
+        assert "1,000/1,000 steps" in text
+    else:
+        assert text.splitlines()[0].startswith("compiling")
+        assert "ETA 0:12" in text and "elapsed 1:15" in text and "loss n/a" in text

@@ -43,15 +43,28 @@ replayer), and one module per factory (``uniform``, ``cycle``, ``one_time``).
 
 from jaxsample.replay.cycle import cycle_one_time
 from jaxsample.replay.one_time import one_time
-from jaxsample.replay.types import MAX_CAPACITY, Replayer, ReplayInfo, ReplayState
+from jaxsample.replay.prefill import prefill
+from jaxsample.replay.prioritized import prioritized
+from jaxsample.replay.types import (
+    MAX_CAPACITY,
+    PrioritizedInfo,
+    PrioritizedReplayer,
+    Replayer,
+    ReplayInfo,
+    ReplayState,
+)
 from jaxsample.replay.uniform import uniform
 
 __all__ = [
     "MAX_CAPACITY",
+    "PrioritizedInfo",
+    "PrioritizedReplayer",
     "ReplayInfo",
     "ReplayState",
     "Replayer",
     "cycle_one_time",
     "one_time",
+    "prefill",
+    "prioritized",
     "uniform",
 ]

@@ -10,7 +10,14 @@ from flax import struct
 
 from jaxsample.types import PyTree, Samples
 
-__all__ = ["MAX_CAPACITY", "ReplayInfo", "ReplayState", "Replayer"]
+__all__ = [
+    "MAX_CAPACITY",
+    "PrioritizedInfo",
+    "PrioritizedReplayer",
+    "ReplayInfo",
+    "ReplayState",
+    "Replayer",
+]
 
 # Largest ring: positions are int32 and ``position + offset`` (both < capacity)
 # must not overflow, so capacity <= 2**30 keeps every intermediate < 2**31.
@@ -30,18 +37,25 @@ class ReplayState:
         built with ``store_agent_state=True`` (else ``()``);
         ``bootstrap_value`` is None. Slots never written hold zeros with
         ``valid`` False and ``done`` True, like the sampler's idle steps.
-      position: int32 ``[]``, the slot the next step is written to, in
-        ``[0, capacity)``. It is kept modulo ``capacity``, so it cannot
-        overflow however many steps are added.
-      filled: int32 ``[]``, the number of written slots of each ring; it
+      position: int32 ``[B]``, per ring the slot its next step is written to,
+        in ``[0, capacity)``. It is kept modulo ``capacity``, so it cannot
+        overflow however many steps are added. The rings advance together
+        when ``add`` writes all envs, separately with ``env_ids``/``env_mask``.
+      filled: int32 ``[B]``, the number of written slots of each ring; it
         saturates at ``capacity`` (so it cannot overflow either). The stored
-        steps of each env are, oldest first, the slots
-        ``(position - filled) % capacity, ..., (position - 1) % capacity``.
+        steps of env ``b`` are, oldest first, the slots
+        ``(position[b] - filled[b]) % capacity, ..., (position[b] - 1) % capacity``.
       batch_initial_state: :func:`~jaxsample.replay.one_time` only (else
         ``()``): the last batch's ``samples.agent.initial_state`` ``[B, ...]``.
       batch_bootstrap_value: :func:`~jaxsample.replay.one_time` only, when
         ``examples`` has one (else None): the last batch's
         ``samples.bootstrap_value`` ``[B]``.
+      priority: :func:`~jaxsample.replay.prioritized` only (else None): float32
+        ``[B, capacity]``, each stored step's priority raised to ``alpha``
+        (0 for unwritten slots).
+      max_priority: :func:`~jaxsample.replay.prioritized` only (else None):
+        float32 ``[]``, the largest priority given so far (starts at 1); new
+        steps get it, so each is likely to be replayed at least once.
     """
 
     data: Samples
@@ -49,6 +63,8 @@ class ReplayState:
     filled: jax.Array
     batch_initial_state: PyTree = ()
     batch_bootstrap_value: jax.Array | None = None
+    priority: jax.Array | None = None
+    max_priority: jax.Array | None = None
 
 
 @struct.dataclass
@@ -82,6 +98,28 @@ class ReplayInfo:
     same_episode: jax.Array
     crosses_episode: jax.Array
     ok: jax.Array
+
+
+@struct.dataclass
+class PrioritizedInfo(ReplayInfo):
+    """:class:`ReplayInfo` of :func:`~jaxsample.replay.prioritized`'s ``sample``,
+    with what ``update_priorities`` and an importance-weighted loss need.
+
+    Attributes:
+      slot: int32 ``[N]``, the ring slot of each sequence's first step (the
+        step whose priority drew it); ``update_priorities`` writes there.
+      probability: float32 ``[N]``, the probability ``P(i) = p_i^alpha /
+        sum_k p_k^alpha`` with which the sequence was drawn (0 where ``ok`` is
+        False).
+      weight: float32 ``[N]``, the importance weight ``(N_valid * P(i))^-beta``
+        normalized by its largest value over every start in the buffer, i.e.
+        ``(P_min / P(i))^beta`` (Schaul et al. 2016), in ``(0, 1]`` (0 where
+        ``ok`` is False).
+    """
+
+    slot: jax.Array
+    probability: jax.Array
+    weight: jax.Array
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -171,3 +209,30 @@ class Replayer:
     sample: Callable[[ReplayState, jax.Array, int, int], tuple[Samples, ReplayInfo]]
     replay_all: Callable[[ReplayState], tuple[Samples, ReplayInfo]]
     can_sample: Callable[..., jax.Array]  # (state, sequence_length=1)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PrioritizedReplayer(Replayer):
+    """A :class:`Replayer` that samples by priority; build it with
+    :func:`~jaxsample.replay.prioritized`.
+
+    Its ``sample(state, key, batch_size, sequence_length, beta=None)`` returns
+    a :class:`PrioritizedInfo`; ``beta`` (float, may be traced, e.g. annealed)
+    defaults to :attr:`beta`. One function more::
+
+        update_priorities(state, info, priority) -> ReplayState
+
+    writes ``priority`` (float ``[N]``, >= 0, e.g. ``|td| + eps``) for the
+    sampled sequences of ``info`` (their first steps' slots); rows with
+    ``info.ok`` False are skipped, and for a start drawn twice one of its
+    values is kept.
+
+    Attributes:
+      alpha: the priority exponent (0: uniform over stored starts).
+      beta: the default importance-weight exponent.
+      update_priorities: the function above.
+    """
+
+    alpha: float
+    beta: float
+    update_priorities: Callable[..., ReplayState]  # (state, info, priority)

@@ -1,0 +1,188 @@
+"""Prioritized replay (rlpyt's prioritized buffers, Schaul et al. 2016), in jit.
+
+The ring of :func:`~jaxsample.replay.uniform` (``[B, capacity, ...]``, one
+ring per env) plus a priority per stored step, ``ReplayState.priority``
+``[B, capacity]`` (stored raised to ``alpha``). A sequence's priority is that
+of its first step.
+
+Sampling is an inverse-CDF draw over the flattened ``[B * capacity]``
+priorities (a prefix sum and a binary search per draw), the array equivalent
+of a sum tree: ``O(B * capacity)`` work per ``sample`` call, all of it one
+fused ``cumsum``, and ``O(N)`` per ``update_priorities`` (a scatter, with no
+tree to repair). Starts where a whole sequence does not fit (each ring's
+newest ``sequence_length - 1`` steps, and unwritten slots) are masked at
+sampling time, so any ``sequence_length`` works with one priority array.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsample._checks import check_int, check_key
+from jaxsample.replay import ring
+from jaxsample.replay.steps import as_samples
+from jaxsample.replay.types import (
+    MAX_CAPACITY,
+    PrioritizedInfo,
+    PrioritizedReplayer,
+    ReplayState,
+)
+from jaxsample.types import Batch, PyTree, Samples
+
+__all__ = ["prioritized"]
+
+
+def _check_exponent(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
+        raise TypeError(f"{name} must be a float, got {value!r}")
+    if not 0.0 <= float(value) <= 1.0:  # NaN fails too
+        raise ValueError(f"{name} must be in [0, 1], got {value}")
+    return float(value)
+
+
+def prioritized(
+    examples: Samples,
+    B: int,
+    capacity: int,
+    *,
+    alpha: float = 0.6,
+    beta: float = 0.4,
+    store_agent_state: bool = False,
+) -> PrioritizedReplayer:
+    """Prioritized replay: a ring of ``capacity`` steps per env, sampled by priority.
+
+    ``add`` is :func:`~jaxsample.replay.uniform`'s (any ``T``; ``env_ids`` /
+    ``env_mask`` for some envs) and gives the new steps the largest priority
+    seen so far. ``sample`` draws each sequence's (env, start) with probability
+    ``p^alpha / sum p^alpha`` over the starts where a whole sequence fits, and
+    returns a :class:`~jaxsample.replay.PrioritizedInfo` (slot, probability,
+    importance weight). ``update_priorities(state, info, priority)`` sets the
+    sampled starts' priorities (see
+    :class:`~jaxsample.replay.PrioritizedReplayer`).
+
+    Args:
+      examples: ``sampler.examples``.
+      B: number of envs.
+      capacity: steps kept per env (``1 .. 2**30``).
+      alpha: priority exponent in ``[0, 1]`` (0: uniform).
+      beta: default importance-weight exponent in ``[0, 1]`` (1: full
+        correction); ``sample`` takes another, e.g. annealed to 1.
+      store_agent_state: as for :func:`~jaxsample.replay.uniform`.
+    """
+    capacity = check_int("capacity", capacity, 1, MAX_CAPACITY)
+    alpha = _check_exponent("alpha", alpha)
+    beta = _check_exponent("beta", beta)
+    base = ring.replayer(
+        "prioritized",
+        examples,
+        B,
+        capacity,
+        unroll_length=None,
+        store_agent_state=store_agent_state,
+    )
+    num_envs, C = base.num_envs, capacity
+    default_beta = beta
+
+    def init() -> ReplayState:
+        return base.init().replace(
+            priority=jnp.zeros((num_envs, C), jnp.float32),
+            max_priority=jnp.ones((), jnp.float32),
+        )
+
+    def add(
+        state: ReplayState,
+        batch: Batch | Samples,
+        agent_state: PyTree = None,
+        *,
+        env_ids: Any = None,
+        env_mask: Any = None,
+    ) -> ReplayState:
+        if not isinstance(state, ReplayState) or state.priority is None:
+            raise TypeError("state must be the ReplayState from prioritized(...).init()")
+        new = base.add(state, batch, agent_state, env_ids=env_ids, env_mask=env_mask)
+        T = jnp.shape(as_samples(batch).valid)[0]
+        ids = None if env_ids is None else jnp.asarray(env_ids, jnp.int32)
+        mask = None if env_mask is None else jnp.asarray(env_mask)
+        rows, drop = ring.target_rows(num_envs, ids, mask)
+        _, slots = ring.written_slots(state.position, rows, T, C)
+        value = jnp.power(state.max_priority, alpha)
+        priority = state.priority.at[rows[:, None], slots].set(
+            value, mode="drop" if drop else "promise_in_bounds"
+        )
+        return new.replace(priority=priority)
+
+    def sample(
+        state: ReplayState,
+        key: jax.Array,
+        batch_size: int,
+        sequence_length: int,
+        beta: Any = None,
+    ) -> tuple[Samples, PrioritizedInfo]:
+        N = check_int("batch_size", batch_size, 1)
+        L = check_int("sequence_length", sequence_length, 1, C)
+        check_key(key)
+        ring.check_fill(state, L)
+        b = default_beta if beta is None else jnp.asarray(beta, jnp.float32)
+        oldest = ring.oldest_slots(state, C)  # [B]
+        age = (jnp.arange(C, dtype=jnp.int32)[None, :] - oldest[:, None]) % C
+        fits = age < (state.filled - L + 1)[:, None]  # [B, C]
+        w = jnp.where(fits, state.priority, 0.0).reshape(-1)
+        cum = jnp.cumsum(w)
+        total = cum[-1]
+        u = jax.random.uniform(key, (N,), jnp.float32) * total
+        last = w.shape[0] - 1 - jnp.argmax(w[::-1] > 0)  # the last drawable start
+        index = jnp.minimum(jnp.searchsorted(cum, u, side="right"), last).astype(jnp.int32)
+        env, slot = index // C, index % C
+        ok = w[index] > 0
+        probability = jnp.where(ok, w[index] / total, 0.0)
+        p_min = jnp.min(jnp.where(w > 0, w, jnp.inf)) / total
+        weight = jnp.where(ok, (p_min / jnp.where(ok, probability, 1.0)) ** b, 0.0)
+        out, info = ring.with_info(
+            ring.read(state.data, ring.sequence_slots(slot, L, C), env),
+            env,
+            (slot - oldest[env]) % C,
+            ok,
+        )
+        return out, PrioritizedInfo(
+            **{f.name: getattr(info, f.name) for f in dataclasses.fields(info)},
+            slot=slot,
+            probability=probability,
+            weight=weight,
+        )
+
+    def update_priorities(
+        state: ReplayState, info: PrioritizedInfo, priority: jax.Array
+    ) -> ReplayState:
+        if not isinstance(info, PrioritizedInfo):
+            raise TypeError(
+                f"info must be the PrioritizedInfo of sample(), got {type(info).__name__}"
+            )
+        n = jnp.shape(info.slot)[0]
+        priority = jnp.asarray(priority)
+        if priority.shape != (n,) or not jnp.issubdtype(priority.dtype, jnp.floating):
+            raise ValueError(
+                f"update_priorities: priority must be float [N] = [{n}] (one per sampled "
+                f"sequence), got {priority.dtype}{list(priority.shape)}"
+            )
+        priority = priority.astype(jnp.float32)
+        if not isinstance(priority, jax.core.Tracer):
+            values = np.asarray(priority)
+            if not (np.isfinite(values).all() and (values >= 0).all()):
+                raise ValueError(f"update_priorities: priority must be finite and >= 0, got {values}")
+        rows = jnp.where(info.ok, info.env_index, num_envs)  # not ok: dropped
+        table = state.priority.at[rows, info.slot].set(jnp.power(priority, alpha), mode="drop")
+        top = jnp.max(jnp.where(info.ok, priority, 0.0))
+        return state.replace(priority=table, max_priority=jnp.maximum(state.max_priority, top))
+
+    replayer = PrioritizedReplayer(
+        **{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
+        alpha=alpha,
+        beta=beta,
+        update_priorities=update_priorities,
+    )
+    return dataclasses.replace(replayer, init=init, add=add, sample=sample)

@@ -148,7 +148,9 @@ def test_prefill_is_the_random_policy_stream_and_continues_it() -> None:
     (its next step is the reference's step 3T)."""
     env, env_params = gymnax.make("CartPole-v1")
     T, n_envs = 3, 2
-    greedy = js.agents.EpsilonGreedyAgent(env.action_space(env_params), global_B=2, hidden_sizes=(4,))
+    greedy = js.agents.EpsilonGreedyAgent(
+        env.action_space(env_params), global_B=2, hidden_sizes=(4,)
+    )
     params = greedy.init(jax.random.key(1), jnp.zeros(4))
     sampler = js.make_sampler(env, env_params, greedy, js.BatchSpec(T, n_envs))
     random = js.make_sampler(

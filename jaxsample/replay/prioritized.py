@@ -173,7 +173,9 @@ def prioritized(
         if not isinstance(priority, jax.core.Tracer):
             values = np.asarray(priority)
             if not (np.isfinite(values).all() and (values >= 0).all()):
-                raise ValueError(f"update_priorities: priority must be finite and >= 0, got {values}")
+                raise ValueError(
+                    f"update_priorities: priority must be finite and >= 0, got {values}"
+                )
         rows = jnp.where(info.ok, info.env_index, num_envs)  # not ok: dropped
         table = state.priority.at[rows, info.slot].set(jnp.power(priority, alpha), mode="drop")
         top = jnp.max(jnp.where(info.ok, priority, 0.0))

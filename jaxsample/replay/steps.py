@@ -101,8 +101,9 @@ def check_env_subset(
     if env_ids is None and env_mask is None:
         return None, None
     if not allowed:
-        raise ValueError(f"replay add: {kind} stores whole batches; env_ids/env_mask are for "
-                         "the other replayers")
+        raise ValueError(
+            f"replay add: {kind} stores whole batches; env_ids/env_mask are for the other replayers"
+        )
     if env_ids is not None and env_mask is not None:
         raise ValueError("replay add: give env_ids or env_mask, not both")
     if env_mask is not None:

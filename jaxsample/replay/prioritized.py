@@ -6,12 +6,14 @@ ring per env) plus a priority per stored step, ``ReplayState.priority``
 of its first step.
 
 Sampling is an inverse-CDF draw over the flattened ``[B * capacity]``
-priorities (a prefix sum and a binary search per draw), the array equivalent
-of a sum tree: ``O(B * capacity)`` work per ``sample`` call, all of it one
-fused ``cumsum``, and ``O(N)`` per ``update_priorities`` (a scatter, with no
-tree to repair). Starts where a whole sequence does not fit (each ring's
-newest ``sequence_length - 1`` steps, and unwritten slots) are masked at
-sampling time, so any ``sequence_length`` works with one priority array.
+priorities in two levels, the array form of a sum tree cut at one level:
+block sums of 128 leaves (one pass), a binary search over their prefix sum,
+then a prefix sum within each drawn block. ``O(B * capacity)`` work per
+``sample`` call (one fused masked reduction), ``O(N)`` per
+``update_priorities`` (a scatter, with no tree to repair). Starts where a
+whole sequence does not fit (each ring's newest ``sequence_length - 1``
+steps, and unwritten slots) are masked at sampling time, so any
+``sequence_length`` works with one priority array.
 """
 
 from __future__ import annotations
@@ -35,6 +37,41 @@ from jaxsample.replay.types import (
 from jaxsample.types import Batch, PyTree, Samples
 
 __all__ = ["prioritized"]
+
+
+# Leaves per block of the two-level draw (a sum tree cut at one level).
+_BLOCK = 128
+
+
+def _last_positive(x: jax.Array) -> jax.Array:
+    """int32 ``[...]``: the index of the last positive entry along the last axis."""
+    n = x.shape[-1]
+    return (n - 1 - jnp.argmax(x[..., ::-1] > 0, axis=-1)).astype(jnp.int32)
+
+
+def _draw(w: jax.Array, key: jax.Array, n_draws: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(index [N], w[index] [N], total [])``: ``N`` indices drawn with probability
+    ``w / sum(w)`` (``w`` float32 ``[n]``, >= 0), by inverse CDF in two levels.
+
+    The sums of blocks of :data:`_BLOCK` leaves (one pass over ``w``), their
+    prefix sum and a binary search pick each draw's block; a prefix sum of
+    that block's leaves picks the leaf. Zero-weight leaves are never drawn
+    (the search is clamped to the last positive block and leaf, which float
+    rounding at the top end of a sum could otherwise pass).
+    """
+    n = w.shape[0]
+    G = min(_BLOCK, n)
+    padded = jnp.pad(w, (0, -n % G)).reshape(-1, G)  # [n_blocks, G]
+    block = jnp.sum(padded, axis=1)
+    cum = jnp.cumsum(block)
+    total = cum[-1]
+    u = jax.random.uniform(key, (n_draws,), jnp.float32) * total
+    b = jnp.minimum(jnp.searchsorted(cum, u, side="right"), _last_positive(block))
+    rows = padded[b]  # [N, G]
+    within = u - (cum[b] - block[b])
+    j = jnp.sum(jnp.cumsum(rows, axis=1) <= within[:, None], axis=1, dtype=jnp.int32)
+    j = jnp.minimum(j, _last_positive(rows))
+    return b.astype(jnp.int32) * G + j, rows[jnp.arange(n_draws), j], total
 
 
 def _check_exponent(name: str, value: Any) -> float:
@@ -131,15 +168,11 @@ def prioritized(
         oldest = ring.oldest_slots(state, C)  # [B]
         age = (jnp.arange(C, dtype=jnp.int32)[None, :] - oldest[:, None]) % C
         fits = age < (state.filled - L + 1)[:, None]  # [B, C]
-        w = jnp.where(fits, state.priority, 0.0).reshape(-1)
-        cum = jnp.cumsum(w)
-        total = cum[-1]
-        u = jax.random.uniform(key, (N,), jnp.float32) * total
-        last = w.shape[0] - 1 - jnp.argmax(w[::-1] > 0)  # the last drawable start
-        index = jnp.minimum(jnp.searchsorted(cum, u, side="right"), last).astype(jnp.int32)
+        w = jnp.where(fits, state.priority, 0.0).reshape(-1)  # [B * C]
+        index, mass, total = _draw(w, key, N)
         env, slot = index // C, index % C
-        ok = w[index] > 0
-        probability = jnp.where(ok, w[index] / total, 0.0)
+        ok = mass > 0
+        probability = jnp.where(ok, mass / total, 0.0)
         p_min = jnp.min(jnp.where(w > 0, w, jnp.inf)) / total
         weight = jnp.where(ok, (p_min / jnp.where(ok, probability, 1.0)) ** b, 0.0)
         out, info = ring.with_info(

@@ -132,7 +132,7 @@ class Replayer:
     ``add`` so the write happens in place)::
 
         init() -> ReplayState
-        add(state, batch, agent_state=None) -> ReplayState
+        add(state, batch, agent_state=None, *, env_ids=None, env_mask=None) -> ReplayState
         sample(state, key, batch_size, sequence_length) -> (Samples, ReplayInfo)
         replay_all(state) -> (Samples, ReplayInfo)
         can_sample(state, sequence_length=1) -> bool []
@@ -154,18 +154,25 @@ class Replayer:
       matching ``examples.agent.initial_state`` (the state ``agent.step`` was
       given at step ``t``); it defaults to ``samples.agent.state``, which a
       sampler built with ``store_agent_state=True`` fills. It must be None when
-      the replayer does not store agent states.
+      the replayer does not store agent states. Some envs only (ALF's
+      ``env_ids``): ``env_ids`` (int ``[M]``, distinct, in ``0..B-1``) writes
+      the ``M`` envs of a batch with leaves ``[T, M, ...]`` to those rings;
+      ``env_mask`` (bool ``[B]``, may be traced, e.g. the valid envs) writes
+      only the masked envs of a ``[T, B]`` batch. The other rings, their
+      positions and fill levels are untouched. ``env_ids`` is checked outside
+      ``jit``; under ``jit`` out-of-range ids are dropped.
+      :func:`~jaxsample.replay.one_time` refuses both (it keeps whole batches).
     * ``sample(state, key, batch_size, sequence_length)``: draw ``batch_size``
-      contiguous sequences of ``sequence_length`` steps. Each sequence picks its
-      env uniformly from ``0 .. B-1`` and, independently, its start uniformly
-      from the ``filled - sequence_length + 1`` positions at which a whole
-      sequence fits in that env's stored steps (with replacement), so every
-      (env, start) pair has probability
-      ``1 / (B * (filled - sequence_length + 1))``. Steps are in time order and
-      contiguous; sequences may cross episode boundaries (see
-      :class:`ReplayInfo`). Call only when ``can_sample`` is True: before that,
-      sequences start at the oldest step and run into padding (``valid``
-      False). ``batch_size`` and ``sequence_length`` are static Python ints
+      contiguous sequences of ``sequence_length`` steps, uniformly (with
+      replacement) over the stored (env, start) pairs at which a whole sequence
+      fits: every pair has probability ``1 / sum_b (filled[b] -
+      sequence_length + 1)`` (rings holding fewer steps than a sequence are
+      skipped). While every ring holds as many steps (``add`` of all envs) the
+      env is drawn uniformly from ``0 .. B-1`` and the start independently.
+      Steps are in time order and contiguous; sequences may cross episode
+      boundaries (see :class:`ReplayInfo`). Call only when ``can_sample`` is
+      True: before that, sequences start at the oldest step and run into
+      padding (``valid`` False). ``batch_size`` and ``sequence_length`` are static Python ints
       (mark them ``static_argnums`` under ``jax.jit``). Returns a time-major
       ``Samples`` with leaves ``[sequence_length, batch_size, ...]``
       (``env.final_store`` the dense final observation; ``agent.initial_state``
@@ -183,11 +190,13 @@ class Replayer:
       once after each ``add`` uses every step once
       (:func:`~jaxsample.replay.cycle_one_time`: twice for each batch's last
       step).
-    * ``can_sample(state, sequence_length=1)``: every ring holds at least
-      ``sequence_length`` steps.
+    * ``can_sample(state, sequence_length=1)``: some ring holds at least
+      ``sequence_length`` steps, so ``sample`` returns stored data (with ``add``
+      of all envs at once: every ring does).
 
     Attributes:
-      kind: ``"one_time"``, ``"uniform"`` or ``"cycle_one_time"``: the factory
+      kind: ``"one_time"``, ``"uniform"``, ``"cycle_one_time"`` or
+        ``"prioritized"``: the factory
         that built it (a label for messages; nothing branches on it).
       num_envs: ``B``, the number of envs (rings).
       capacity: steps per ring.
@@ -205,7 +214,7 @@ class Replayer:
     store_agent_state: bool
     examples: Samples
     init: Callable[[], ReplayState]
-    add: Callable[..., ReplayState]  # (state, batch, agent_state=None)
+    add: Callable[..., ReplayState]  # (state, batch, agent_state=None, *, env_ids, env_mask)
     sample: Callable[[ReplayState, jax.Array, int, int], tuple[Samples, ReplayInfo]]
     replay_all: Callable[[ReplayState], tuple[Samples, ReplayInfo]]
     can_sample: Callable[..., jax.Array]  # (state, sequence_length=1)

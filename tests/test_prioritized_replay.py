@@ -165,3 +165,24 @@ def test_dqn_with_prioritized_replay_updates_priorities() -> None:
     assert len(np.unique(table)) > 8  # |td| + eps, not one max priority
     with pytest.raises(ValueError, match="priority_alpha"):
         dqn.DQNConfig(priority_alpha=2.0)
+
+
+def test_two_level_draw_over_several_blocks() -> None:
+    """The draw itself over 300 weights (blocks of 128: three, the last padded),
+    with zero runs, against w / sum(w) (chi-square, 1 - 1e-3 quantile)."""
+    from jaxsample.replay.prioritized import _draw
+
+    w = np.random.default_rng(1).uniform(0.2, 1.0, 300).astype(np.float32)
+    w[100:140] = 0.0  # across the first block boundary
+    w[-30:] = 0.0  # the tail: the clamp to the last positive leaf
+    N = 60_000
+    index, mass, total = jax.jit(_draw, static_argnums=2)(jnp.asarray(w), jax.random.key(3), N)
+    index = np.asarray(index)
+    assert (w[index] > 0).all()
+    np.testing.assert_allclose(np.asarray(mass), w[index])
+    np.testing.assert_allclose(float(total), w.sum(), rtol=1e-5)
+    drawable = np.flatnonzero(w > 0)
+    counts = np.bincount(index, minlength=300)[drawable]
+    expected = N * w[drawable] / w.sum()
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < chi2_threshold(drawable.size - 1, z=3.0902), chi2

@@ -1,13 +1,11 @@
 """Prioritized replay (jaxsample.replay.prioritized) and DQN with it."""
 
-import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_replay import chi2_threshold, labels, synthetic
+from test_replay import cartpole_examples, chi2_threshold, labels, synthetic
 
-import jaxsample as js
 from jaxsample import replay
 from jaxsample.algos import dqn
 from jaxsample.types import Samples
@@ -18,9 +16,7 @@ ALPHA, BETA = 0.7, 0.5
 
 @pytest.fixture(scope="module")
 def examples() -> Samples:
-    env, params = gymnax.make("CartPole-v1")
-    agent = js.agents.RandomAgent(env.action_space(params))
-    return js.make_sampler(env, params, agent, js.BatchSpec(2, B)).examples
+    return cartpole_examples()
 
 
 def _priorities() -> np.ndarray:

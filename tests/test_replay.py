@@ -18,6 +18,13 @@ from jaxsample.types import AgentSamples, EnvSamples, Samples
 T, B = 5, 3
 
 
+def cartpole_examples() -> Samples:
+    """``examples`` of a CartPole sampler with a random agent (no bootstrap value)."""
+    env, params = gymnax.make("CartPole-v1")
+    agent = js.agents.RandomAgent(env.action_space(params))
+    return js.make_sampler(env, params, agent, js.BatchSpec(1, 1)).examples
+
+
 @pytest.fixture(scope="module")
 def sampler() -> js.Sampler:
     env, params = gymnax.make("CartPole-v1")

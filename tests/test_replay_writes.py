@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_replay import chi2_threshold, fields, labels, synthetic
+from test_replay import cartpole_examples, chi2_threshold, fields, labels, synthetic
 
 import jaxsample as js
 from jaxsample import replay
@@ -18,9 +18,7 @@ B, C = 4, 6
 
 @pytest.fixture(scope="module")
 def examples() -> Samples:
-    env, params = gymnax.make("CartPole-v1")
-    agent = js.agents.RandomAgent(env.action_space(params))
-    return js.make_sampler(env, params, agent, js.BatchSpec(2, B)).examples
+    return cartpole_examples()
 
 
 def _cols(samples: Samples, ids) -> Samples:

@@ -132,24 +132,18 @@ def prioritized(
         )
 
     def add(
-        state: ReplayState,
-        batch: Batch | Samples,
-        agent_state: PyTree = None,
-        *,
-        env_ids: Any = None,
-        env_mask: Any = None,
+        state: ReplayState, batch: Batch | Samples, agent_state: PyTree = None, **subset: Any
     ) -> ReplayState:
         if not isinstance(state, ReplayState) or state.priority is None:
             raise TypeError("state must be the ReplayState from prioritized(...).init()")
-        new = base.add(state, batch, agent_state, env_ids=env_ids, env_mask=env_mask)
+        new = base.add(state, batch, agent_state, **subset)  # checks env_ids / env_mask
         T = jnp.shape(as_samples(batch).valid)[0]
-        ids = None if env_ids is None else jnp.asarray(env_ids, jnp.int32)
-        mask = None if env_mask is None else jnp.asarray(env_mask)
-        rows, drop = ring.target_rows(num_envs, ids, mask)
+        ids, mask = subset.get("env_ids"), subset.get("env_mask")
+        ids = None if ids is None else jnp.asarray(ids, jnp.int32)
+        rows, drop = ring.target_rows(num_envs, ids, None if mask is None else jnp.asarray(mask))
         _, slots = ring.written_slots(state.position, rows, T, C)
-        value = jnp.power(state.max_priority, alpha)
         priority = state.priority.at[rows[:, None], slots].set(
-            value, mode="drop" if drop else "promise_in_bounds"
+            jnp.power(state.max_priority, alpha), mode="drop" if drop else "promise_in_bounds"
         )
         return new.replace(priority=priority)
 

@@ -87,10 +87,10 @@ class ReplayInfo:
       crosses_episode: bool ``[N]``, the sequence holds valid steps of more than
         one episode (``same_episode`` is not ``valid`` everywhere).
       ok: bool ``[N]``, the sequence is stored data. ``Replayer.sample`` outside
-        ``jit`` raises when the buffer holds fewer than ``L`` steps per env; under
-        ``jit`` it cannot, so it returns rows of zeros with ``ok`` False (and
-        ``same_episode`` False): mask with it, or check ``can_sample`` first.
-        From ``replay_all``: the buffer is not empty.
+        ``jit`` raises when no ring holds ``L`` steps; under ``jit`` it cannot,
+        so it returns rows of zeros with ``ok`` False (and ``same_episode``
+        False): mask with it, or check ``can_sample`` first. From
+        ``replay_all``: ``[B]``, the env's ring is not empty.
     """
 
     env_index: jax.Array

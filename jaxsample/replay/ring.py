@@ -18,6 +18,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxsample._checks import check_int, check_key
 from jaxsample.replay.steps import (
@@ -167,9 +168,10 @@ def check_fill(state: ReplayState, sequence_length: int) -> None:
     """Outside ``jit``: raise unless some ring holds ``sequence_length`` steps."""
     if isinstance(state.filled, jax.core.Tracer):
         return
-    most = int(jnp.max(state.filled))
+    filled = np.asarray(state.filled)  # concrete: no op (it may run inside a trace)
+    most = int(filled.max())
     if most < sequence_length:
-        per = "steps per env" if int(jnp.min(state.filled)) == most else "steps in its fullest ring"
+        per = "steps per env" if int(filled.min()) == most else "steps in its fullest ring"
         raise ValueError(
             f"cannot sample sequences of {sequence_length} steps: the buffer holds {most} {per} "
             "(check can_sample(state, sequence_length) first)"

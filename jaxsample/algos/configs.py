@@ -321,6 +321,11 @@ class DQNConfig(_RunLength):
       max_decorrelation_steps: the sampler's start-state decorrelation.
       metrics_window: episodes averaged by ``StepMetrics`` (``average_return``).
       eval_episodes: episodes of :meth:`~jaxsample.algos.dqn.Trainer.evaluate` (one per env).
+      prioritized_replay: use :func:`~jaxsample.replay.prioritized` (Schaul et
+        al.'s prioritized replay) instead of the uniform buffer.
+      priority_alpha: its priority exponent, in ``[0, 1]``.
+      priority_beta: its importance-weight exponent, in ``[0, 1]`` (constant).
+      priority_eps: added to ``|td|`` for the new priorities, ``> 0``.
     """
 
     env_name: str = "CartPole-v1"
@@ -348,12 +353,16 @@ class DQNConfig(_RunLength):
     max_decorrelation_steps: int = 0
     metrics_window: int = 100
     eval_episodes: int = 16
+    prioritized_replay: bool = False
+    priority_alpha: float = 0.6
+    priority_beta: float = 0.4
+    priority_eps: float = 1e-6
 
     def __post_init__(self) -> None:
         check_config(
             self,
             ints=[(name, 1) for name in _DQN_POSITIVE_INTS] + [("learning_starts", 0)],
-            bools=("anneal_lr", "double_dqn"),
+            bools=("anneal_lr", "double_dqn", "prioritized_replay"),
             floats=(
                 ("lr", 0.0, math.inf, True),
                 ("gamma", 0.0, 1.0, False),
@@ -362,6 +371,9 @@ class DQNConfig(_RunLength):
                 ("epsilon_final", 0.0, 1.0, False),
                 ("exploration_fraction", 0.0, 1.0, False),
                 ("adam_eps", 0.0, math.inf, False),
+                ("priority_alpha", 0.0, 1.0, False),
+                ("priority_beta", 0.0, 1.0, False),
+                ("priority_eps", 0.0, math.inf, True),
             ),
             sizes=("hidden_sizes",),
         )

@@ -24,7 +24,10 @@ The pieces, all public jaxsample API:
   iteration: each collect sets ``params.decay`` (no retrace).
 * :func:`jaxsample.replay.uniform` keeps a ring of ``buffer_capacity`` steps per
   env; minibatches are ``batch_size`` single steps (sequences of length 1)
-  sampled uniformly over (env, position).
+  sampled uniformly over (env, position). With ``prioritized_replay=True``,
+  :func:`jaxsample.replay.prioritized` instead (Schaul et al.'s PER): steps
+  drawn by priority, the loss weighted by the importance weights, and after
+  each gradient step the sampled steps' priorities set to ``|td| + priority_eps``.
 * :class:`jaxsample.StepMetrics` counts env steps and episodes exactly and
   averages the returns of the last ``metrics_window`` episodes;
   :func:`jaxsample.make_evaluator` runs the greedy policy
@@ -69,7 +72,7 @@ from jaxsample.algos.configs import DQNConfig
 from jaxsample.algos.returns import td_target
 from jaxsample.evaluation import Evaluator, make_evaluator
 from jaxsample.metrics import StepMetrics
-from jaxsample.replay import Replayer, ReplayState, uniform
+from jaxsample.replay import Replayer, ReplayState, prioritized, uniform
 from jaxsample.sampler import SamplerState
 from jaxsample.traj_info import summarize
 from jaxsample.types import Batch, PyTree, Samples
@@ -173,7 +176,8 @@ class Trainer(TrainerBase):
       agent: the :class:`~jaxsample.agents.EpsilonGreedyAgent`.
       sampler: the :class:`~jaxsample.Sampler` (``"auto"`` resets, sparse final
         observations).
-      replayer: the :func:`~jaxsample.replay.uniform` replayer.
+      replayer: the :func:`~jaxsample.replay.uniform` replayer, or the
+        :func:`~jaxsample.replay.prioritized` one with ``prioritized_replay``.
       evaluator: the :class:`~jaxsample.Evaluator` of ``agent.as_eval()``
         (``eval_episodes`` envs, one episode each).
       optimizer: ``clip_by_global_norm(max_grad_norm)`` (if set) then
@@ -244,14 +248,34 @@ class Trainer(TrainerBase):
         )
 
     def loss(
-        self, network: PyTree, target_params: PyTree, samples: Samples, gamma: jax.Array
+        self,
+        network: PyTree,
+        target_params: PyTree,
+        samples: Samples,
+        gamma: jax.Array,
+        weight: jax.Array | None = None,
     ) -> tuple[jax.Array, jax.Array]:
         """``(loss, q_mean)`` over the valid steps of ``samples`` (leaves ``[L, N, ...]``).
 
         ``loss`` is the mean over valid steps of ``0.5 * td**2`` (or the Huber
-        loss) with ``td = Q(s, a) - stop_gradient(target)``; ``q_mean`` the mean
-        ``Q(s, a)`` of the replayed actions.
+        loss) with ``td = Q(s, a) - stop_gradient(target)``, each step's term
+        multiplied by ``weight`` (float32 ``[L, N]``, prioritized replay's
+        importance weights) when given; ``q_mean`` the mean ``Q(s, a)`` of the
+        replayed actions.
         """
+        loss, (q_mean, _) = self.loss_and_td(network, target_params, samples, gamma, weight)
+        return loss, q_mean
+
+    def loss_and_td(
+        self,
+        network: PyTree,
+        target_params: PyTree,
+        samples: Samples,
+        gamma: jax.Array,
+        weight: jax.Array | None = None,
+    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        """``(loss, (q_mean, td))``: :meth:`loss` and the TD errors ``[L, N]``
+        (prioritized replay's new priorities are ``|td| + priority_eps``)."""
         L, N = jnp.shape(samples.env.reward)
         target = jax.lax.stop_gradient(self.targets(network, target_params, samples, gamma))
         obs = jax.tree.map(lambda x: x.reshape((L * N, *x.shape[2:])), samples.env.observation)
@@ -265,7 +289,8 @@ class Trainer(TrainerBase):
             per_step = 0.5 * jnp.square(td)
         mask = samples.valid.astype(jnp.float32)
         count = jnp.maximum(jnp.sum(mask), 1.0)
-        return jnp.sum(per_step * mask) / count, jnp.sum(q_taken * mask) / count
+        weighted = per_step if weight is None else per_step * weight
+        return jnp.sum(weighted * mask) / count, (jnp.sum(q_taken * mask) / count, td)
 
     def iteration(self, state: TrainState) -> tuple[TrainState, dict[str, jax.Array]]:
         """One DQN iteration (see the class docstring for the metrics)."""
@@ -295,15 +320,24 @@ class Trainer(TrainerBase):
         lr = self._lr(state.iteration, state.hparams.lr)
         key, k_learn = jax.random.split(state.key)
 
+        per = c.prioritized_replay
+
         def gradient_step(carry: tuple, k: jax.Array) -> tuple[tuple, tuple]:
-            network, opt_state = carry
-            samples, _ = self.replayer.sample(replay_state, k, c.batch_size, 1)
-            (loss, q_mean), grads = jax.value_and_grad(self.loss, has_aux=True)(
-                network, state.target_params, samples, state.hparams.gamma
+            network, opt_state, r_state = carry
+            samples, info = self.replayer.sample(
+                r_state if per else replay_state, k, c.batch_size, 1
             )
+            weight = info.weight[None, :] if per else None
+            (loss, (q_mean, td)), grads = jax.value_and_grad(self.loss_and_td, has_aux=True)(
+                network, state.target_params, samples, state.hparams.gamma, weight
+            )
+            if per:  # the sampled steps' new priorities: |td| + eps
+                r_state = self.replayer.update_priorities(
+                    r_state, info, jnp.abs(td[0]) + c.priority_eps
+                )
             updates, opt_state = self.optimizer.update(grads, opt_state, network)
             updates = jax.tree.map(lambda u: -lr * u, updates)
-            return (optax.apply_updates(network, updates), opt_state), (loss, q_mean)
+            return (optax.apply_updates(network, updates), opt_state, r_state), (loss, q_mean)
 
         def learn_fn(carry: tuple) -> tuple:
             carry, (loss, q_mean) = jax.lax.scan(
@@ -315,9 +349,10 @@ class Trainer(TrainerBase):
             nan = jnp.full((), jnp.nan, jnp.float32)
             return carry, nan, nan
 
-        (network, opt_state), loss, q_mean = jax.lax.cond(
-            learn, learn_fn, skip_fn, (params.network, state.opt_state)
+        (network, opt_state, r_state), loss, q_mean = jax.lax.cond(
+            learn, learn_fn, skip_fn, (params.network, state.opt_state, replay_state if per else ())
         )
+        replay_state = r_state if per else replay_state
         interval = c.target_update_interval
         due = learn & (env_steps // interval > (env_steps - c.steps_per_iteration) // interval)
         updated = optax.incremental_update(network, state.target_params, c.tau)
@@ -364,7 +399,9 @@ def make_train(config: DQNConfig, *, env: Any = None, env_params: Any = None) ->
     ``b`` has rank ``b``); the sampler ``make_sampler(env, env_params, agent,
     BatchSpec(num_steps, num_envs), reset_mode="auto")`` with the default sparse
     final-observation store (exact wherever a target bootstraps); the replayer
-    ``replay.uniform(sampler.examples, num_envs, buffer_capacity)``.
+    ``replay.uniform(sampler.examples, num_envs, buffer_capacity)`` (or
+    ``replay.prioritized(..., alpha=priority_alpha, beta=priority_beta)`` with
+    ``prioritized_replay``).
     """
     if not isinstance(config, DQNConfig):
         raise TypeError(f"config must be a DQNConfig, got {type(config).__name__}")
@@ -381,7 +418,16 @@ def make_train(config: DQNConfig, *, env: Any = None, env_params: Any = None) ->
         epsilon_final_min=config.epsilon_final_min,
     )
     sampler = make_trainer_sampler(env, env_params, agent, config)
-    replayer = uniform(sampler.examples, config.num_envs, config.buffer_capacity)
+    if config.prioritized_replay:
+        replayer: Replayer = prioritized(
+            sampler.examples,
+            config.num_envs,
+            config.buffer_capacity,
+            alpha=config.priority_alpha,
+            beta=config.priority_beta,
+        )
+    else:
+        replayer = uniform(sampler.examples, config.num_envs, config.buffer_capacity)
     try:
         episode_limit = int(np.asarray(env_params.max_steps_in_episode))
     except (AttributeError, TypeError, ValueError, OverflowError):

@@ -35,7 +35,7 @@ from jaxsample.core.assemble import assemble, bootstrap_values, final_store
 from jaxsample.core.options import SamplerOptions
 from jaxsample.core.resets import ResetPool, where_envs
 from jaxsample.core.specs import FromParams, recorded_info
-from jaxsample.core.step import EnvStepper, hold_idle, track
+from jaxsample.core.step import EnvStepper, RandomPolicyStepper, hold_idle, track
 from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import AgentInputs, Batch, PyTree, Samples
 
@@ -302,6 +302,37 @@ class Sampler(SamplerOptions):
             bootstrap_value=bootstrap,
         )
         return state.replace(traj=traj, key=key, step=epoch_step), batch
+
+    def collect_random(
+        self, state: SamplerState, agent_params: PyTree
+    ) -> tuple[SamplerState, Batch]:
+        """:meth:`collect` with uniformly random actions: ALF's initial collect
+        steps (TorchRL's ``init_random_frames``), kept as data.
+
+        The same stream as :meth:`collect` (same keys, the step counter
+        advances, TrajInfo accumulates), so batches before and after continue
+        each other exactly; only the actions differ: ``action_space.sample``
+        with the agent's key of the step, ``agent_info`` zeros of the agent's
+        spec, and the agent's state is left as it is. The batch fits
+        ``examples``, so it can go into any replayer
+        (:func:`jaxsample.replay.prefill` fills one).
+
+        Args:
+          state: from :meth:`init` or a previous collect.
+          agent_params: the agent's parameters (used only for
+            ``bootstrap_value``).
+
+        Returns:
+          ``(state, batch)`` as :meth:`collect`.
+        """
+        self.check_params(agent_params)
+        examples = self.examples
+        stepper = RandomPolicyStepper(
+            **{f.name: getattr(self._stepper, f.name) for f in dataclasses.fields(EnvStepper)},
+            action_spec=examples.agent.action,
+            agent_info_spec=examples.agent.agent_info,
+        )
+        return dataclasses.replace(self, _stepper=stepper).collect(state, agent_params)
 
     def _start_batch(self, s: SamplerState) -> tuple[SamplerState, K.EpochKeys]:
         """Per env, at the start of ``collect``: the step keys, and resets.

@@ -263,6 +263,34 @@ class EnvStepper:
         return new, out
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class RandomPolicyStepper(EnvStepper):
+    """An :class:`EnvStepper` whose "agent" acts uniformly at random (initial
+    collect steps): ``agent_act`` ignores the parameters and returns
+    :meth:`~EnvStepper.random_act`'s actions cast to ``action_spec`` and zeros
+    of ``agent_info_spec`` as agent info, so the steps fit the sampler's
+    ``examples``; the agent's state is kept (its initial state after resets).
+    """
+
+    action_spec: PyTree = ()
+    agent_info_spec: PyTree = ()
+
+    def agent_act(self, agent_params: PyTree) -> ActFn:
+        del agent_params
+
+        def act(inputs: AgentInputs, state: PyTree, key: jax.Array):
+            step, state = self.random_act(inputs, state, key)
+            action = jax.tree.map(
+                lambda a, s: jnp.asarray(a).astype(s.dtype).reshape(s.shape),
+                step.action,
+                self.action_spec,
+            )
+            info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), self.agent_info_spec)
+            return AgentStep(action, info), state
+
+        return act
+
+
 def hold_idle(s: Any, new: Any, done: jax.Array, out: PyTree) -> tuple[Any, PyTree]:
     """``"wait"``/``"episodic"`` modes: an env idle at this step (``s.idle``,
     it finished earlier in the batch) keeps its state ``s`` and writes zeros;

@@ -14,6 +14,14 @@ composed from the per-env rings of :mod:`jaxsample.replay.ring`:
 * :func:`one_time` is that ring with ``T`` steps, plus the batch's initial
   agent state and bootstrap value: ``replay_all`` returns the latest unroll,
   so every step is used once (on-policy learners).
+* :func:`prioritized` is the uniform ring plus a priority per step
+  (rlpyt's prioritized replay): sequences drawn by priority, importance
+  weights, ``update_priorities``.
+
+``add`` can write some envs only (ALF's ``env_ids``: ``env_ids=`` or
+``env_mask=``); every ring keeps its own position. :func:`prefill` collects
+random-policy steps into a replayer before learning (ALF's
+``initial_collect_steps``).
 
 Each factory validates its arguments eagerly and returns a frozen
 :class:`Replayer` of pure, jittable functions (callers jit; donate the state to
@@ -38,20 +46,34 @@ keep those too.
 Modules: :mod:`~jaxsample.replay.types` (``ReplayState``, ``ReplayInfo``,
 ``Replayer``), :mod:`~jaxsample.replay.steps` (the stored spec and the checks of
 a batch), :mod:`~jaxsample.replay.ring` (ring read/write helpers and the ring
-replayer), and one module per factory (``uniform``, ``cycle``, ``one_time``).
+replayer), one module per factory (``uniform``, ``cycle``, ``one_time``,
+``prioritized``) and :mod:`~jaxsample.replay.prefill`.
 """
 
 from jaxsample.replay.cycle import cycle_one_time
 from jaxsample.replay.one_time import one_time
-from jaxsample.replay.types import MAX_CAPACITY, Replayer, ReplayInfo, ReplayState
+from jaxsample.replay.prefill import prefill
+from jaxsample.replay.prioritized import prioritized
+from jaxsample.replay.types import (
+    MAX_CAPACITY,
+    PrioritizedInfo,
+    PrioritizedReplayer,
+    Replayer,
+    ReplayInfo,
+    ReplayState,
+)
 from jaxsample.replay.uniform import uniform
 
 __all__ = [
     "MAX_CAPACITY",
+    "PrioritizedInfo",
+    "PrioritizedReplayer",
     "ReplayInfo",
     "ReplayState",
     "Replayer",
     "cycle_one_time",
     "one_time",
+    "prefill",
+    "prioritized",
     "uniform",
 ]

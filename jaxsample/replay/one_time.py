@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from jaxsample._checks import check_int
 from jaxsample.replay import ring
@@ -36,7 +37,13 @@ def one_time(examples: Samples, B: int, T: int, *, store_agent_state: bool = Fal
     """
     T = check_int("T", T, 1, MAX_CAPACITY)
     base = ring.replayer(
-        "one_time", examples, B, T, unroll_length=T, store_agent_state=store_agent_state
+        "one_time",
+        examples,
+        B,
+        T,
+        unroll_length=T,
+        store_agent_state=store_agent_state,
+        subsets=False,
     )
     ex = base.examples
     num_envs = base.num_envs
@@ -47,8 +54,10 @@ def one_time(examples: Samples, B: int, T: int, *, store_agent_state: bool = Fal
             batch_bootstrap_value=ring.zeros(ex.bootstrap_value, (num_envs,)),
         )
 
-    def add(state: ReplayState, batch: Batch | Samples, agent_state: PyTree = None) -> ReplayState:
-        state = base.add(state, batch, agent_state)
+    def add(
+        state: ReplayState, batch: Batch | Samples, agent_state: PyTree = None, **subset: Any
+    ) -> ReplayState:
+        state = base.add(state, batch, agent_state, **subset)  # refuses env_ids/env_mask
         samples = as_samples(batch)
         lead = (num_envs,)
         check_tree(

@@ -1,9 +1,10 @@
 """Per-env rings of steps: the read and write helpers every replayer is built from.
 
 Storage layout: every stored leaf is ``[B, capacity, ...]``, one ring per env.
-All ``B`` rings advance together (``add`` takes the ``T`` steps of all ``B``
-envs), so one write position serves them all. Reads are time-major: leaves
-``[L, N, ...]`` (sequence length, number of sequences).
+Each ring has its own write position and fill level (``[B]``): ``add`` writes
+the ``T`` steps of all ``B`` envs, or of some of them (ALF's ``env_ids``),
+leaving the other rings untouched. Reads are time-major: leaves ``[L, N, ...]``
+(sequence length, number of sequences).
 
 :func:`replayer` composes the helpers into a :class:`~jaxsample.replay.Replayer`
 over one ring (what :func:`~jaxsample.replay.uniform` is);
@@ -13,13 +14,17 @@ build on it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxsample._checks import check_int, check_key
 from jaxsample.replay.steps import (
     as_samples,
     check_bool,
+    check_env_subset,
     check_examples,
     stored_spec,
     stored_steps,
@@ -29,13 +34,19 @@ from jaxsample.types import Batch, PyTree, Samples
 
 __all__ = [
     "allocate",
+    "check_fill",
     "episode_mask",
     "has_steps",
+    "oldest_slots",
     "read",
     "read_all",
     "replayer",
     "sample_sequences",
+    "sequence_slots",
+    "target_rows",
+    "with_info",
     "write",
+    "written_slots",
     "zeros",
 ]
 
@@ -54,35 +65,60 @@ def allocate(spec: Samples, num_envs: int, capacity: int) -> ReplayState:
         env=data.env.replace(done=jnp.ones(lead, bool)), valid=jnp.zeros(lead, bool)
     )
     return ReplayState(
-        data=data, position=jnp.zeros((), jnp.int32), filled=jnp.zeros((), jnp.int32)
+        data=data,
+        position=jnp.zeros((num_envs,), jnp.int32),
+        filled=jnp.zeros((num_envs,), jnp.int32),  # a buffer of its own (donation)
     )
 
 
-def write(state: ReplayState, steps: Samples, capacity: int) -> ReplayState:
-    """Write ``steps`` (leaves ``[T, B, ...]``) at the ring position.
+def target_rows(
+    num_envs: int, env_ids: jax.Array | None, env_mask: jax.Array | None
+) -> tuple[jax.Array, bool]:
+    """``(rows [M], drop)``: the ring each env of a batch is written to, and whether
+    some rows are ``num_envs`` (masked out: scatters must drop them)."""
+    if env_ids is not None:  # out of range only when traced (else checked): dropped
+        return env_ids, isinstance(env_ids, jax.core.Tracer)
+    rows = jnp.arange(num_envs, dtype=jnp.int32)
+    if env_mask is None:
+        return rows, False
+    return jnp.where(env_mask, rows, num_envs), True
+
+
+def written_slots(
+    position: jax.Array, rows: jax.Array, n_steps: int, capacity: int
+) -> tuple[int, jax.Array]:
+    """``(keep, slots [M, keep])``: the ring slots the last ``keep = min(n_steps,
+    capacity)`` of ``n_steps`` new steps of rings ``rows`` go to."""
+    C = capacity
+    keep = min(n_steps, C)
+    first = (position[rows] + (n_steps - keep) % C) % C  # out-of-range rows: clamped
+    return keep, (first[:, None] + jnp.arange(keep, dtype=jnp.int32)[None, :]) % C
+
+
+def write(
+    state: ReplayState, steps: Samples, capacity: int, rows: jax.Array, drop: bool = False
+) -> ReplayState:
+    """Write ``steps`` (leaves ``[T, M, ...]``) to rings ``rows`` (int32 ``[M]``,
+    distinct) at each ring's own position; the other rings are untouched.
 
     A scatter at modular indices (in place when the caller donates ``state``);
-    when ``T > capacity`` only the last ``capacity`` steps are kept.
+    when ``T > capacity`` only the last ``capacity`` steps are kept. With
+    ``drop``, rows equal to the number of rings are skipped (a masked write).
     """
     C = capacity
     T = steps.valid.shape[0]
-    keep = min(T, C)
+    keep, slots = written_slots(state.position, rows, T, C)
     if keep < T:  # only the last `capacity` steps survive
         steps = jax.tree.map(lambda x: x[T - keep :], steps)
-    first = (state.position + (T - keep) % C) % C
-    slots = (first + jnp.arange(keep, dtype=jnp.int32)) % C
-    data = jax.tree.map(
-        lambda buf, x: buf.at[:, slots].set(
-            jnp.swapaxes(x, 0, 1), unique_indices=True, mode="promise_in_bounds"
-        ),
+    mode = "drop" if drop else "promise_in_bounds"
+    data = jax.tree.map(  # time-major indices: no transpose of the steps
+        lambda buf, x: buf.at[rows[None, :], slots.T].set(x, unique_indices=not drop, mode=mode),
         state.data,
         steps,
     )
-    return state.replace(
-        data=data,
-        position=(state.position + T % C) % C,
-        filled=jnp.minimum(state.filled + keep, C),
-    )
+    position = state.position.at[rows].set((state.position[rows] + T % C) % C, mode=mode)
+    filled = state.filled.at[rows].set(jnp.minimum(state.filled[rows] + keep, C), mode=mode)
+    return state.replace(data=data, position=position, filled=filled)
 
 
 def read(data: Samples, slots: jax.Array, env_index: jax.Array | None = None) -> Samples:
@@ -113,7 +149,7 @@ def episode_mask(done: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Arra
     return same, crosses
 
 
-def _with_info(
+def with_info(
     out: Samples, env_index: jax.Array, start: jax.Array, ok: jax.Array
 ) -> tuple[Samples, ReplayInfo]:
     same, crosses = episode_mask(out.env.done, out.valid & ok[None, :])
@@ -121,6 +157,30 @@ def _with_info(
         env_index=env_index, start=start, same_episode=same, crosses_episode=crosses, ok=ok
     )
     return out, info
+
+
+def oldest_slots(state: ReplayState, capacity: int) -> jax.Array:
+    """int32 ``[B]``: the slot of each ring's oldest stored step."""
+    return (state.position - state.filled) % capacity
+
+
+def check_fill(state: ReplayState, sequence_length: int) -> None:
+    """Outside ``jit``: raise unless some ring holds ``sequence_length`` steps."""
+    if isinstance(state.filled, jax.core.Tracer):
+        return
+    filled = np.asarray(state.filled)  # concrete: no op (it may run inside a trace)
+    most = int(filled.max())
+    if most < sequence_length:
+        per = "steps per env" if int(filled.min()) == most else "steps in its fullest ring"
+        raise ValueError(
+            f"cannot sample sequences of {sequence_length} steps: the buffer holds {most} {per} "
+            "(check can_sample(state, sequence_length) first)"
+        )
+
+
+def sequence_slots(first: jax.Array, sequence_length: int, capacity: int) -> jax.Array:
+    """int32 ``[L, N]``: the ring slots of sequences starting at slots ``first`` ``[N]``."""
+    return (first[None, :] + jnp.arange(sequence_length, dtype=jnp.int32)[:, None]) % capacity
 
 
 def sample_sequences(
@@ -132,41 +192,49 @@ def sample_sequences(
     num_envs: int,
     capacity: int,
 ) -> tuple[Samples, ReplayInfo]:
-    """``batch_size`` contiguous sequences, uniform over (env, start): ``Replayer.sample``."""
+    """``batch_size`` contiguous sequences, uniform over the stored (env, start)
+    pairs: ``Replayer.sample``.
+
+    The env of a sequence is drawn with probability proportional to its number
+    of starts ``max(filled - L + 1, 0)`` (uniform while all rings hold as many
+    steps: writes of all envs at once), then the start uniformly from them.
+    """
     N = check_int("batch_size", batch_size, 1)
     L = check_int("sequence_length", sequence_length, 1, capacity)
     check_key(key)
-    if not isinstance(state.filled, jax.core.Tracer) and int(state.filled) < L:
-        raise ValueError(
-            f"cannot sample sequences of {L} steps: the buffer holds {int(state.filled)} "
-            "steps per env (check can_sample(state, sequence_length) first)"
-        )
+    check_fill(state, L)
     C = capacity
     k_env, k_start = jax.random.split(key)
-    env = jax.random.randint(k_env, (N,), 0, num_envs, jnp.int32)
-    n_starts = jnp.maximum(state.filled - L + 1, 1)
-    start = jax.random.randint(k_start, (N,), 0, n_starts, jnp.int32)
-    oldest = (state.position - state.filled) % C
-    slots = (oldest + start[None, :] + jnp.arange(L, dtype=jnp.int32)[:, None]) % C
-    ok = jnp.broadcast_to(state.filled >= L, (N,))  # under jit: too few steps stored
-    return _with_info(read(state.data, slots, env), env, start, ok)
+    n_starts = jnp.maximum(state.filled - L + 1, 0)  # [B]
+    lockstep = jnp.all(state.filled == state.filled[0])
+    even = jax.random.randint(k_env, (N,), 0, num_envs, jnp.int32)
+    cum = jnp.cumsum(n_starts)
+    u = jax.random.randint(k_env, (N,), 0, jnp.maximum(cum[-1], 1), jnp.int32)
+    weighted = jnp.minimum(jnp.searchsorted(cum, u, side="right"), num_envs - 1)
+    env = jnp.where(lockstep, even, weighted.astype(jnp.int32))
+    env_starts = n_starts[env]
+    start = jax.random.randint(k_start, (N,), 0, jnp.maximum(env_starts, 1), jnp.int32)
+    slots = sequence_slots(oldest_slots(state, C)[env] + start, L, C)
+    ok = env_starts > 0  # under jit: too few steps stored
+    return with_info(read(state.data, slots, env), env, start, ok)
 
 
 def read_all(state: ReplayState, *, num_envs: int, capacity: int) -> tuple[Samples, ReplayInfo]:
     """Every ring in time order, oldest slot first, ``[capacity, B, ...]``
     (``Replayer.replay_all``)."""
     C = capacity
-    slots = (state.position + jnp.arange(C, dtype=jnp.int32)) % C
     env = jnp.arange(num_envs, dtype=jnp.int32)
-    start = jnp.full((num_envs,), state.filled - C, jnp.int32)
-    ok = jnp.broadcast_to(state.filled > 0, (num_envs,))
-    return _with_info(read(state.data, slots), env, start, ok)
+    slots = (state.position[None, :] + jnp.arange(C, dtype=jnp.int32)[:, None]) % C
+    start = state.filled - C
+    ok = state.filled > 0
+    return with_info(read(state.data, slots, env), env, start, ok)
 
 
 def has_steps(state: ReplayState, sequence_length: int, capacity: int) -> jax.Array:
-    """bool ``[]``: every ring holds at least ``sequence_length`` steps."""
+    """bool ``[]``: some ring holds at least ``sequence_length`` steps (with writes
+    of all envs at once, every ring does)."""
     L = check_int("sequence_length", sequence_length, 1, capacity)
-    return state.filled >= L
+    return jnp.any(state.filled >= L)
 
 
 def replayer(
@@ -177,12 +245,14 @@ def replayer(
     *,
     unroll_length: int | None,
     store_agent_state: bool,
+    subsets: bool = True,
 ) -> Replayer:
     """A :class:`~jaxsample.replay.Replayer` over one ring of ``capacity`` steps per env.
 
     Validates ``examples``, ``num_envs`` (named ``B`` in errors) and
     ``store_agent_state``; ``capacity`` and ``unroll_length`` (the ``T`` that
     ``add`` requires, or None for any) are the caller's, already checked.
+    ``subsets``: ``add`` accepts ``env_ids`` / ``env_mask``.
     """
     examples = check_examples(examples)
     num_envs = check_int("B", num_envs, 1)
@@ -192,19 +262,28 @@ def replayer(
     def init() -> ReplayState:
         return allocate(spec, num_envs, capacity)
 
-    def add(state: ReplayState, batch: Batch | Samples, agent_state: PyTree = None) -> ReplayState:
+    def add(
+        state: ReplayState,
+        batch: Batch | Samples,
+        agent_state: PyTree = None,
+        *,
+        env_ids: Any = None,
+        env_mask: Any = None,
+    ) -> ReplayState:
         if not isinstance(state, ReplayState):
             raise TypeError(f"state must be the ReplayState from init(), got {type(state)}")
+        env_ids, env_mask = check_env_subset(env_ids, env_mask, num_envs, subsets, kind)
         steps = stored_steps(
             spec,
             as_samples(batch),
             agent_state,
-            num_envs=num_envs,
+            num_envs=num_envs if env_ids is None else env_ids.shape[0],
             unroll_length=unroll_length,
             store_agent_state=store_agent_state,
             kind=kind,
+            envs_from="env_ids" if env_ids is not None else "this replayer",
         )
-        return write(state, steps, capacity)
+        return write(state, steps, capacity, *target_rows(num_envs, env_ids, env_mask))
 
     def sample(
         state: ReplayState, key: jax.Array, batch_size: int, sequence_length: int

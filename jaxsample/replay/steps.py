@@ -14,6 +14,7 @@ from jaxsample.types import AgentSamples, Batch, EnvSamples, PyTree, Samples, Sp
 __all__ = [
     "as_samples",
     "check_bool",
+    "check_env_subset",
     "check_examples",
     "check_tree",
     "stored_spec",
@@ -89,6 +90,43 @@ def as_samples(batch: Batch | Samples) -> Samples:
     if not isinstance(samples, Samples):
         raise TypeError(f"batch must be a jaxsample Batch or Samples, got {type(batch).__name__}")
     return samples
+
+
+def check_env_subset(
+    env_ids: Any, env_mask: Any, num_envs: int, allowed: bool, kind: str
+) -> tuple[jax.Array | None, jax.Array | None]:
+    """``add``'s ``env_ids`` (int ``[M]``, distinct, in ``0..B-1``) and ``env_mask``
+    (bool ``[B]``) as arrays, checked (values only when concrete, outside jit),
+    or a ``TypeError``/``ValueError`` naming the argument."""
+    if env_ids is None and env_mask is None:
+        return None, None
+    if not allowed:
+        raise ValueError(
+            f"replay add: {kind} stores whole batches; env_ids/env_mask are for the other replayers"
+        )
+    if env_ids is not None and env_mask is not None:
+        raise ValueError("replay add: give env_ids or env_mask, not both")
+    if env_mask is not None:
+        mask = jnp.asarray(env_mask)
+        if mask.dtype != bool or mask.shape != (num_envs,):
+            raise ValueError(
+                f"replay add: env_mask must be bool [B] = bool[{num_envs}], got "
+                f"{_spec_str(mask.shape, mask.dtype)}"
+            )
+        return None, mask
+    ids = jnp.asarray(env_ids)
+    if not jnp.issubdtype(ids.dtype, jnp.integer) or ids.ndim != 1 or ids.shape[0] < 1:
+        raise TypeError(
+            f"replay add: env_ids must be a 1-D array of env indices (int [M], M >= 1), got "
+            f"{_spec_str(ids.shape, ids.dtype)}"
+        )
+    if not isinstance(ids, jax.core.Tracer):
+        values = np.asarray(ids)
+        if values.min() < 0 or values.max() >= num_envs:
+            raise ValueError(f"replay add: env_ids must be in 0..{num_envs - 1}, got {values}")
+        if len(set(values.tolist())) != values.size:
+            raise ValueError(f"replay add: env_ids must be distinct, got {values}")
+    return ids.astype(jnp.int32), None
 
 
 def _layout(samples: Samples, agent_state: PyTree, final_observation: PyTree) -> Samples:
@@ -167,6 +205,7 @@ def stored_steps(
     unroll_length: int | None,
     store_agent_state: bool,
     kind: str,
+    envs_from: str = "this replayer",
 ) -> Samples:
     """The steps of ``samples`` to store, leaves ``[T, B, ...]`` laid out as ``spec``.
 
@@ -183,7 +222,7 @@ def stored_steps(
         )
     T, B = reward_shape
     if num_envs != B:
-        raise ValueError(f"replay add: the batch has B={B} envs, this replayer {num_envs}")
+        raise ValueError(f"replay add: the batch has B={B} envs, {envs_from} {num_envs}")
     if unroll_length is not None and unroll_length != T:
         raise ValueError(f"replay add: {kind} needs batches of T={unroll_length} steps, got T={T}")
     state_spec = spec.agent.initial_state

@@ -10,7 +10,14 @@ from flax import struct
 
 from jaxsample.types import PyTree, Samples
 
-__all__ = ["MAX_CAPACITY", "ReplayInfo", "ReplayState", "Replayer"]
+__all__ = [
+    "MAX_CAPACITY",
+    "PrioritizedInfo",
+    "PrioritizedReplayer",
+    "ReplayInfo",
+    "ReplayState",
+    "Replayer",
+]
 
 # Largest ring: positions are int32 and ``position + offset`` (both < capacity)
 # must not overflow, so capacity <= 2**30 keeps every intermediate < 2**31.
@@ -30,18 +37,25 @@ class ReplayState:
         built with ``store_agent_state=True`` (else ``()``);
         ``bootstrap_value`` is None. Slots never written hold zeros with
         ``valid`` False and ``done`` True, like the sampler's idle steps.
-      position: int32 ``[]``, the slot the next step is written to, in
-        ``[0, capacity)``. It is kept modulo ``capacity``, so it cannot
-        overflow however many steps are added.
-      filled: int32 ``[]``, the number of written slots of each ring; it
+      position: int32 ``[B]``, per ring the slot its next step is written to,
+        in ``[0, capacity)``. It is kept modulo ``capacity``, so it cannot
+        overflow however many steps are added. The rings advance together
+        when ``add`` writes all envs, separately with ``env_ids``/``env_mask``.
+      filled: int32 ``[B]``, the number of written slots of each ring; it
         saturates at ``capacity`` (so it cannot overflow either). The stored
-        steps of each env are, oldest first, the slots
-        ``(position - filled) % capacity, ..., (position - 1) % capacity``.
+        steps of env ``b`` are, oldest first, the slots
+        ``(position[b] - filled[b]) % capacity, ..., (position[b] - 1) % capacity``.
       batch_initial_state: :func:`~jaxsample.replay.one_time` only (else
         ``()``): the last batch's ``samples.agent.initial_state`` ``[B, ...]``.
       batch_bootstrap_value: :func:`~jaxsample.replay.one_time` only, when
         ``examples`` has one (else None): the last batch's
         ``samples.bootstrap_value`` ``[B]``.
+      priority: :func:`~jaxsample.replay.prioritized` only (else None): float32
+        ``[B, capacity]``, each stored step's priority raised to ``alpha``
+        (0 for unwritten slots).
+      max_priority: :func:`~jaxsample.replay.prioritized` only (else None):
+        float32 ``[]``, the largest priority given so far (starts at 1); new
+        steps get it, so each is likely to be replayed at least once.
     """
 
     data: Samples
@@ -49,6 +63,8 @@ class ReplayState:
     filled: jax.Array
     batch_initial_state: PyTree = ()
     batch_bootstrap_value: jax.Array | None = None
+    priority: jax.Array | None = None
+    max_priority: jax.Array | None = None
 
 
 @struct.dataclass
@@ -71,10 +87,10 @@ class ReplayInfo:
       crosses_episode: bool ``[N]``, the sequence holds valid steps of more than
         one episode (``same_episode`` is not ``valid`` everywhere).
       ok: bool ``[N]``, the sequence is stored data. ``Replayer.sample`` outside
-        ``jit`` raises when the buffer holds fewer than ``L`` steps per env; under
-        ``jit`` it cannot, so it returns rows of zeros with ``ok`` False (and
-        ``same_episode`` False): mask with it, or check ``can_sample`` first.
-        From ``replay_all``: the buffer is not empty.
+        ``jit`` raises when no ring holds ``L`` steps; under ``jit`` it cannot,
+        so it returns rows of zeros with ``ok`` False (and ``same_episode``
+        False): mask with it, or check ``can_sample`` first. From
+        ``replay_all``: ``[B]``, the env's ring is not empty.
     """
 
     env_index: jax.Array
@@ -82,6 +98,28 @@ class ReplayInfo:
     same_episode: jax.Array
     crosses_episode: jax.Array
     ok: jax.Array
+
+
+@struct.dataclass
+class PrioritizedInfo(ReplayInfo):
+    """:class:`ReplayInfo` of :func:`~jaxsample.replay.prioritized`'s ``sample``,
+    with what ``update_priorities`` and an importance-weighted loss need.
+
+    Attributes:
+      slot: int32 ``[N]``, the ring slot of each sequence's first step (the
+        step whose priority drew it); ``update_priorities`` writes there.
+      probability: float32 ``[N]``, the probability ``P(i) = p_i^alpha /
+        sum_k p_k^alpha`` with which the sequence was drawn (0 where ``ok`` is
+        False).
+      weight: float32 ``[N]``, the importance weight ``(N_valid * P(i))^-beta``
+        normalized by its largest value over every start in the buffer, i.e.
+        ``(P_min / P(i))^beta`` (Schaul et al. 2016), in ``(0, 1]`` (0 where
+        ``ok`` is False).
+    """
+
+    slot: jax.Array
+    probability: jax.Array
+    weight: jax.Array
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -94,7 +132,7 @@ class Replayer:
     ``add`` so the write happens in place)::
 
         init() -> ReplayState
-        add(state, batch, agent_state=None) -> ReplayState
+        add(state, batch, agent_state=None, *, env_ids=None, env_mask=None) -> ReplayState
         sample(state, key, batch_size, sequence_length) -> (Samples, ReplayInfo)
         replay_all(state) -> (Samples, ReplayInfo)
         can_sample(state, sequence_length=1) -> bool []
@@ -116,18 +154,25 @@ class Replayer:
       matching ``examples.agent.initial_state`` (the state ``agent.step`` was
       given at step ``t``); it defaults to ``samples.agent.state``, which a
       sampler built with ``store_agent_state=True`` fills. It must be None when
-      the replayer does not store agent states.
+      the replayer does not store agent states. Some envs only (ALF's
+      ``env_ids``): ``env_ids`` (int ``[M]``, distinct, in ``0..B-1``) writes
+      the ``M`` envs of a batch with leaves ``[T, M, ...]`` to those rings;
+      ``env_mask`` (bool ``[B]``, may be traced, e.g. the valid envs) writes
+      only the masked envs of a ``[T, B]`` batch. The other rings, their
+      positions and fill levels are untouched. ``env_ids`` is checked outside
+      ``jit``; under ``jit`` out-of-range ids are dropped.
+      :func:`~jaxsample.replay.one_time` refuses both (it keeps whole batches).
     * ``sample(state, key, batch_size, sequence_length)``: draw ``batch_size``
-      contiguous sequences of ``sequence_length`` steps. Each sequence picks its
-      env uniformly from ``0 .. B-1`` and, independently, its start uniformly
-      from the ``filled - sequence_length + 1`` positions at which a whole
-      sequence fits in that env's stored steps (with replacement), so every
-      (env, start) pair has probability
-      ``1 / (B * (filled - sequence_length + 1))``. Steps are in time order and
-      contiguous; sequences may cross episode boundaries (see
-      :class:`ReplayInfo`). Call only when ``can_sample`` is True: before that,
-      sequences start at the oldest step and run into padding (``valid``
-      False). ``batch_size`` and ``sequence_length`` are static Python ints
+      contiguous sequences of ``sequence_length`` steps, uniformly (with
+      replacement) over the stored (env, start) pairs at which a whole sequence
+      fits: every pair has probability ``1 / sum_b (filled[b] -
+      sequence_length + 1)`` (rings holding fewer steps than a sequence are
+      skipped). While every ring holds as many steps (``add`` of all envs) the
+      env is drawn uniformly from ``0 .. B-1`` and the start independently.
+      Steps are in time order and contiguous; sequences may cross episode
+      boundaries (see :class:`ReplayInfo`). Call only when ``can_sample`` is
+      True: before that, sequences start at the oldest step and run into
+      padding (``valid`` False). ``batch_size`` and ``sequence_length`` are static Python ints
       (mark them ``static_argnums`` under ``jax.jit``). Returns a time-major
       ``Samples`` with leaves ``[sequence_length, batch_size, ...]``
       (``env.final_store`` the dense final observation; ``agent.initial_state``
@@ -145,11 +190,13 @@ class Replayer:
       once after each ``add`` uses every step once
       (:func:`~jaxsample.replay.cycle_one_time`: twice for each batch's last
       step).
-    * ``can_sample(state, sequence_length=1)``: every ring holds at least
-      ``sequence_length`` steps.
+    * ``can_sample(state, sequence_length=1)``: some ring holds at least
+      ``sequence_length`` steps, so ``sample`` returns stored data (with ``add``
+      of all envs at once: every ring does).
 
     Attributes:
-      kind: ``"one_time"``, ``"uniform"`` or ``"cycle_one_time"``: the factory
+      kind: ``"one_time"``, ``"uniform"``, ``"cycle_one_time"`` or
+        ``"prioritized"``: the factory
         that built it (a label for messages; nothing branches on it).
       num_envs: ``B``, the number of envs (rings).
       capacity: steps per ring.
@@ -167,7 +214,34 @@ class Replayer:
     store_agent_state: bool
     examples: Samples
     init: Callable[[], ReplayState]
-    add: Callable[..., ReplayState]  # (state, batch, agent_state=None)
+    add: Callable[..., ReplayState]  # (state, batch, agent_state=None, *, env_ids, env_mask)
     sample: Callable[[ReplayState, jax.Array, int, int], tuple[Samples, ReplayInfo]]
     replay_all: Callable[[ReplayState], tuple[Samples, ReplayInfo]]
     can_sample: Callable[..., jax.Array]  # (state, sequence_length=1)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PrioritizedReplayer(Replayer):
+    """A :class:`Replayer` that samples by priority; build it with
+    :func:`~jaxsample.replay.prioritized`.
+
+    Its ``sample(state, key, batch_size, sequence_length, beta=None)`` returns
+    a :class:`PrioritizedInfo`; ``beta`` (float, may be traced, e.g. annealed)
+    defaults to :attr:`beta`. One function more::
+
+        update_priorities(state, info, priority) -> ReplayState
+
+    writes ``priority`` (float ``[N]``, >= 0, e.g. ``|td| + eps``) for the
+    sampled sequences of ``info`` (their first steps' slots); rows with
+    ``info.ok`` False are skipped, and for a start drawn twice one of its
+    values is kept.
+
+    Attributes:
+      alpha: the priority exponent (0: uniform over stored starts).
+      beta: the default importance-weight exponent.
+      update_priorities: the function above.
+    """
+
+    alpha: float
+    beta: float
+    update_priorities: Callable[..., ReplayState]  # (state, info, priority)

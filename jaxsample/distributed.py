@@ -36,6 +36,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxsample._checks import check_key
 from jaxsample.core.rollout import Sampler, SamplerState, check_state
+from jaxsample.core.step import EnvStepper
 from jaxsample.types import (
     AgentSamples,
     Batch,
@@ -95,6 +96,8 @@ class ShardedSampler(Sampler):
         check_key(key)
         self.check_params(agent_params)
         ranks = jnp.asarray(self.env_ranks, jnp.int32)
+        if not isinstance(key, jax.core.Tracer):  # eager: shard_map wants them placed
+            ranks = jax.device_put(ranks, self.state_sharding)
         init = jax.shard_map(
             self.local.init_envs,
             mesh=self.mesh,
@@ -123,6 +126,11 @@ class ShardedSampler(Sampler):
             check_vma=False,
         )
         return collect(state, agent_params)
+
+    def with_stepper(self, stepper: EnvStepper) -> ShardedSampler:
+        """This sampler with another per-env step, on every shard."""
+        local = self.local.with_stepper(stepper)
+        return dataclasses.replace(self, _stepper=stepper, local=local)
 
     def batch_partition(self) -> Batch:
         """The ``PartitionSpec`` of every part of a collected ``Batch`` (a tree

@@ -181,3 +181,23 @@ def test_prefill_is_the_random_policy_stream_and_continues_it() -> None:
         replay.prefill(sampler, rep, None, None, params, -1)
     with pytest.raises(TypeError, match="sampler must be a jaxsample Sampler"):
         replay.prefill(object(), rep, None, None, params, 1)
+
+
+def test_sharded_collect_random_acts_randomly_on_every_shard() -> None:
+    """A sharded sampler's collect_random is the one-device one's (its shards
+    must take the random policy too, not the agent)."""
+    env, env_params = gymnax.make("CartPole-v1")
+    greedy = js.agents.EpsilonGreedyAgent(
+        env.action_space(env_params), global_B=2, hidden_sizes=(4,)
+    )
+    params = greedy.init(jax.random.key(1), jnp.zeros(4))
+    spec = js.BatchSpec(3, 2)
+    one = js.make_sampler(env, env_params, greedy, spec)
+    two = js.make_sampler(env, env_params, greedy, spec, mesh=jax.make_mesh((2,), ("envs",)))
+    key = jax.random.key(4)
+    _, want = one.collect_random(one.init(key, params), params)
+    _, got = two.collect_random(two.init(key, params), params)  # eager, as a user would
+    got = jax.tree.map(np.asarray, got)  # one host array per leaf (the store is sharded)
+    for name, x in fields(want.samples).items():
+        np.testing.assert_array_equal(fields(got.samples)[name], x, err_msg=name)
+    assert not np.asarray(got.samples.agent.agent_info.q_values).any()

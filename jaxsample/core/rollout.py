@@ -332,7 +332,11 @@ class Sampler(SamplerOptions):
             action_spec=examples.agent.action,
             agent_info_spec=examples.agent.agent_info,
         )
-        return dataclasses.replace(self, _stepper=stepper).collect(state, agent_params)
+        return self.with_stepper(stepper).collect(state, agent_params)
+
+    def with_stepper(self, stepper: EnvStepper) -> Sampler:
+        """This sampler with another per-env step (same options and state)."""
+        return dataclasses.replace(self, _stepper=stepper)
 
     def _start_batch(self, s: SamplerState) -> tuple[SamplerState, K.EpochKeys]:
         """Per env, at the start of ``collect``: the step keys, and resets.

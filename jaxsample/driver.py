@@ -66,7 +66,7 @@ the learner takes ``N`` consecutive batches at a time, ``g N, ..., g N + N -
 learns them as one training batch, ``learn(state, combine(batches))``.
 ``combine`` gets them in index order; the default :func:`stack_batches` stacks
 them along a new leading axis (part ``n`` is batch ``g N + n``);
-:func:`concat_envs` concatenates jaxsample jaxsample Batches
+:func:`concat_envs` concatenates jaxsample Batches
 along the env axis (``[T, N B]``, batch ``g N``'s envs first). Every batch is
 still learned exactly once and keeps its own record (its version and its
 staleness: batches learned when the learner took the group, minus its
@@ -249,7 +249,7 @@ def stack_batches(batches: Sequence[PyTree]) -> PyTree:
 
 
 def concat_envs(batches: Sequence[Batch]) -> Batch:
-    """jaxsample jaxsample Batches of ``[T, B_n]`` envs as one
+    """jaxsample Batches of ``[T, B_n]`` envs as one
     ``[T, sum B_n]`` batch, along the env axis, in the order given (the envs of
     ``batches[0]`` first): axis 1 of the ``[T, B, ...]`` fields, axis 0 of the
     ``[B, ...]`` ones (``bootstrap_value``, ``agent.initial_state``, the sparse

@@ -35,7 +35,7 @@ from jaxsample.core.assemble import assemble, bootstrap_values, final_store
 from jaxsample.core.options import SamplerOptions
 from jaxsample.core.specs import FromParams, recorded_info
 from jaxsample.core.step import EnvStepper, hold_idle, track, tree_where
-from jaxsample.traj_info import TrajAccumulator
+from jaxsample.traj_info import TrajAccumulator, TrajStep, trajectory_end
 from jaxsample.types import AgentInputs, Batch, PyTree, Samples
 
 
@@ -164,7 +164,7 @@ class Sampler(SamplerOptions):
             **self._stepper.start(k_reset, rank),
             key=k_run,
             step=jnp.zeros((), jnp.uint32),
-            traj=TrajAccumulator.zeros(),
+            traj=TrajAccumulator.zeros(self.traj_fields),
             idle=jnp.zeros((), bool),
         )
         if self.max_decorrelation_steps == 0:
@@ -176,7 +176,7 @@ class Sampler(SamplerOptions):
         def random_step(i: jax.Array, s: SamplerState) -> SamplerState:
             k_action, k_env = K.decorrelation_step_keys(k_steps, i)
             moved, tr = stepper.step(s, stepper.random_act, k_action, k_env)
-            moved = moved.replace(traj=track(s.traj, tr.reward, tr.done, self.discount)[0])
+            moved = moved.replace(traj=self._track(s, tr))
             return tree_where(i < n_steps, moved, s)
 
         return jax.lax.fori_loop(0, self.max_decorrelation_steps, random_step, state)
@@ -252,8 +252,25 @@ class Sampler(SamplerOptions):
                 slots if self.final_observation == "sparse" else out.final_observation,
             ),
             bootstrap_value=bootstrap,
+            traj_done=self.traj_done,
         )
         return state.replace(traj=traj, key=key, step=epoch_step), batch
+
+    def _track(self, s: SamplerState, tr: Any) -> TrajAccumulator:
+        """The accumulator after a decorrelation step ``tr`` of one env from ``s``."""
+        step = None
+        if self.traj_fields:
+            step = TrajStep(
+                observation=s.observation,
+                action=tr.action,
+                reward=tr.reward,
+                terminated=tr.terminated,
+                truncated=tr.truncated,
+                env_info=recorded_info(tr.info),
+                agent_info=tr.agent_info,
+            )
+        ended = trajectory_end(tr.done, tr.truncated, tr.info, self.traj_done)
+        return track(s.traj, tr.reward, ended, self.discount, step)[0]
 
     def _start_batch(self, s: SamplerState) -> tuple[SamplerState, K.EpochKeys]:
         """Per env, at the start of ``collect``: the step keys, and resets.
@@ -268,7 +285,7 @@ class Sampler(SamplerOptions):
         k_reset = K.step_key(keys, jnp.zeros((), jnp.uint32), K.EPISODIC_RESET)
         s = s.replace(
             **self._stepper.start(k_reset, s.env_rank),
-            traj=TrajAccumulator.zeros(),
+            traj=s.traj.reset(),
             idle=jnp.zeros((), bool),
         )
         return s, keys

@@ -158,7 +158,7 @@ def make_sampler(
     env_s = env_spec(env, env_params, same_observation=True)
     if traj_done is not None:  # a missing or non-scalar entry: a clear error now
         flag = jax.ShapeDtypeStruct((), bool)
-        jax.eval_shape(lambda info: trajectory_end(flag, flag, info, traj_done), env_s.env_info)
+        jax.eval_shape(lambda *a: trajectory_end(*a, traj_done), flag, flag, env_s.env_info)
     state_spec = agent_state_spec(agent)
 
     def derive_examples(params: PyTree) -> Samples:

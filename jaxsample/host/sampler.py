@@ -76,13 +76,8 @@ from jaxsample.core.specs import (
     final_slots,
     step_examples,
 )
-from jaxsample.host.device import (
-    CompiledDevice,
-    HostBatch,
-    check_host_traj,
-    compile_device,
-    make_device,
-)
+from jaxsample.host import device as host_device
+from jaxsample.host.device import CompiledDevice, HostBatch, compile_device, make_device
 from jaxsample.host.envs import (
     EnvHandle,
     gymnax_space,
@@ -576,7 +571,7 @@ def make_host_sampler(
                 tuple(spec.shape), jax.dtypes.canonicalize_dtype(spec.dtype)
             )
 
-    check_host_traj(options, specs)
+    host_device.check_host_traj(options, specs)
     handle = EnvHandle(env, B, autoreset_mode)
     space = gymnax_space(handle.action_space)
     obs_spec = observation_spec(handle.observation_space)

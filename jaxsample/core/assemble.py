@@ -58,17 +58,13 @@ def trajectories(
 
 
 def batch_trajectories(
-    discount: float,
-    acc: TrajAccumulator,
-    reward: jax.Array,
-    ended: jax.Array,
-    valid: jax.Array,
-    steps: TrajStep | None = None,
+    discount: float, acc: TrajAccumulator, *inputs: Any
 ) -> tuple[TrajAccumulator, TrajInfo]:
-    """:func:`trajectories` of ``B`` envs: accumulators ``[B]``, inputs and
-    TrajInfo ``[T, B]``."""
-    run = jax.vmap(trajectories, in_axes=(None, 0, 1, 1, 1, 1), out_axes=(0, 1))
-    return run(discount, acc, reward, ended, valid, steps)
+    """:func:`trajectories` of ``B`` envs: accumulators ``[B]``, the inputs
+    (``reward``, ``ended``, ``valid`` and optionally ``steps``) and TrajInfo
+    ``[T, B, ...]``."""
+    run = jax.vmap(trajectories, in_axes=(None, 0, *([1] * len(inputs))), out_axes=(0, 1))
+    return run(discount, acc, *inputs)
 
 
 def final_store(mode: str, next_observation: PyTree, stored: PyTree) -> Any:

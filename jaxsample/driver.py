@@ -208,7 +208,8 @@ class Driver:
             ``stale="drop"``); a multiple of ``learn_queue_cap``.
           callback: called on the host, in the caller's thread, after each batch
             the learner takes, with its :class:`BatchInfo` and its metrics on
-            the host (None for a dropped batch).
+            the host (None for a dropped batch; with ``learn_queue_cap > 1``
+            each batch of an update gets that update's metrics).
 
         Returns:
           A :class:`DriverResult`. An exception in an actor, in ``learn`` or in

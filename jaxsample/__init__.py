@@ -14,7 +14,7 @@ from jaxsample import agents, distributed, envs, host, metrics, replay
 from jaxsample.evaluation import EvalStats, Evaluator, make_evaluator
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import Sampler, SamplerState, make_sampler
-from jaxsample.traj_info import summarize
+from jaxsample.traj_info import TrajField, TrajStep, summarize
 from jaxsample.types import (
     AgentInputs,
     AgentSamples,
@@ -43,7 +43,9 @@ __all__ = [
     "Samples",
     "SparseFinalObservation",
     "StepMetrics",
+    "TrajField",
     "TrajInfo",
+    "TrajStep",
     "__version__",
     "agents",
     "distributed",

@@ -31,7 +31,10 @@ class BatchInfo(NamedTuple):
       staleness: batches the learner had learned when it took the batch, minus
         ``version``.
       learned: False if the learner dropped it (``stale="drop"``).
-      learner_updates: batches learned after this one was taken.
+      learner_updates: batches learned after this one was taken (after the
+        update that learned it, its whole group included).
+      update: the learner update it was learned in (``index //
+        learn_queue_cap``; counts dropped batches' slots too).
     """
 
     index: int
@@ -40,6 +43,7 @@ class BatchInfo(NamedTuple):
     staleness: int
     learned: bool
     learner_updates: int
+    update: int
 
 
 @dataclasses.dataclass
@@ -49,12 +53,12 @@ class DriverResult:
     Attributes:
       learner_state: the final learner state (on the learner device).
       actor_states: the final state of each actor (on its device).
-      metrics: ``learn``'s metrics of every learned batch, on the host, stacked
-        along a new leading axis (``[num_learned, ...]``); None if none was
-        learned.
+      metrics: ``learn``'s metrics of every learner update, on the host, stacked
+        along a new leading axis (``[num_updates, ...]``: one per learned batch
+        when ``learn_queue_cap=1``); None if none was learned.
       records: ``[num_batches]`` numpy arrays ``index``, ``actor``,
-        ``version``, ``staleness``, ``learned`` (bool), ``learner_updates``, in
-        the order the learner took the batches (= index order).
+        ``version``, ``staleness``, ``learned`` (bool), ``learner_updates``,
+        ``update``, in the order the learner took the batches (= index order).
       published: the versions published, in order (``0`` first).
       max_in_flight: per actor, the most batches it held at once (collecting,
         queued or being learned); at most ``num_buffers``.
@@ -66,6 +70,8 @@ class DriverResult:
         enough version (back-pressure).
       learn_seconds: time in ``learn`` and publishing.
       learner_wait_seconds: time the learner waited for a batch (starved).
+      step_metrics: the :class:`~jaxsample.metrics.StepMetrics` after every
+        collected batch (None without ``step_metrics=``).
     """
 
     learner_state: PyTree
@@ -80,6 +86,7 @@ class DriverResult:
     actor_wait_seconds: list[float]
     learn_seconds: float
     learner_wait_seconds: float
+    step_metrics: Any = None
 
     @property
     def num_learned(self) -> int:
@@ -143,6 +150,8 @@ class Run:
         self.published: list[int] = []
         self.learn_s = 0.0
         self.learner_wait_s = 0.0
+        self.updates = 0
+        self.step_metrics = driver.step_metrics
 
     # -- schedule ----------------------------------------------------------
     def _may_start(self, i: int) -> bool:
@@ -159,11 +168,12 @@ class Run:
         collected (to free a buffer and, with ``stale="wait"``, to publish a
         fresh enough version)."""
         d = self.d
+        cap = d.learn_queue_cap
         need = max(0, i - d.num_actors * d.num_buffers + 1)
         if d.stale == "wait" and d.max_staleness is not None and i - d.max_staleness > 0:
-            k = d.sync_every
+            k = d.sync_every * cap  # batches between two published versions
             need = max(need, k * math.ceil((i - d.max_staleness) / k))
-        return need
+        return cap * math.ceil(need / cap)  # the learner takes whole groups
 
     # -- pieces --------------------------------------------------------------
     def _publish(self, state: PyTree) -> None:
@@ -194,39 +204,61 @@ class Run:
             sh.cond.notify_all()
         return state
 
-    def _learn_one(self, state: PyTree, i: int) -> PyTree:
-        """Take batch ``i`` (it must be ready) and learn it or drop it."""
+    def _observe(self, batch: PyTree) -> None:
+        """The driver's hook: step metrics and observers on one collected batch."""
+        d = self.d
+        if d._observe is None:
+            return
+        self.step_metrics, data = d._observe(self.step_metrics, batch)
+        for observer, x in zip(d.observers, jax.device_get(data), strict=True):
+            observer.host(x)
+
+    def _learn_group(self, state: PyTree, first: int) -> PyTree:
+        """Take batches ``first .. first + learn_queue_cap - 1`` (they must be
+        ready) and learn them as one update, or drop the one batch
+        (``learn_queue_cap=1`` only)."""
         d, sh = self.d, self.shared
+        ids = range(first, first + d.learn_queue_cap)
         with sh.cond:
-            item = sh.ready.pop(i)
-        staleness = self.learned - item.version
-        learn = not (d.stale == "drop" and staleness > d.max_staleness)
-        if d.stale == "wait" and d.max_staleness is not None and staleness > d.max_staleness:
+            items = [sh.ready.pop(i) for i in ids]
+        stalenesses = [self.learned - item.version for item in items]
+        learn = not (d.stale == "drop" and stalenesses[0] > d.max_staleness)
+        if d.stale == "wait" and d.max_staleness is not None and max(stalenesses) > d.max_staleness:
             raise RuntimeError(  # the schedule makes this impossible
-                f"internal error: batch {i} is {staleness} versions stale "
+                f"internal error: batches {list(ids)} are {stalenesses} versions stale "
                 f"(max_staleness={d.max_staleness})"
             )
         metrics = None
         t0 = time.perf_counter()
-        batch, item = item.batch, item._replace(batch=None)
+        batches = [item.batch for item in items]
+        items = [item._replace(batch=None) for item in items]
+        for batch in batches:
+            self._observe(batch)
         if learn:
-            state, metrics = d._learn(state, batch)
+            group = batches[0] if d.learn_queue_cap == 1 else tuple(batches)
+            state, metrics = d._learn(state, group)
+            del group
             jax.block_until_ready((state, metrics))
             metrics = jax.device_get(metrics)
-            self.learned += 1
-            if self.learned % d.sync_every == 0:
+            self.learned += len(items)
+            self.updates += 1
+            if self.updates % d.sync_every == 0:
                 self._publish(state)
             self.metrics.append(metrics)
-        del batch
+        del batches
         with sh.cond:
-            sh.released = i + 1
-            sh.in_flight[i % d.num_actors] -= 1
+            sh.released = ids[-1] + 1
+            for i in ids:
+                sh.in_flight[i % d.num_actors] -= 1
             sh.cond.notify_all()
         self.learn_s += time.perf_counter() - t0
-        info = BatchInfo(i, item.actor, item.version, staleness, learn, self.learned)
-        self.records.append(info)
-        if self.callback is not None:
-            self.callback(info, metrics)
+        for i, item, staleness in zip(ids, items, stalenesses, strict=True):
+            info = BatchInfo(
+                i, item.actor, item.version, staleness, learn, self.learned, first // len(ids)
+            )
+            self.records.append(info)
+            if self.callback is not None:
+                self.callback(info, metrics)
         return state
 
     # -- modes ---------------------------------------------------------------
@@ -268,20 +300,21 @@ class Run:
             actor_wait_seconds=list(sh.wait_s),
             learn_seconds=self.learn_s,
             learner_wait_seconds=self.learner_wait_s,
+            step_metrics=self.step_metrics,
         )
 
     def _run_sync(self, learner_state: PyTree, actor_states: list[PyTree]) -> PyTree:
         d, sh = self.d, self.shared
-        taken = 0
+        taken, cap = 0, d.learn_queue_cap
         for i in range(self.n):
             while taken < self._needed_before(i):
-                learner_state = self._learn_one(learner_state, taken)
-                taken += 1
+                learner_state = self._learn_group(learner_state, taken)
+                taken += cap
             a = i % d.num_actors
             actor_states[a] = self._collect_one(a, i, actor_states[a])
         while taken < self.n:
-            learner_state = self._learn_one(learner_state, taken)
-            taken += 1
+            learner_state = self._learn_group(learner_state, taken)
+            taken += cap
         sh.actor_states = actor_states
         return learner_state
 
@@ -300,15 +333,18 @@ class Run:
         try:
             for t in threads:
                 t.start()
-            for i in range(self.n):
+            cap = d.learn_queue_cap
+            for first in range(0, self.n, cap):
                 t0 = time.perf_counter()
                 with sh.cond:
-                    while i not in sh.ready and sh.error is None:
+                    while sh.error is None and any(
+                        i not in sh.ready for i in range(first, first + cap)
+                    ):
                         sh.cond.wait(_POLL_S)
                     if sh.error is not None:
                         raise sh.error
                 self.learner_wait_s += time.perf_counter() - t0
-                learner_state = self._learn_one(learner_state, i)
+                learner_state = self._learn_group(learner_state, first)
         except BaseException as e:
             sh.fail(e)
             stuck = self._join(threads, raising=False)

@@ -60,6 +60,28 @@ log-probabilities and values the learner re-evaluates; no V-trace) and
 learner, the replay ratio is the trainer's and is held exactly, epsilon follows
 the batch index).
 
+**Learner queue** (ALF's ``learn_queue_cap``). With ``learn_queue_cap=N``
+the learner takes ``N`` consecutive batches at a time, ``g N, ..., g N + N -
+1`` (with ``N`` actors: one batch of each actor, actor ``0`` first), and
+learns them as one training batch, ``learn(state, combine(batches))``.
+``combine`` gets them in index order; the default :func:`stack_batches` stacks
+them along a new leading axis (part ``n`` is batch ``g N + n``);
+:func:`concat_envs` concatenates jaxsample Batches
+along the env axis (``[T, N B]``, batch ``g N``'s envs first). Every batch is
+still learned exactly once and keeps its own record (its version and its
+staleness: batches learned when the learner took the group, minus its
+version); versions count batches (``N`` per update) and ``sync_every`` counts
+learner updates, so a new version is published every ``N * sync_every``
+batches.
+
+**Step metrics and observers.** ``step_metrics=StepMetrics.init(window)``
+and ``observers=[make_step_observer(...)]`` are applied to every collected
+batch (a :class:`~jaxsample.types.Batch`, or ``batch_view(batch)``), on the
+learner thread in batch order, before it is learned (dropped batches too:
+their steps were taken); the final :class:`~jaxsample.metrics.StepMetrics` is
+:attr:`DriverResult.step_metrics`. No user wiring: the metrics update and the
+observers' selections are compiled once.
+
 Jitting: the driver runs compiled programs from host threads, so it jits the
 functions it is given (``jax.jit``, donating the actor and learner states;
 it copies the states you pass first, so yours stay valid). Pass ``jit=False``
@@ -73,16 +95,21 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import jax
+import jax.numpy as jnp
 
 from jaxsample._checks import check_int as _check_int
 from jaxsample._driver_run import THREAD_PREFIX, BatchInfo, DriverResult, Run
+from jaxsample.metrics import StepMetrics, StepObserver
+from jaxsample.types import Batch, SparseFinalObservation
 
 __all__ = [
     "THREAD_PREFIX",
     "BatchInfo",
     "Driver",
     "DriverResult",
+    "concat_envs",
     "make_driver",
+    "stack_batches",
 ]
 
 PyTree = Any
@@ -117,8 +144,14 @@ class Driver:
     join_timeout: float
     init: Callable[[jax.Array, int], tuple[PyTree, list[PyTree]]] | None = None
     default_num_batches: int | None = None
+    learn_queue_cap: int = 1
+    combine: Callable[[tuple[PyTree, ...]], PyTree] | None = None
+    step_metrics: StepMetrics | None = None
+    observers: tuple[StepObserver, ...] = ()
+    batch_view: Callable[[PyTree], Batch] | None = None
     _collect: Callable[..., Any] = dataclasses.field(default=None, repr=False)
     _learn: Callable[..., Any] = dataclasses.field(default=None, repr=False)
+    _observe: Callable[..., Any] | None = dataclasses.field(default=None, repr=False)
 
     @property
     def num_actors(self) -> int:
@@ -172,10 +205,11 @@ class Driver:
           actor_states: one state per actor device (a list, even for one),
             copied to its device.
           num_batches: batches to collect (each learned once, or dropped if
-            ``stale="drop"``).
+            ``stale="drop"``); a multiple of ``learn_queue_cap``.
           callback: called on the host, in the caller's thread, after each batch
             the learner takes, with its :class:`BatchInfo` and its metrics on
-            the host (None for a dropped batch).
+            the host (None for a dropped batch; with ``learn_queue_cap > 1``
+            each batch of an update gets that update's metrics).
 
         Returns:
           A :class:`DriverResult`. An exception in an actor, in ``learn`` or in
@@ -183,6 +217,11 @@ class Driver:
           exception object, with its traceback).
         """
         _check_int("num_batches", num_batches, 1)
+        if num_batches % self.learn_queue_cap:
+            raise ValueError(
+                f"num_batches ({num_batches}) must be a multiple of learn_queue_cap "
+                f"({self.learn_queue_cap}): the learner takes that many batches at a time"
+            )
         if not isinstance(actor_states, (list, tuple)):
             raise TypeError(
                 f"actor_states must be a list with one state per actor device "
@@ -197,6 +236,79 @@ class Driver:
             raise TypeError(f"callback must be callable, got {callback!r}")
         run = Run(self, int(num_batches), callback)
         return run.execute(learner_state, list(actor_states))
+
+
+# ----------------------------------------------------------------------------
+# Combining the batches of one learner update
+# ----------------------------------------------------------------------------
+
+
+def stack_batches(batches: Sequence[PyTree]) -> PyTree:
+    """The default ``combine``: the batches (any pytrees of one structure)
+    stacked along a new leading axis, ``[N, ...]``, in the order given."""
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *batches)
+
+
+def concat_envs(batches: Sequence[Batch]) -> Batch:
+    """jaxsample Batches of ``[T, B_n]`` envs as one
+    ``[T, sum B_n]`` batch, along the env axis, in the order given (the envs of
+    ``batches[0]`` first): axis 1 of the ``[T, B, ...]`` fields, axis 0 of the
+    ``[B, ...]`` ones (``bootstrap_value``, ``agent.initial_state``, the sparse
+    final-observation store)."""
+    for n, b in enumerate(batches):
+        if not isinstance(b, Batch):
+            raise TypeError(f"batches[{n}] must be a jaxsample Batch, got {type(b).__name__}")
+
+    def along(axis: int, parts: list[PyTree]) -> PyTree:
+        return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis), *parts)
+
+    def env_first(b: Batch) -> tuple[PyTree, PyTree, PyTree]:
+        store = b.samples.env.final_store
+        sparse = store if isinstance(store, SparseFinalObservation) else None
+        return b.samples.bootstrap_value, b.samples.agent.initial_state, sparse
+
+    def time_first(b: Batch) -> Batch:
+        s = b.samples
+        store = s.env.final_store
+        return b.replace(
+            samples=s.replace(
+                bootstrap_value=None,
+                agent=s.agent.replace(initial_state=None),
+                env=s.env.replace(
+                    final_store=None if isinstance(store, SparseFinalObservation) else store
+                ),
+            )
+        )
+
+    out = along(1, [time_first(b) for b in batches])
+    bootstrap, initial, sparse = along(0, [env_first(b) for b in batches])
+    s = out.samples
+    env = s.env if sparse is None else s.env.replace(final_store=sparse)
+    agent = s.agent.replace(initial_state=initial)
+    return out.replace(samples=s.replace(env=env, agent=agent, bootstrap_value=bootstrap))
+
+
+def _observe_fn(
+    step_metrics: StepMetrics | None,
+    observers: tuple[StepObserver, ...],
+    batch_view: Callable[[PyTree], Batch] | None,
+) -> Callable[..., Any] | None:
+    """``(metrics, batch) -> (metrics, [observer data])``, or None without a hook."""
+    if step_metrics is None and not observers:
+        return None
+
+    def observe(metrics: StepMetrics | None, batch: PyTree) -> tuple[Any, list[PyTree]]:
+        view = batch if batch_view is None else batch_view(batch)
+        if not isinstance(view, Batch):
+            raise TypeError(
+                "step_metrics and observers need jaxsample Batches: the driver's batches "
+                f"are {type(view).__name__}; pass batch_view=(batch -> Batch)"
+            )
+        if metrics is not None:
+            metrics = metrics.update(view)
+        return metrics, [o.data(view) for o in observers]
+
+    return observe
 
 
 # ----------------------------------------------------------------------------
@@ -226,6 +338,11 @@ def make_driver(
     join_timeout: float = 30.0,
     init: Callable[[jax.Array, int], tuple[PyTree, list[PyTree]]] | None = None,
     default_num_batches: int | None = None,
+    learn_queue_cap: int = 1,
+    combine: Callable[[tuple[PyTree, ...]], PyTree] | None = None,
+    step_metrics: StepMetrics | None = None,
+    observers: Sequence[StepObserver] = (),
+    batch_view: Callable[[PyTree], Batch] | None = None,
 ) -> Driver:
     """Build an actor/learner :class:`Driver` (see the module docstring).
 
@@ -262,6 +379,18 @@ def make_driver(
       init, default_num_batches: what :meth:`Driver.train` starts from
         (``init(key, num_actors) -> (learner_state, actor_states)``) and its
         default number of batches (an adapter sets them from its trainer).
+      learn_queue_cap: batches per learner update (``N``, ALF's
+        ``learn_queue_cap``): ``learn(state, combine(batches))`` on ``N``
+        consecutive batches; ``N <= num_actors * num_buffers`` and
+        ``stale="wait"`` (a dropped part would change the update's shape).
+      combine: ``combine(batches) -> batch`` for ``N > 1`` (a tuple in index
+        order; compiled into ``learn``); default :func:`stack_batches`.
+      step_metrics: an initial :class:`~jaxsample.metrics.StepMetrics`, updated
+        with every collected batch (:attr:`DriverResult.step_metrics`).
+      observers: step observers (:class:`~jaxsample.metrics.StepObserver`) called with every
+        collected batch, in batch order.
+      batch_view: ``batch -> Batch`` for the hook when the driver's batches are
+        not jaxsample Batches (pure, compiled).
     """
     for name, fn in (("collect", collect), ("learn", learn), ("publish", publish)):
         if not callable(fn):
@@ -314,6 +443,30 @@ def make_driver(
         raise TypeError(f"init must be callable, got {init!r}")
     if default_num_batches is not None:
         default_num_batches = _check_int("default_num_batches", default_num_batches, 1)
+    learn_queue_cap = _check_queue(
+        learn_queue_cap, combine, len(actor_devices) * num_buffers, stale, max_staleness, sync_every
+    )
+    if step_metrics is not None and not isinstance(step_metrics, StepMetrics):
+        raise TypeError(f"step_metrics must be a StepMetrics (or None), got {step_metrics!r}")
+    if isinstance(observers, StepObserver) or not isinstance(observers, (list, tuple)):
+        raise TypeError(f"observers must be a list of StepObserver, got {observers!r}")
+    for n, o in enumerate(observers):
+        if not isinstance(o, StepObserver):
+            raise TypeError(
+                f"observers[{n}] must be a StepObserver (jaxsample.metrics.make_step_observer), "
+                f"got {o!r}"
+            )
+    if batch_view is not None and not callable(batch_view):
+        raise TypeError(f"batch_view must be callable, got {batch_view!r}")
+    observers = tuple(observers)
+    observe = _observe_fn(step_metrics, observers, batch_view)
+    learner = learn
+    if learn_queue_cap > 1:
+        merge = stack_batches if combine is None else combine
+
+        def learner(state: PyTree, batches: tuple[PyTree, ...]) -> tuple[PyTree, PyTree]:
+            return learn(state, merge(batches))
+
     return Driver(
         collect=collect,
         learn=learn,
@@ -330,6 +483,43 @@ def make_driver(
         join_timeout=float(join_timeout),
         init=init,
         default_num_batches=default_num_batches,
+        learn_queue_cap=learn_queue_cap,
+        combine=combine,
+        step_metrics=step_metrics,
+        observers=observers,
+        batch_view=batch_view,
         _collect=jax.jit(collect, donate_argnums=0) if jit else collect,
-        _learn=jax.jit(learn, donate_argnums=0) if jit else learn,
+        _learn=jax.jit(learner, donate_argnums=0) if jit else learner,
+        _observe=None if observe is None else jax.jit(observe),
     )
+
+
+def _check_queue(
+    cap: Any,
+    combine: Any,
+    buffers: int,
+    stale: str,
+    max_staleness: int | None,
+    sync_every: int,
+) -> int:
+    """``learn_queue_cap`` checked against the other arguments."""
+    cap = _check_int("learn_queue_cap", cap, 1)
+    if combine is not None and not callable(combine):
+        raise TypeError(f"combine must be callable, got {combine!r}")
+    if cap > buffers:
+        raise ValueError(
+            f"learn_queue_cap ({cap}) must be <= num_actors * num_buffers ({buffers}): "
+            "the actors could not hold the batches of one update at once"
+        )
+    if cap > 1 and stale == "drop":
+        raise ValueError(
+            "learn_queue_cap > 1 needs stale='wait' (a dropped part would "
+            "change the shape of the update)"
+        )
+    if cap > 1 and max_staleness is not None and max_staleness < cap * sync_every - 1:
+        raise ValueError(
+            f"max_staleness ({max_staleness}) must be >= learn_queue_cap * sync_every - 1 "
+            f"({cap * sync_every - 1}): a version is published every {cap * sync_every} "
+            "batches, so the run would stall"
+        )
+    return cap

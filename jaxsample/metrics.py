@@ -16,7 +16,9 @@ as two ``uint32`` words (:class:`Counter`, exact up to ``2**64 - 1``) and read
 out exactly on the host.
 
 Observers (:func:`make_observer`, :func:`observe`) run Python callbacks on the
-host from inside jitted code, once per call, in program order.
+host from inside jitted code, once per call, in program order. Step observers
+(:func:`make_step_observer`, ALF's observers) see every step of every env of a
+batch: a compiled selection of ``[T, B]`` fields, one transfer per batch.
 """
 
 from __future__ import annotations
@@ -32,7 +34,17 @@ from flax import struct
 
 from jaxsample.types import Batch, PyTree
 
-__all__ = ["Counter", "Observer", "StepMetrics", "as_dict", "make_observer", "observe"]
+__all__ = [
+    "Counter",
+    "Observer",
+    "StepMetrics",
+    "StepObserver",
+    "as_dict",
+    "make_observer",
+    "make_step_observer",
+    "observe",
+    "step_fields",
+]
 
 _WORD = 2**32
 
@@ -293,3 +305,117 @@ def observe(data: PyTree, *fns: Callable[[Any], None]) -> None:
     :class:`Observer`).
     """
     make_observer(*fns)(data)
+
+
+# ----------------------------------------------------------------------------
+# Step observers: every step of every env
+# ----------------------------------------------------------------------------
+
+
+def step_fields(batch: Batch) -> dict[str, Any]:
+    """The default selection of a :class:`StepObserver`: per step and env
+    (leaves ``[T, B]``) ``reward``, ``terminated``, ``truncated``, ``done``,
+    ``valid`` and ``traj_info`` (the batch's :class:`~jaxsample.types.TrajInfo`,
+    user fields of ``traj_fields`` included). No observations: a few scalars a
+    step, so the host transfer is ``O(T * B)`` numbers."""
+    env = batch.samples.env
+    return {
+        "reward": env.reward,
+        "terminated": env.terminated,
+        "truncated": env.truncated,
+        "done": env.done,
+        "valid": batch.samples.valid,
+        "traj_info": batch.traj_infos,
+    }
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StepObserver:
+    """ALF's observers: host functions that see every step of every env of a
+    batch; build it with :func:`make_step_observer`.
+
+    ``select(batch)`` (pure, compiled with the collection) picks what the host
+    gets; its leaves must be ``[T, B, ...]`` when ``per_step``. Then, on the
+    host, with numpy leaves: ``per_step=True`` calls each function once per
+    step ``t`` in time order with the leaves ``[B, ...]`` of that step (ALF's
+    per-time-step observers); ``per_step=False`` calls each once per batch with
+    the whole selection (e.g. a per-step reduction computed in ``select``).
+
+    Cost per batch: one device-to-host transfer of the selection (bounded by
+    what ``select`` returns, not by the batch) and ``T`` (or 1) Python calls
+    per function; no host round trip per step.
+
+    * ``observer(batch)`` inside ``jax.jit`` (e.g. a ``lax.scan`` training
+      loop): an ordered ``jax.debug.callback`` per batch, in program order
+      (``jax.effects_barrier()`` waits for pending calls).
+    * The driver's hook (``make_driver(observers=...)``) calls :meth:`data`
+      compiled and :meth:`host` on every collected batch, in batch order.
+
+    Attributes:
+      fns: the host functions, called in this order.
+      select: ``Batch -> pytree`` of arrays.
+      per_step: one call per step (True) or per batch (False).
+    """
+
+    fns: tuple[Callable[[Any], None], ...]
+    select: Callable[[Batch], PyTree]
+    per_step: bool
+
+    def data(self, batch: Batch) -> PyTree:
+        """``select(batch)``, checked (pure, jittable): with ``per_step`` every
+        leaf's leading axes are the batch's ``[T, B]``."""
+        if not isinstance(batch, Batch):
+            raise TypeError(f"batch must be a jaxsample Batch, got {type(batch).__name__}")
+        data = self.select(batch)
+        if self.per_step:
+            tb = tuple(jnp.shape(batch.samples.valid))
+            for path, leaf in jax.tree_util.tree_leaves_with_path(data):
+                if tuple(jnp.shape(leaf))[:2] != tb:
+                    raise ValueError(
+                        f"a per-step observer's selection must have [T, B] = {list(tb)} "
+                        f"leading axes, got {list(jnp.shape(leaf))} at "
+                        f"{jax.tree_util.keystr(path)}"
+                    )
+        return data
+
+    def host(self, data: PyTree) -> None:
+        """Call the functions on the host with ``data`` (what :meth:`data` returned)."""
+        data = _to_host(data)
+        if not self.per_step:
+            for fn in self.fns:
+                fn(data)
+            return
+        leaves = jax.tree.leaves(data)
+        for t in range(leaves[0].shape[0] if leaves else 0):
+            step = jax.tree.map(lambda x, t=t: x[t], data)
+            for fn in self.fns:
+                fn(step)
+
+    def __call__(self, batch: Batch) -> None:
+        """Observe ``batch`` (inside or outside ``jax.jit``; not under ``vmap``)."""
+        jax.debug.callback(self.host, self.data(batch), ordered=True)
+
+
+def make_step_observer(
+    *fns: Callable[[Any], None],
+    select: Callable[[Batch], PyTree] = step_fields,
+    per_step: bool = True,
+) -> StepObserver:
+    """A :class:`StepObserver` calling ``fns`` (at least one) on ``select(batch)``.
+
+    Example (count every step's reward on the host)::
+
+        total = []
+        obs = js.metrics.make_step_observer(lambda s: total.append(s["reward"].sum()))
+        obs(batch)   # T calls, each with [B] leaves
+    """
+    if not fns:
+        raise ValueError("make_step_observer needs at least one function")
+    for i, fn in enumerate(fns):
+        if not callable(fn):
+            raise TypeError(f"fns[{i}] must be callable, got {fn!r}")
+    if not callable(select):
+        raise TypeError(f"select must be callable, got {select!r}")
+    if not isinstance(per_step, bool):
+        raise TypeError(f"per_step must be a bool, got {per_step!r}")
+    return StepObserver(tuple(fns), select, per_step)

@@ -43,6 +43,7 @@ from jaxsample.core.specs import (
 )
 from jaxsample.core.step import EnvStepper
 from jaxsample.distributed import check_mesh, shard_sampler
+from jaxsample.traj_info import TrajField, trajectory_end
 from jaxsample.types import BatchSpec, PyTree, Samples
 
 __all__ = [
@@ -71,6 +72,8 @@ def make_sampler(
     store_agent_state: bool = False,
     env_ranks: Sequence[int] | None = None,
     global_B: int | None = None,
+    traj_fields: Sequence[TrajField] = (),
+    traj_done: str | None = None,
     agent_params: PyTree = None,
     mesh: jax.sharding.Mesh | None = None,
     mesh_axis: str = "envs",
@@ -109,6 +112,16 @@ def make_sampler(
         ``range(B)``); keys and ``agent.initial_state`` depend on it.
       global_B: the number of envs over all devices and processes (default
         ``max(env_ranks) + 1``).
+      traj_fields: user fields of ``TrajInfo`` (rlpyt's ``TrajInfoCls``): a
+        list of :class:`~jaxsample.traj_info.TrajField`, pure per-step reducers
+        carried with the built-in fields (decorrelation steps included);
+        reported in ``batch.traj_infos.extra[name]`` and by
+        :func:`~jaxsample.summarize`.
+      traj_done: the name of a bool scalar entry of the env's ``info`` that
+        marks the end of a game (rlpyt's ``traj_done``): a termination ends a
+        trajectory (``TrajInfo.completed``, fresh accumulators) only where it
+        is True, a truncation always; episodes (``done``, resets) are
+        unchanged. None: every episode end ends a trajectory.
       agent_params: an example of the agent's parameters (arrays or
         ``jax.ShapeDtypeStruct``), used only to check the agent and build
         ``examples``. Defaults to ``jax.eval_shape(agent.init, key, observation)``
@@ -150,6 +163,8 @@ def make_sampler(
         final_observation=final_observation,
         env_ranks=env_ranks,
         global_B=global_B,
+        traj_fields=traj_fields,
+        traj_done=traj_done,
     )
     check_bool("check_actions", check_actions)
     check_env(env, env_params)
@@ -161,6 +176,9 @@ def make_sampler(
         options["env_ranks"],
     )
     env_s = env_spec(env, env_params, same_observation=True)
+    if traj_done is not None:  # a missing or non-scalar entry: a clear error now
+        flag = jax.ShapeDtypeStruct((), bool)
+        jax.eval_shape(lambda *a: trajectory_end(*a, traj_done), flag, flag, env_s.env_info)
     state_spec = agent_state_spec(agent)
 
     def derive_examples(params: PyTree) -> Samples:

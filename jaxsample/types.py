@@ -191,6 +191,8 @@ class TrajInfo:
       episode_return: float32, undiscounted sum of rewards.
       discounted_return: float32, ``sum_k discount**k * reward_k``.
       nonzero_rewards: int32, number of steps with a nonzero reward.
+      extra: the user's fields (``traj_fields=`` of the sampler, rlpyt's
+        ``TrajInfoCls``), by name; empty by default.
     """
 
     completed: jax.Array
@@ -198,6 +200,7 @@ class TrajInfo:
     episode_return: jax.Array
     discounted_return: jax.Array
     nonzero_rewards: jax.Array
+    extra: dict[str, jax.Array] = struct.field(default_factory=dict)
 
 
 @struct.dataclass

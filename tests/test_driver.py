@@ -12,11 +12,14 @@ from __future__ import annotations
 import threading
 import time
 
+import chex
+import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jaxsample as js
 from jaxsample import driver as jd
 from jaxsample.algos import dqn, drivers, ppo
 
@@ -349,6 +352,183 @@ def test_a_thread_that_does_not_stop_is_reported():
         release.set()
         for t in driver_threads():
             t.join(5.0)
+
+
+# ----------------------------------------------------------------------------
+# Learner queue (learn_queue_cap): N batches per update
+# ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(("sync_every", "max_staleness"), [(1, None), (1, 1), (2, 3)])
+def test_learn_queue_learns_every_batch_once_in_groups(mode, sync_every, max_staleness):
+    """2 actor threads, learn_queue_cap=2: update g learns batches 2g (actor 0) and
+    2g + 1 (actor 1) stacked in that order; per-part versions and staleness are
+    the ones each part was collected with; versions step by 2 * sync_every."""
+    cap, n = 2, 12
+
+    def learn(learned, batch):  # the state counts batches, as versions do
+        return learned + cap, toy_learn(learned, batch)[1]
+
+    d = jd.make_driver(
+        toy_collect,
+        learn,
+        toy_publish,
+        learner_device=LEARNER,
+        mode=mode,
+        actor_devices=[ACTOR, ACTOR2],
+        learn_queue_cap=cap,
+        sync_every=sync_every,
+        max_staleness=max_staleness,
+        join_timeout=20.0,
+    )
+    r = d.run(*toy_states(2), n)
+    m = r.metrics
+    assert m["index"].shape == (n // cap, cap)
+    # Every collected batch learned exactly once, in the documented order.
+    np.testing.assert_array_equal(m["index"].reshape(-1), np.arange(n))
+    expected_count = 1000 * (np.arange(n) % 2) + np.arange(n) // 2
+    np.testing.assert_array_equal(m["count"].reshape(-1), expected_count)
+    np.testing.assert_array_equal(m["learned_before"], cap * np.arange(n // cap))
+    assert int(r.learner_state) == n and r.num_learned == n
+    np.testing.assert_array_equal(r.records["update"], np.arange(n) // cap)
+    np.testing.assert_array_equal(r.records["actor"], np.arange(n) % 2)
+    # Per part: the version it was really collected with, staleness against the
+    # batches learned when the learner took the group.
+    np.testing.assert_array_equal(r.records["version"], m["params"].reshape(-1))
+    taken = cap * (np.arange(n) // cap)
+    np.testing.assert_array_equal(r.records["staleness"], taken - r.records["version"])
+    assert r.published == list(range(0, n + 1, cap * sync_every))
+    if max_staleness is not None:
+        assert r.records["staleness"].max() <= max_staleness
+    assert max(r.max_in_flight) <= d.num_buffers
+
+
+def test_learn_queue_sync_mode_learns_whole_groups_only_when_needed():
+    """One actor, four buffers, learn_queue_cap=3: the sync schedule learns a group
+    only when a buffer must be freed, so the learner sees groups of 3 collected
+    with version 0, 3, ... (the eager async schedule)."""
+    d = toy_driver(mode="sync", num_buffers=4, learn_queue_cap=3)
+    r = d.run(*toy_states(1), 9)
+    # Batch i waits until batch i - 4 is released: group 0 (0..2) is learned
+    # before batch 4, group 1 (3..5) before batch 7.
+    assert r.records["version"].tolist() == [0, 0, 0, 0, 3, 3, 3, 6, 6]
+    np.testing.assert_array_equal(r.metrics["index"], np.arange(9).reshape(3, 3))
+
+
+def test_learn_queue_rejects_what_it_cannot_schedule():
+    with pytest.raises(ValueError, match="learn_queue_cap"):
+        toy_driver(learn_queue_cap=3)  # one actor, two buffers
+    with pytest.raises(ValueError, match="stale='wait'"):
+        toy_driver(learn_queue_cap=2, stale="drop", max_staleness=4)
+    with pytest.raises(ValueError, match="max_staleness"):
+        toy_driver(learn_queue_cap=2, sync_every=2, max_staleness=2)
+    with pytest.raises(TypeError, match="combine"):
+        toy_driver(learn_queue_cap=2, combine=1)
+    with pytest.raises(ValueError, match="multiple of learn_queue_cap"):
+        toy_driver(learn_queue_cap=2).run(*toy_states(), 3)
+    with pytest.raises(TypeError, match="step_metrics"):
+        toy_driver(step_metrics={})
+    with pytest.raises(TypeError, match=r"observers\[0\]"):
+        toy_driver(observers=[print])
+    with pytest.raises(TypeError, match="batch_view"):
+        toy_driver(step_metrics=js.StepMetrics.init(), batch_view=1)
+    with pytest.raises(TypeError, match="batch_view"):  # the hook needs Batches
+        toy_driver(step_metrics=js.StepMetrics.init()).run(*toy_states(), 1)
+
+
+# ----------------------------------------------------------------------------
+# A real sampler: concat_envs and the step-metrics / observer hook
+# ----------------------------------------------------------------------------
+
+HOOK_T, HOOK_B, HOOK_N = 16, 2, 6
+HOOK_KEYS = (10, 11)
+concat = jax.jit(jd.concat_envs)  # one compile for the tests below
+
+
+@pytest.fixture(scope="module")
+def hook():
+    """A small CartPole sampler, its jitted init/collect (compiled once for all
+    the tests here), and each actor's batches collected in a plain loop (batch
+    ``i`` is actor ``i % 2``'s)."""
+    env, params = gymnax.make("CartPole-v1")
+    agent = js.agents.RandomAgent(env.action_space(params))
+    sampler = js.make_sampler(env, params, agent, js.BatchSpec(HOOK_T, HOOK_B))
+    init, collect = jax.jit(sampler.init), jax.jit(sampler.collect)
+    states = [init(jax.random.key(k), None) for k in HOOK_KEYS]
+    ref = []
+    for i in range(HOOK_N):
+        states[i % 2], batch = collect(states[i % 2], None)
+        ref.append(batch)
+    return init, collect, ref
+
+
+def test_concat_envs_joins_along_the_env_axis(hook):
+    """concat_envs against numpy: [T, B] fields on axis 1, [B] fields on axis 0."""
+    a, b = hook[2][:2]
+    c = concat([a, b])
+    T, B = HOOK_T, HOOK_B
+    assert c.samples.valid.shape == (T, 2 * B)
+    for x, y, z in zip(jax.tree.leaves(a), jax.tree.leaves(b), jax.tree.leaves(c), strict=True):
+        axis = 1 if np.ndim(x) >= 2 and np.shape(x)[:2] == (T, B) else 0
+        np.testing.assert_array_equal(z, np.concatenate([x, y], axis))
+    store = c.samples.env.final_store
+    assert store.next_observation.shape[0] == 2 * B and store.slots.shape[0] == 2 * B
+    with pytest.raises(TypeError, match=r"batches\[1\]"):
+        jd.concat_envs([a, {}])
+
+
+def test_driver_hook_runs_step_metrics_and_observers_on_every_batch(hook):
+    """Async, 2 actors, learn_queue_cap=2 with concat_envs: the learner's update g
+    is [actor 0's batch g | actor 1's batch g] (recollected in a plain loop);
+    the hook's StepMetrics equal a loop over those batches in index order; a
+    per-step observer saw every step of every env, in order."""
+    init, collect, ref = hook
+    steps: list[dict] = []
+    observer = js.metrics.make_step_observer(steps.append)
+    batches_seen: list[int] = []
+    counter = js.metrics.make_step_observer(
+        lambda d: batches_seen.append(int(d)),
+        select=lambda b: b.samples.valid.sum(),  # a reduction compiled in
+        per_step=False,
+    )
+    d = jd.make_driver(
+        lambda s, p, i: collect(s, p),  # already jitted: jit=False
+        lambda n, batch: (n + 1, batch),  # the learner returns what it learned
+        lambda n: None,
+        # Two actor threads; one device for all, so nothing compiles twice.
+        actor_devices=[ACTOR, ACTOR],
+        learner_device=ACTOR,
+        learn_queue_cap=2,
+        combine=concat,
+        step_metrics=js.StepMetrics.init(window=3),
+        observers=[observer, counter],
+        jit=False,
+        join_timeout=20.0,
+    )
+    r = d.run(jnp.int32(0), [init(jax.random.key(k), None) for k in HOOK_KEYS], HOOK_N)
+    learned = r.metrics  # stacked [n // 2, T, 2B] combined batches
+    for g in range(HOOK_N // 2):
+        want = concat([ref[2 * g], ref[2 * g + 1]])
+        got = jax.tree.map(lambda x, g=g: x[g], learned)
+        chex.assert_trees_all_equal(jax.device_get(want), got)
+    # Step metrics: numpy over the batches in index order, episodes in (t, b) order.
+    completed = np.concatenate([np.asarray(b.traj_infos.completed) for b in ref])
+    returns = np.concatenate([np.asarray(b.traj_infos.episode_return) for b in ref])[completed]
+    lengths = np.concatenate([np.asarray(b.traj_infos.length) for b in ref])[completed]
+    assert completed.sum() >= 3
+    got = js.metrics.as_dict(r.step_metrics)
+    assert got["number_of_episodes"] == completed.sum()
+    assert got["environment_steps"] == HOOK_N * HOOK_T * HOOK_B
+    np.testing.assert_allclose(got["average_return"], returns[-3:].mean(), rtol=1e-6)
+    np.testing.assert_allclose(got["average_episode_length"], lengths[-3:].mean(), rtol=1e-6)
+    # Observers: T calls per batch with [B] leaves, in batch then time order.
+    assert len(steps) == HOOK_N * HOOK_T and batches_seen == [HOOK_T * HOOK_B] * HOOK_N
+    rewards = np.stack([s["reward"] for s in steps])
+    np.testing.assert_array_equal(
+        rewards, np.concatenate([np.asarray(b.samples.env.reward) for b in ref])
+    )
+    np.testing.assert_array_equal(np.stack([s["traj_info"].completed for s in steps]), completed)
 
 
 # ----------------------------------------------------------------------------

@@ -217,3 +217,56 @@ def test_observer_in_jitted_scan_of_collects(sampler: js.Sampler) -> None:
     jax.effects_barrier()
     assert len(out) == 1 and isinstance(out[0], np.ndarray)
     np.testing.assert_array_equal(out[0], [0, 1, 2])
+
+
+def test_step_observer_sees_every_step_of_every_env(batches: list[js.Batch]) -> None:
+    """Per step: T calls per batch with [B] leaves, in time order, equal to the
+    batch's own arrays (jitted and eager); per batch: a reduction compiled in."""
+    seen: list[dict] = []
+    order: list[str] = []
+    observer = metrics.make_step_observer(seen.append, lambda s: order.append("second"))
+    jitted = jax.jit(observer.__call__)
+    for batch in batches[:2]:
+        jitted(batch)
+    observer(batches[2])  # eager
+    jax.effects_barrier()
+    assert len(seen) == 3 * T and order == ["second"] * (3 * T)
+    assert seen[0]["reward"].shape == (B,) and isinstance(seen[0]["valid"], np.ndarray)
+    for name, get in (
+        ("reward", lambda b: b.samples.env.reward),
+        ("done", lambda b: b.samples.env.done),
+        ("valid", lambda b: b.samples.valid),
+    ):
+        want = np.concatenate([np.asarray(get(b)) for b in batches[:3]])
+        np.testing.assert_array_equal(np.stack([s[name] for s in seen]), want, err_msg=name)
+    returns = np.stack([s["traj_info"].episode_return for s in seen])
+    want = np.concatenate([np.asarray(b.traj_infos.episode_return) for b in batches[:3]])
+    np.testing.assert_array_equal(returns, want)
+
+    # A per-batch reduction compiled in: the host gets two numbers per batch.
+    totals: list[tuple[int, int]] = []
+    counts = metrics.make_step_observer(
+        lambda d: totals.append((int(d["steps"]), int(d["episodes"]))),
+        select=lambda b: {"steps": b.samples.valid.sum(), "episodes": b.traj_infos.completed.sum()},
+        per_step=False,
+    )
+    for batch in batches:
+        counts(batch)
+    jax.effects_barrier()
+    assert totals == [
+        (int(np.sum(b.samples.valid)), int(np.sum(b.traj_infos.completed))) for b in batches
+    ]
+
+
+def test_step_observer_validation(batches: list[js.Batch]) -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        metrics.make_step_observer()
+    with pytest.raises(TypeError, match="select"):
+        metrics.make_step_observer(print, select=1)
+    with pytest.raises(TypeError, match="per_step"):
+        metrics.make_step_observer(print, per_step=1)
+    with pytest.raises(TypeError, match="Batch"):
+        metrics.make_step_observer(print)({"reward": 1})
+    bad = metrics.make_step_observer(print, select=lambda b: {"x": b.samples.valid.sum(0)})
+    with pytest.raises(ValueError, match=r"\[T, B\].*\['x'\]"):
+        bad(batches[0])

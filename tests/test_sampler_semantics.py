@@ -317,7 +317,11 @@ def _step_fields(batch) -> dict[str, np.ndarray]:
         "valid": s.valid,
     }
     for f in dataclasses.fields(batch.traj_infos):
-        out[f"traj.{f.name}"] = getattr(batch.traj_infos, f.name)
+        value = getattr(batch.traj_infos, f.name)
+        if f.name == "extra":  # the user's fields, by name (none here)
+            out.update({f"traj.extra.{k}": v for k, v in value.items()})
+        else:
+            out[f"traj.{f.name}"] = value
     return {k: np.asarray(v) for k, v in out.items()}
 
 

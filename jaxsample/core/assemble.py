@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from jaxsample.agents.base import Agent
 from jaxsample.core.step import tree_where
-from jaxsample.traj_info import TrajAccumulator
+from jaxsample.traj_info import TrajAccumulator, TrajStep, trajectory_end
 from jaxsample.types import (
     AgentInputs,
     AgentSamples,
@@ -32,31 +32,39 @@ from jaxsample.types import (
 
 
 def trajectories(
-    discount: float, acc: TrajAccumulator, reward: jax.Array, ended: jax.Array, valid: jax.Array
+    discount: float,
+    acc: TrajAccumulator,
+    reward: jax.Array,
+    ended: jax.Array,
+    valid: jax.Array,
+    steps: TrajStep | None = None,
 ) -> tuple[TrajAccumulator, TrajInfo]:
     """TrajInfo of one env over ``[T]`` steps, from its accumulator; returns the
     accumulator after the last step too. Invalid (idle) steps leave the
-    accumulator unchanged and report zeros."""
+    accumulator unchanged and report zeros. ``ended`` marks trajectory ends
+    (:func:`~jaxsample.traj_info.trajectory_end`); ``steps`` (leaves ``[T,
+    ...]``) feed the user's fields, None without any."""
 
-    def step(acc: TrajAccumulator, x: tuple[jax.Array, ...]):
-        reward, ended, valid = x
-        moved = acc.add(reward, discount)
+    def step(acc: TrajAccumulator, x: tuple[Any, ...]):
+        reward, ended, valid, one = x
+        moved = acc.add(reward, discount, one)
         info = jax.tree.map(
             lambda v: jnp.where(valid, v, jnp.zeros_like(v)), moved.info(completed=ended)
         )
-        acc = tree_where(ended, TrajAccumulator.zeros(), tree_where(valid, moved, acc))
+        acc = tree_where(ended, acc.reset(), tree_where(valid, moved, acc))
         return acc, info
 
-    return jax.lax.scan(step, acc, (reward, ended, valid))
+    return jax.lax.scan(step, acc, (reward, ended, valid, steps))
 
 
 def batch_trajectories(
-    discount: float, acc: TrajAccumulator, reward: jax.Array, ended: jax.Array, valid: jax.Array
+    discount: float, acc: TrajAccumulator, *inputs: Any
 ) -> tuple[TrajAccumulator, TrajInfo]:
-    """:func:`trajectories` of ``B`` envs: accumulators ``[B]``, inputs and
-    TrajInfo ``[T, B]``."""
-    run = jax.vmap(trajectories, in_axes=(None, 0, 1, 1, 1), out_axes=(0, 1))
-    return run(discount, acc, reward, ended, valid)
+    """:func:`trajectories` of ``B`` envs: accumulators ``[B]``, the inputs
+    (``reward``, ``ended``, ``valid`` and optionally ``steps``) and TrajInfo
+    ``[T, B, ...]``."""
+    run = jax.vmap(trajectories, in_axes=(None, 0, *([1] * len(inputs))), out_axes=(0, 1))
+    return run(discount, acc, *inputs)
 
 
 def final_store(mode: str, next_observation: PyTree, stored: PyTree) -> Any:
@@ -96,6 +104,7 @@ def assemble(
     start_prev_reward: jax.Array,
     final: Any,
     bootstrap_value: jax.Array | None,
+    traj_done: str | None = None,
 ) -> tuple[TrajAccumulator, Batch]:
     """The :class:`~jaxsample.types.Batch` of ``T`` steps of ``B`` envs.
 
@@ -110,6 +119,9 @@ def assemble(
         action and reward at the batch start.
       final: the final-observation store (:func:`final_store`).
       bootstrap_value: ``[B]`` or None.
+      traj_done: the ``env_info`` key that ends a trajectory (None: every
+        episode end does; :func:`~jaxsample.traj_info.trajectory_end`).
+      The user's TrajInfo fields are ``traj.fields``.
 
     Returns:
       ``(traj, batch)``: the ``[B]`` accumulators after the batch, and the batch
@@ -119,7 +131,11 @@ def assemble(
     """
     ended = terminated | truncated
     done = ended | ~valid
-    traj, traj_infos = batch_trajectories(discount, traj, reward, ended, valid)
+    steps = None
+    if traj.fields:
+        steps = TrajStep(observation, action, reward, terminated, truncated, env_info, agent_info)
+    traj_end = trajectory_end(ended, truncated, env_info, traj_done)
+    traj, traj_infos = batch_trajectories(discount, traj, reward, traj_end, valid, steps)
 
     def previous(first: jax.Array, x: jax.Array) -> jax.Array:
         """``x[t - 1]``, zeros (the null action / reward) after an episode end,

@@ -2,7 +2,8 @@
 
 :func:`check_options` validates ``batch_spec``, ``reset_mode``,
 ``max_decorrelation_steps``, ``discount``, ``bootstrap_value``,
-``store_agent_state``, ``final_observation``, ``env_ranks`` and ``global_B``
+``store_agent_state``, ``final_observation``, ``env_ranks``, ``global_B``,
+``traj_fields`` and ``traj_done``
 and raises a ``TypeError``/``ValueError`` naming the bad one.
 """
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from jaxsample._checks import check_int
 from jaxsample.core.keys import EPOCH
+from jaxsample.traj_info import TrajField, check_traj_fields
 from jaxsample.types import BatchSpec
 
 ResetMode = Literal["auto", "wait", "episodic"]
@@ -41,6 +43,8 @@ class SamplerOptions:
     store_agent_state: bool
     env_ranks: tuple[int, ...]
     global_B: int
+    traj_fields: tuple[TrajField, ...]
+    traj_done: str | None
 
 
 class SamplerKwargs(TypedDict, total=False):
@@ -55,6 +59,8 @@ class SamplerKwargs(TypedDict, total=False):
     store_agent_state: bool
     env_ranks: Sequence[int] | None
     global_B: int | None
+    traj_fields: Sequence[TrajField]
+    traj_done: str | None
 
 
 def check_discount(discount: Any) -> float:
@@ -119,6 +125,8 @@ def check_options(
     final_observation: Any = "sparse",
     env_ranks: Sequence[int] | None = None,
     global_B: int | None = None,
+    traj_fields: Sequence[TrajField] = (),
+    traj_done: str | None = None,
 ) -> dict[str, Any]:
     """Check the options every sampler (JAX or host) takes; raise a clear
     ``TypeError``/``ValueError`` naming the bad one.
@@ -167,6 +175,9 @@ def check_options(
     if max(env_ranks) >= global_B:
         raise ValueError(f"env_ranks must be < global_B={global_B}, got {max(env_ranks)}")
     check_agent(agent)
+    traj_fields = check_traj_fields(traj_fields)
+    if traj_done is not None and not isinstance(traj_done, str):
+        raise TypeError(f"traj_done must be the name of an info entry (a str), got {traj_done!r}")
     return {
         "agent": agent,
         "batch_spec": batch_spec,
@@ -178,4 +189,6 @@ def check_options(
         "store_agent_state": store_agent_state,
         "env_ranks": env_ranks,
         "global_B": global_B,
+        "traj_fields": traj_fields,
+        "traj_done": traj_done,
     }

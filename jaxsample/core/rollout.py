@@ -36,7 +36,7 @@ from jaxsample.core.options import SamplerOptions
 from jaxsample.core.resets import ResetPool, where_envs
 from jaxsample.core.specs import FromParams, recorded_info
 from jaxsample.core.step import EnvStepper, RandomPolicyStepper, hold_idle, track
-from jaxsample.traj_info import TrajAccumulator
+from jaxsample.traj_info import TrajAccumulator, TrajStep, trajectory_end
 from jaxsample.types import AgentInputs, Batch, PyTree, Samples
 
 
@@ -168,7 +168,7 @@ class Sampler(SamplerOptions):
             moved, tr = stepper.step(
                 s, stepper.random_act, k_action, k_env, auto_reset=pool is None
             )
-            return moved.replace(traj=track(s.traj, tr.reward, tr.done, self.discount)[0]), tr.done
+            return moved.replace(traj=self._track(s, tr)), tr.done
 
         def body(i: jax.Array, s: SamplerState) -> SamplerState:
             moved, done = jax.vmap(random_step, in_axes=(0, 0, None))(s, k_steps, i)
@@ -198,7 +198,7 @@ class Sampler(SamplerOptions):
             **self._stepper.start(k_reset, rank),
             key=k_run,
             step=jnp.zeros((), jnp.uint32),
-            traj=TrajAccumulator.zeros(),
+            traj=TrajAccumulator.zeros(self.traj_fields),
             idle=jnp.zeros((), bool),
         )
         k_count, k_steps = K.decorrelation_keys(k_decorrelate)
@@ -300,6 +300,7 @@ class Sampler(SamplerOptions):
                 slots if self.final_observation == "sparse" else out.final_observation,
             ),
             bootstrap_value=bootstrap,
+            traj_done=self.traj_done,
         )
         return state.replace(traj=traj, key=key, step=epoch_step), batch
 
@@ -338,6 +339,22 @@ class Sampler(SamplerOptions):
         """This sampler with another per-env step (same options and state)."""
         return dataclasses.replace(self, _stepper=stepper)
 
+    def _track(self, s: SamplerState, tr: Any) -> TrajAccumulator:
+        """The accumulator after a decorrelation step ``tr`` of one env from ``s``."""
+        step = None
+        if self.traj_fields:
+            step = TrajStep(
+                observation=s.observation,
+                action=tr.action,
+                reward=tr.reward,
+                terminated=tr.terminated,
+                truncated=tr.truncated,
+                env_info=recorded_info(tr.info),
+                agent_info=tr.agent_info,
+            )
+        ended = trajectory_end(tr.done, tr.truncated, tr.info, self.traj_done)
+        return track(s.traj, tr.reward, ended, self.discount, step)[0]
+
     def _start_batch(self, s: SamplerState) -> tuple[SamplerState, K.EpochKeys]:
         """Per env, at the start of ``collect``: the step keys, and resets.
 
@@ -351,7 +368,7 @@ class Sampler(SamplerOptions):
         k_reset = K.step_key(keys, jnp.zeros((), jnp.uint32), K.EPISODIC_RESET)
         s = s.replace(
             **self._stepper.start(k_reset, s.env_rank),
-            traj=TrajAccumulator.zeros(),
+            traj=s.traj.reset(),
             idle=jnp.zeros((), bool),
         )
         return s, keys

@@ -32,7 +32,7 @@ from flax import struct
 from jaxsample.agents.base import Agent
 from jaxsample.core.keys import gymnax_step_keys
 from jaxsample.core.specs import EnvSpec, act_checked, initial_agent_state, strong
-from jaxsample.traj_info import TrajAccumulator
+from jaxsample.traj_info import TrajAccumulator, TrajStep
 from jaxsample.types import AgentInputs, AgentStep, PyTree, TrajInfo
 
 # act(inputs, agent_state, key) -> (AgentStep, agent_state): the agent's step
@@ -74,13 +74,17 @@ class Transition(struct.PyTreeNode):
 
 
 def track(
-    acc: TrajAccumulator, reward: jax.Array, ended: jax.Array, discount: float
+    acc: TrajAccumulator,
+    reward: jax.Array,
+    ended: jax.Array,
+    discount: float,
+    step: TrajStep | None = None,
 ) -> tuple[TrajAccumulator, TrajInfo]:
     """One step of a trajectory accumulator: the TrajInfo of the step (the
     trajectory's totals, ``completed = ended``) and the accumulator to carry
-    (zeros after an end)."""
-    moved = acc.add(reward, discount)
-    return tree_where(ended, TrajAccumulator.zeros(), moved), moved.info(ended)
+    (fresh after an end); ``step`` feeds the accumulator's user fields."""
+    moved = acc.add(reward, discount, step)
+    return tree_where(ended, acc.reset(), moved), moved.info(ended)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

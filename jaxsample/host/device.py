@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -215,7 +216,7 @@ class DeviceSide(SamplerOptions):
         """The agent states, trajectory accumulators and previous action and
         reward of new episodes, ``[B, ...]``."""
         B = self.batch_spec.B
-        traj = jax.vmap(lambda _: TrajAccumulator.zeros())(jnp.arange(B))
+        traj = jax.vmap(lambda _: TrajAccumulator.zeros(self.traj_fields))(jnp.arange(B))
         return {
             "agent_state": self._initial_states(),
             "traj": traj,
@@ -292,6 +293,7 @@ class DeviceSide(SamplerOptions):
             start_prev_reward=start_prev_reward,
             final=final_store(self.final_observation, host.next_observation, host.final),
             bootstrap_value=bootstrap,
+            traj_done=self.traj_done,
         )
         epoch_keys = jax.vmap(K.EpochKeys.of)(key, step)
         key, step = jax.vmap(K.advance_epoch, in_axes=(0, None))(epoch_keys, T)
@@ -355,3 +357,22 @@ def compile_device(device: DeviceSide) -> CompiledDevice:
         decorrelation_traj=jax.jit(device.decorrelation_traj),
         fresh=jax.jit(device.fresh),
     )
+
+
+def check_host_traj(options: dict[str, Any], specs: Mapping[str, Any]) -> None:
+    """``traj_fields``/``traj_done`` on the host: the env info holds only
+    ``info_spec``'s entries, and the host's decorrelation records neither
+    observations nor infos (a clear error instead of silently wrong TrajInfo)."""
+    extended = bool(options["traj_fields"]) or options["traj_done"] is not None
+    if extended and options["max_decorrelation_steps"]:
+        raise ValueError(
+            "traj_fields / traj_done need max_decorrelation_steps=0 in the host sampler "
+            "(its decorrelation does not record the steps they read); the JAX sampler "
+            "supports both"
+        )
+    done = options["traj_done"]
+    if done is not None and done not in specs:
+        raise ValueError(
+            f"traj_done={done!r} must be an entry of info_spec (the recorded env info), "
+            f"got {sorted(specs)}"
+        )

@@ -75,6 +75,7 @@ from jaxsample.core.specs import (
     final_slots,
     step_examples,
 )
+from jaxsample.host import device as host_device
 from jaxsample.host.device import CompiledDevice, HostBatch, compile_device, make_device
 from jaxsample.host.envs import (
     EnvHandle,
@@ -539,6 +540,7 @@ def make_host_sampler(
                 tuple(spec.shape), jax.dtypes.canonicalize_dtype(spec.dtype)
             )
 
+    host_device.check_host_traj(options, specs)
     handle = EnvHandle(env, B, autoreset_mode)
     space = gymnax_space(handle.action_space)
     obs_spec = observation_spec(handle.observation_space)

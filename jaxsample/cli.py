@@ -1,4 +1,4 @@
-"""Command line: ``jaxsample collect`` and ``jaxsample bench``."""
+"""Command line: ``jaxsample train``, ``collect``, ``bench`` and ``envs``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import time
 from collections.abc import Sequence
 
 import jax
+
+ENV_HELP = "a gymnax name or <suite>/<env> (jaxsample envs lists them)"
 
 
 class UsageError(SystemExit):
@@ -39,10 +41,21 @@ def _check_output(path: str | None, flag: str) -> None:
         raise UsageError(f"{flag} {path!r}: folder {folder!r} is not writable")
 
 
-def _collect(args: argparse.Namespace) -> int:
-    import gymnax
+def _envs(args: argparse.Namespace) -> int:
+    from jaxsample.envs import suites
 
+    for suite, names in suites.available().items():
+        prefix = "" if suite == "gymnax" else f"{suite}/"
+        print(f"{suite} ({len(names)}): " + " ".join(prefix + n for n in names))
+    missing = sorted({v[1] for k, v in suites.SUITES.items() if k not in suites.available()})
+    if missing:
+        print("not installed: " + ", ".join(f"jaxsample[{m}]" for m in missing))
+    return 0
+
+
+def _collect(args: argparse.Namespace) -> int:
     from jaxsample.agents.base import RandomAgent
+    from jaxsample.envs import suites
     from jaxsample.sampler import make_sampler
     from jaxsample.traj_info import summarize
     from jaxsample.types import BatchSpec
@@ -51,7 +64,7 @@ def _collect(args: argparse.Namespace) -> int:
         raise UsageError(f"--batches must be >= 1, got {args.batches}")
     _check_output(args.json, "--json")
     try:
-        env, env_params = gymnax.make(args.env)
+        env, env_params = suites.make(args.env)
     except Exception as e:  # gymnax raises bare ValueErrors for unknown names
         raise UsageError(f"--env {args.env!r}: {e}") from None
     agent = RandomAgent(env.action_space(env_params))
@@ -314,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = sub.add_parser("train", help="train an agent end to end in one compiled program")
     p.add_argument("--algo", default="ppo", choices=("ppo", "ppo-rnn", "dqn"))
-    p.add_argument("--env", default="CartPole-v1", help="a gymnax environment name")
+    p.add_argument("--env", default="CartPole-v1", help=ENV_HELP)
     p.add_argument("--seeds", type=int, default=1, help="seeds trained together under vmap")
     p.add_argument("--total-steps", type=int, default=None, help="env steps per seed")
     p.add_argument("--mask-velocity", action="store_true", help="hide velocities (a POMDP)")
@@ -324,10 +337,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--plot", default=None, help="write a PNG learning curve to this file")
     p.set_defaults(func=_train)
 
+    p = sub.add_parser("envs", help="list the env names of gymnax and the installed suites")
+    p.set_defaults(func=_envs)
+
     p = sub.add_parser(
         "collect", help="compile a sampler, collect a few batches, print speed and stats"
     )
-    p.add_argument("--env", default="CartPole-v1", help="a gymnax environment name")
+    p.add_argument("--env", default="CartPole-v1", help=ENV_HELP)
     p.add_argument("--B", type=int, default=1024, help="number of environments")
     p.add_argument("--T", type=int, default=128, help="time steps per batch")
     p.add_argument("--batches", type=int, default=5)
@@ -349,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "JSON and a PNG. Sizes take ints or LO:HI (LO, 2*LO, 4*LO, ... <= HI).",
     )
     p.add_argument("--quick", action="store_true", help="a small grid (~2 min on 2 CPU cores)")
-    p.add_argument("--envs", nargs="+", default=None, help="gymnax environment names")
+    p.add_argument("--envs", nargs="+", default=None, help="gymnax or <suite>/<env> names")
     p.add_argument(
         "--B", nargs="+", default=None, help="numbers of envs, e.g. 1 64 1024 or 1:65536"
     )

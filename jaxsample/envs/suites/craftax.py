@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 from gymnax.environments import spaces
 
 from jaxsample.envs.suites.base import SuiteEnv, SuiteStep, box

@@ -125,7 +125,9 @@ def make(name: str) -> tuple[Any, Any]:
         raise ValueError(f"env {name!r}: unknown suite {suite!r}, one of {sorted(SUITES)}")
     package, extra, make_env, _ = SUITES[suite]
     if not _installed(package):
-        raise ValueError(f"env {name!r}: {package} is not installed (pip install jaxsample[{extra}])")
+        raise ValueError(
+            f"env {name!r}: {package} is not installed (pip install jaxsample[{extra}])"
+        )
     try:
         env = make_env(env_name)
     except Exception as e:  # the suites raise their own error types for unknown names

@@ -31,7 +31,15 @@ from gymnax.environments.environment import Environment
 
 from jaxsample.types import PyTree
 
-__all__ = ["NoParams", "SuiteEnv", "SuiteState", "SuiteStep", "box", "check_episode_length"]
+__all__ = [
+    "NoParams",
+    "SuiteEnv",
+    "SuiteState",
+    "SuiteStep",
+    "box",
+    "check_episode_length",
+    "dm_env_ends",
+]
 
 
 @struct.dataclass
@@ -68,6 +76,13 @@ class SuiteStep(NamedTuple):
     terminated: jax.Array
     truncated: jax.Array
     info: dict[str, Any]
+
+
+def dm_env_ends(last: jax.Array, discount: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(terminated, truncated)`` of a dm_env-style ``TimeStep`` (Jumanji,
+    XLand-MiniGrid): a ``LAST`` step with ``discount == 0`` terminates, one with
+    ``discount != 0`` truncates."""
+    return last & (discount == 0), last & (discount != 0)
 
 
 def check_episode_length(episode_length: Any, *, required: bool = False) -> int | None:

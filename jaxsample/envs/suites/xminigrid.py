@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from gymnax.environments import spaces
 
-from jaxsample.envs.suites.base import SuiteEnv, SuiteStep, box
+from jaxsample.envs.suites.base import SuiteEnv, SuiteStep, box, dm_env_ends
 from jaxsample.types import PyTree
 
 __all__ = ["XMiniGridEnv", "from_xminigrid", "make_xminigrid"]
@@ -51,13 +51,13 @@ class XMiniGridEnv(SuiteEnv):
 
     def suite_step(self, key: jax.Array, inner: PyTree, action: Any, params: Any) -> SuiteStep:
         ts = self.env.step(params, inner, action)
-        last = ts.step_type == _LAST
+        terminated, truncated = dm_env_ends(ts.step_type == _LAST, ts.discount)
         return SuiteStep(
             observation=ts.observation,
             inner=ts,
             reward=ts.reward,
-            terminated=last & (ts.discount == 0),
-            truncated=last & (ts.discount != 0),
+            terminated=terminated,
+            truncated=truncated,
             info={},
         )
 

@@ -1,9 +1,10 @@
-"""Command line: ``jaxsample train``, ``eval``, ``collect`` and ``bench``.
+"""Command line: ``jaxsample train``, ``eval``, ``collect``, ``bench`` and ``envs``.
 
 ``jaxsample train`` trains PPO or DQN end to end (every config field a flag,
 logs, checkpoints, a live display); ``jaxsample eval`` evaluates a train
 checkpoint; ``jaxsample collect`` compiles a sampler and reports its speed;
-``jaxsample bench`` measures a grid of environments and sizes.
+``jaxsample bench`` measures a grid of environments and sizes;
+``jaxsample envs`` lists the env names (gymnax and the installed suites).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import jax
 from jaxsample.cli_base import UsageError, check_output
 from jaxsample.cli_config import config_flag_values
 
+ENV_HELP = "a gymnax name or <suite>/<env> (jaxsample envs lists them)"
+
+
 _check_output = check_output
 
 
@@ -29,10 +33,21 @@ def _version() -> str:
     return __version__
 
 
-def _collect(args: argparse.Namespace) -> int:
-    import gymnax
+def _envs(args: argparse.Namespace) -> int:
+    from jaxsample.envs import suites
 
+    for suite, names in suites.available().items():
+        prefix = "" if suite == "gymnax" else f"{suite}/"
+        print(f"{suite} ({len(names)}): " + " ".join(prefix + n for n in names))
+    missing = sorted({v[1] for k, v in suites.SUITES.items() if k not in suites.available()})
+    if missing:
+        print("not installed: " + ", ".join(f"jaxsample[{m}]" for m in missing))
+    return 0
+
+
+def _collect(args: argparse.Namespace) -> int:
     from jaxsample.agents.base import RandomAgent
+    from jaxsample.envs import suites
     from jaxsample.sampler import make_sampler
     from jaxsample.traj_info import summarize
     from jaxsample.types import BatchSpec
@@ -41,7 +56,7 @@ def _collect(args: argparse.Namespace) -> int:
         raise UsageError(f"--batches must be >= 1, got {args.batches}")
     _check_output(args.json, "--json")
     try:
-        env, env_params = gymnax.make(args.env)
+        env, env_params = suites.make(args.env)
     except Exception as e:  # gymnax raises bare ValueErrors for unknown names
         raise UsageError(f"--env {args.env!r}: {e}") from None
     agent = RandomAgent(env.action_space(env_params))
@@ -273,7 +288,7 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--algo", default=None, choices=("ppo", "ppo-rnn", "dqn"), help="(default: ppo)")
-    p.add_argument("--env", default=None, help="a gymnax environment name (default: CartPole-v1)")
+    p.add_argument("--env", default=None, help=ENV_HELP + " (default: CartPole-v1)")
     p.add_argument("--config", default=None, help="a TOML or YAML file of settings")
     p.add_argument("--seeds", type=int, default=None, help="seeds trained together (default: 1)")
     p.add_argument("--seed", type=int, default=None, help="the base seed (default: 0)")
@@ -339,10 +354,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     _add_train(sub, algo)
 
+    p = sub.add_parser("envs", help="list the env names of gymnax and the installed suites")
+    p.set_defaults(func=_envs)
+
     p = sub.add_parser(
         "collect", help="compile a sampler, collect a few batches, print speed and stats"
     )
-    p.add_argument("--env", default="CartPole-v1", help="a gymnax environment name")
+    p.add_argument("--env", default="CartPole-v1", help=ENV_HELP)
     p.add_argument("--B", type=int, default=1024, help="number of environments")
     p.add_argument("--T", type=int, default=128, help="time steps per batch")
     p.add_argument("--batches", type=int, default=5)
@@ -364,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "JSON and a PNG. Sizes take ints or LO:HI (LO, 2*LO, 4*LO, ... <= HI).",
     )
     p.add_argument("--quick", action="store_true", help="a small grid (~2 min on 2 CPU cores)")
-    p.add_argument("--envs", nargs="+", default=None, help="gymnax environment names")
+    p.add_argument("--envs", nargs="+", default=None, help="gymnax or <suite>/<env> names")
     p.add_argument(
         "--B", nargs="+", default=None, help="numbers of envs, e.g. 1 64 1024 or 1:65536"
     )

@@ -25,13 +25,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
 from jaxsample._checks import check_int
+from jaxsample.envs import suites
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import Sampler, make_sampler
 from jaxsample.traj_info import summarize
@@ -51,14 +51,17 @@ PyTree = Any
 
 
 def make_env(config: Any, env: Any, env_params: Any) -> tuple[Any, Any]:
-    """``(env, env_params)``: ``gymnax.make(config.env_name)`` when ``env`` is
-    None, else ``env`` with ``env_params`` (default: its ``default_params``)."""
+    """``(env, env_params)``: the env named ``config.env_name`` (a gymnax name
+    or a suite's ``"<suite>/<env>"``, :func:`jaxsample.envs.suites.make`) when
+    ``env`` is None, else ``env`` with ``env_params`` (default: its
+    ``default_params``)."""
     if env is None:
         if env_params is not None:
             raise ValueError("env_params given without env")
-        if config.env_name not in gymnax.registered_envs:
-            raise ValueError(f"env_name {config.env_name!r} is not a gymnax environment")
-        return gymnax.make(config.env_name)
+        try:
+            return suites.make(config.env_name)
+        except ValueError as e:
+            raise ValueError(f"env_name: {e}") from None
     return env, env.default_params if env_params is None else env_params
 
 

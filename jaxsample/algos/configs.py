@@ -141,7 +141,8 @@ class PPOConfig(_RunLength):
     0.5, clipped value loss, per-minibatch advantage normalization).
 
     Attributes:
-      env_name: a gymnax environment id (``gymnax.registered_envs``); ignored
+      env_name: a gymnax environment id or a suite's ``"<suite>/<env>"``
+        (:func:`jaxsample.envs.suites.make`); ignored
         when :func:`~jaxsample.algos.ppo.make_train` is given an ``env``.
       num_envs: ``B``, environments collected in parallel.
       num_steps: ``T``, steps per env per iteration (``B * T`` steps per batch).
@@ -280,7 +281,7 @@ class DQNConfig(_RunLength):
     iteration takes ``steps_per_iteration = num_envs * num_steps`` of them.
 
     Attributes:
-      env_name: a gymnax environment id (``gymnax.registered_envs``) with a
+      env_name: a gymnax environment id or ``"<suite>/<env>"`` with a
         ``Discrete`` action space; ignored when :func:`~jaxsample.algos.dqn.make_train` is given an
         ``env``.
       num_envs: ``B``, environments collected in parallel (also the agent's

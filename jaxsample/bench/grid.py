@@ -70,7 +70,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import gymnax
 import jax
 import numpy as np
 
@@ -101,6 +100,7 @@ from jaxsample.bench.schema import (
 )
 from jaxsample.bench.system import import_optional, system_info
 from jaxsample.core.resets import default_block
+from jaxsample.envs import suites
 
 
 def overhead(
@@ -124,7 +124,7 @@ def overhead(
     (sampler throughput / bare throughput, higher is better), and the
     sampler's peak memory relative to the size of the Batch it returns.
     """
-    env, env_params = gymnax.make(env_name)
+    env, env_params = suites.make(env_name)
     key = jax.random.key(seed)
     programs = {
         "sampler": random_plan(env, env_params, T, B, final_observation).build(key),
@@ -206,8 +206,11 @@ class GridSpec:
         if isinstance(envs, str) or not isinstance(envs, Sequence) or not envs:
             raise ValueError(f"envs must be a non-empty sequence of env names, got {envs!r}")
         for e in envs:
-            if e not in gymnax.registered_envs:
-                raise ValueError(f"envs: {e!r} is not a gymnax environment")
+            if not suites.is_env_name(e):
+                raise ValueError(
+                    f"envs: {e!r} is not a gymnax environment nor '<suite>/<env>' "
+                    f"with a suite of {sorted(suites.SUITES)}"
+                )
         object.__setattr__(self, "envs", tuple(dict.fromkeys(envs)))
         object.__setattr__(self, "Bs", _check_sizes("Bs", self.Bs))
         object.__setattr__(self, "Ts", _check_sizes("Ts", self.Ts))
@@ -352,7 +355,7 @@ def run_grid(
             skipped.append({"env": env_name, "B": B, "T": T, "method": m, "reason": reason})
 
     for env_name in spec.envs:
-        env, env_params = gymnax.make(env_name)
+        env, env_params = suites.make(env_name)
         methods = list(jax_methods)
         uses_mlp = {"mlp", "bare_mlp"} & set(methods)
         agent = mlp_agent(env, env_params) if uses_mlp else None

@@ -1,0 +1,161 @@
+"""The sampler on a JAX suite's env vs the suite's own ``scan(vmap(step))``.
+
+For each suite name (``"navix/Navix-Empty-5x5-v0"``, ...), :func:`suite_overhead`
+times, interleaved in one process (:func:`~jaxsample.bench.measure.measure`),
+``sampler.collect`` of a random agent on the adapted env and a bare
+``lax.scan(vmap(step))`` of the suite's OWN auto-resetting step with random
+actions (Brax ``AutoResetWrapper(EpisodeWrapper(env))``, Jumanji
+``AutoResetWrapper``, Navix's ``step``, XLand-MiniGrid's
+``GymAutoResetWrapper``, Craftax's ``auto_reset=True`` env). ``ratio`` is the
+sampler's throughput over the bare loop's (>= 1: the sampler is faster).
+The suites' own auto-resets compute a reset at every step and select it
+(``jnp.where``) or branch per env (Navix's ``lax.cond``, a select under
+vmap); the sampler's gymnax step does the same select. Run
+``python -m jaxsample.bench.suites --B 64 --T 128``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxsample.bench.measure import JaxPlan, measure, random_plan
+from jaxsample.envs import suites
+
+__all__ = ["DEFAULT_ENVS", "own_rollout", "suite_overhead"]
+
+DEFAULT_ENVS = (
+    "navix/Navix-Empty-5x5-v0",
+    "xminigrid/MiniGrid-Empty-5x5",
+    "jumanji/Snake-v1",
+    "craftax/Craftax-Classic-Symbolic-v1",
+    "brax/inverted_pendulum",
+)
+
+
+def _own_step(env: Any, params: Any) -> tuple[Callable, Callable]:
+    """``(reset(key) -> state, step(key, state, action) -> (state, obs,
+    reward))`` of the suite's own auto-resetting env, for one env."""
+    inner = env.env if hasattr(env, "env") else None
+    if isinstance(env, suites.BraxEnv):
+        from brax.envs.wrappers.training import AutoResetWrapper, EpisodeWrapper
+
+        own = AutoResetWrapper(EpisodeWrapper(inner, env.episode_length, 1))
+
+        def step(k, s, a):
+            s = own.step(s, a)
+            return s, s.obs, s.reward
+
+        return own.reset, step
+    if isinstance(env, suites.JumanjiEnv):
+        from jumanji.wrappers import AutoResetWrapper
+
+        own = AutoResetWrapper(inner)
+
+        def step(k, s, a):
+            s, ts = own.step(s, a)
+            return s, ts.observation, ts.reward
+
+        return lambda k: own.reset(k)[0], step
+    if isinstance(env, suites.NavixEnv):
+
+        def step(k, ts, a):
+            ts = inner.step(ts, a)
+            return ts, ts.observation, ts.reward
+
+        return inner.reset, step
+    if isinstance(env, suites.XMiniGridEnv):
+        from xminigrid.wrappers import GymAutoResetWrapper
+
+        own = GymAutoResetWrapper(inner)
+
+        def step(k, ts, a):
+            ts = own.step(params, ts, a)
+            return ts, ts.observation, ts.reward
+
+        return lambda k: own.reset(params, k), step
+    if isinstance(env, suites.CraftaxEnv):
+        from craftax.craftax_env import make_craftax_env_from_name
+
+        own = make_craftax_env_from_name(inner.name.replace("-NoAutoReset", ""), auto_reset=True)
+
+        def step(k, s, a):
+            obs, s, reward, _, _ = own.step(k, s, a, params)
+            return s, obs, reward
+
+        return lambda k: own.reset(k, params)[1], step
+    raise TypeError(f"no suite's own step for {type(env).__name__}")
+
+
+def own_rollout(env: Any, params: Any, T: int, B: int) -> JaxPlan:
+    """The bare ``scan(vmap(step))`` of the suite's own auto-resetting step,
+    random actions, storing observation, action and reward ``[T, B]``."""
+    reset, step = _own_step(env, params)
+    space = env.action_space(params)
+    vstep = jax.vmap(step)
+
+    def init(key: jax.Array):
+        return key, jax.vmap(reset)(jax.random.split(key, B))
+
+    def run(carry):
+        def body(c, _):
+            key, state = c
+            key, k_action, k_step = jax.random.split(key, 3)
+            action = jax.vmap(space.sample)(jax.random.split(k_action, B))
+            state, obs, reward = vstep(jax.random.split(k_step, B), state, action)
+            return (key, state), (obs, action, jnp.asarray(reward, jnp.float32))
+
+        return jax.lax.scan(body, carry, None, T)
+
+    return JaxPlan(init, run)
+
+
+def suite_overhead(name: str, *, T: int, B: int, reps: int = 5, seed: int = 0) -> dict:
+    """Median seconds per call of the sampler and of the suite's own loop,
+    steps per second of both, and ``ratio`` (sampler / own throughput)."""
+    env, params = suites.make(name)
+    key = jax.random.key(seed)
+    programs = {
+        "sampler": random_plan(env, params, T, B).build(key),
+        "own": own_rollout(env, params, T, B).build(key),
+    }
+    times, _ = measure(programs, reps=reps, min_rep_seconds=0.2)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "env": name,
+        "B": B,
+        "T": T,
+        "sampler_s": med["sampler"],
+        "own_s": med["own"],
+        "sampler_sps": T * B / med["sampler"],
+        "own_sps": T * B / med["own"],
+        "ratio": med["own"] / med["sampler"],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--envs", nargs="+", default=list(DEFAULT_ENVS))
+    p.add_argument("--B", type=int, default=64)
+    p.add_argument("--T", type=int, default=128)
+    p.add_argument("--reps", type=int, default=5)
+    args = p.parse_args(argv)
+    print("| env | B | T | sampler steps/s | suite's own steps/s | ratio |")
+    print("|---|---|---|---|---|---|")
+    for name in args.envs:
+        with jax.numpy_rank_promotion("allow"):
+            r = suite_overhead(name, T=args.T, B=args.B, reps=args.reps)
+        print(
+            f"| {name} | {args.B} | {args.T} | {r['sampler_sps']:,.0f} | {r['own_sps']:,.0f} "
+            f"| {r['ratio']:.2f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""The one adapter every JAX suite goes through: :class:`SuiteEnv`.
+
+A suite env (Brax, Jumanji, Craftax, Navix, XLand-MiniGrid) has its own
+``reset``/``step`` API, its own way of saying "terminated" and "truncated", and
+usually its own auto-reset wrapper. :class:`SuiteEnv` is a gymnax (>= 1.0)
+``Environment`` whose ``reset_env``/``step_env`` call the suite's *own* reset
+and step with no auto-reset wrapper; gymnax's inherited ``step`` does the one
+auto-reset (its ``info["final_observation"]`` is the true next observation), so
+every part of jaxsample takes the env as it takes a gymnax one
+(see ``docs/design.md``, "Suites").
+
+A subclass implements :meth:`SuiteEnv.suite_reset` and
+:meth:`SuiteEnv.suite_step` for one env (no batch axis) and the two spaces.
+The adapter counts the steps of the episode (``SuiteState.time``) and, when
+given an ``episode_length``, truncates there; the suite's own truncation
+(e.g. a built-in time limit) is kept too. ``terminated`` and ``truncated`` are
+exclusive, as in Brax's ``EpisodeWrapper`` and dm_env's ``discount``: a step
+that terminates is not truncated.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from gymnax.environments import spaces
+from gymnax.environments.environment import Environment
+
+from jaxsample.types import PyTree
+
+__all__ = [
+    "NoParams",
+    "SuiteEnv",
+    "SuiteState",
+    "SuiteStep",
+    "box",
+    "check_episode_length",
+    "dm_env_ends",
+]
+
+
+@struct.dataclass
+class NoParams:
+    """The env params of a suite whose env holds its own configuration."""
+
+
+@struct.dataclass
+class SuiteState:
+    """The adapter's state of one env.
+
+    Attributes:
+      inner: the suite's own state (a Brax ``State``, a Jumanji state, a Navix
+        or XLand-MiniGrid ``TimeStep``, a Craftax ``EnvState``).
+      time: int32 scalar, steps taken in this episode.
+      truncated: bool scalar, whether the last step truncated the episode.
+    """
+
+    inner: PyTree
+    time: jax.Array
+    truncated: jax.Array
+
+
+class SuiteStep(NamedTuple):
+    """What :meth:`SuiteEnv.suite_step` returns for one env: the next
+    observation and suite state, the scalar reward, whether the suite
+    terminated the episode (a true end: no bootstrap) and whether the suite
+    itself truncated it (a time limit of its own), and the info recorded in
+    ``samples.env.env_info`` (a dict of fixed-shape arrays, may be empty)."""
+
+    observation: PyTree
+    inner: PyTree
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    info: dict[str, Any]
+
+
+def dm_env_ends(last: jax.Array, discount: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(terminated, truncated)`` of a dm_env-style ``TimeStep`` (Jumanji,
+    XLand-MiniGrid): a ``LAST`` step with ``discount == 0`` terminates, one with
+    ``discount != 0`` truncates."""
+    return last & (discount == 0), last & (discount != 0)
+
+
+def check_episode_length(episode_length: Any, *, required: bool = False) -> int | None:
+    """``episode_length`` as an int >= 1 (None allowed unless ``required``);
+    a clear error otherwise."""
+    if episode_length is None and not required:
+        return None
+    if isinstance(episode_length, bool) or not isinstance(episode_length, int | np.integer):
+        raise TypeError(f"episode_length must be an int, got {episode_length!r}")
+    if episode_length < 1:
+        raise ValueError(f"episode_length must be >= 1, got {episode_length}")
+    return int(episode_length)
+
+
+def box(low: Any, high: Any, shape: tuple[int, ...], dtype: Any) -> spaces.Box:
+    """A gymnax ``Box`` (bounds as arrays or scalars)."""
+    return spaces.Box(jnp.asarray(low), jnp.asarray(high), tuple(shape), jnp.dtype(dtype))
+
+
+class SuiteEnv(Environment):
+    """A suite's env as a gymnax (>= 1.0) ``Environment`` (abstract).
+
+    Args:
+      episode_length: the time limit the adapter adds (int >= 1): step
+        ``episode_length`` of an episode is truncated unless it terminated.
+        None: only the suite's own truncation.
+
+    ``step(key, state, action, params)`` returns ``(obs, state, reward,
+    terminated, truncated, info)`` with ``info["final_observation"]`` and
+    resets a done env with the second half of ``split(key)``, as gymnax does.
+    """
+
+    def __init__(self, episode_length: int | None = None) -> None:
+        super().__init__()
+        self.episode_length = check_episode_length(episode_length)
+
+    # --- what a suite implements -------------------------------------------
+    def suite_reset(self, key: jax.Array, params: Any) -> tuple[PyTree, PyTree]:
+        """``(observation, inner_state)`` of a new episode, from the suite's reset."""
+        raise NotImplementedError
+
+    def suite_step(self, key: jax.Array, inner: PyTree, action: Any, params: Any) -> SuiteStep:
+        """One step of the suite's own (non-auto-resetting) step."""
+        raise NotImplementedError
+
+    # --- gymnax's Environment ----------------------------------------------
+    @property
+    def default_params(self) -> Any:
+        return NoParams()
+
+    def reset_env(self, key: jax.Array, params: Any) -> tuple[PyTree, SuiteState]:
+        obs, inner = self.suite_reset(key, params)
+        return obs, SuiteState(inner, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+
+    def step_env(
+        self, key: jax.Array, state: SuiteState, action: Any, params: Any
+    ) -> tuple[PyTree, SuiteState, jax.Array, jax.Array, dict[str, Any]]:
+        out = self.suite_step(key, state.inner, action, params)
+        time = state.time + 1
+        terminated = jnp.asarray(out.terminated, bool)
+        truncated = jnp.asarray(out.truncated, bool)
+        if self.episode_length is not None:
+            truncated = truncated | (time >= self.episode_length)
+        truncated = truncated & ~terminated
+        reward = jnp.asarray(out.reward, jnp.float32)
+        return out.observation, SuiteState(out.inner, time, truncated), reward, terminated, out.info
+
+    def is_truncated(self, state: SuiteState, params: Any) -> jax.Array:
+        return state.truncated
+
+    def is_terminated(self, state: SuiteState, params: Any) -> jax.Array:
+        raise NotImplementedError("SuiteEnv's termination comes from the suite's step")
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__

@@ -1,0 +1,103 @@
+"""Jumanji envs as gymnax envs: :func:`from_jumanji`.
+
+Termination and truncation (reference: ``jumanji/types.py``, dm_env's
+convention): a ``TimeStep`` whose ``step_type`` is ``LAST`` ends the episode;
+``discount == 0`` there is a termination (``termination(...)``), ``discount
+!= 0`` a truncation (``truncation(...)``, e.g. Snake's ``time_limit``). The
+adapter calls the env's own ``reset``/``step`` (``jumanji.make`` returns the
+env without ``AutoResetWrapper``); observations stay the suite's pytrees
+(e.g. Snake's ``Observation(grid, step_count, action_mask)``); ``extras`` are
+recorded in ``env_info``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from gymnax.environments import spaces
+
+from jaxsample.envs.suites.base import SuiteEnv, SuiteStep, box, dm_env_ends
+from jaxsample.types import PyTree
+
+__all__ = ["JumanjiEnv", "from_jumanji", "make_jumanji", "space_of_spec"]
+
+_LAST = 2  # jumanji.types.StepType.LAST
+
+
+def space_of_spec(spec: Any) -> Any:
+    """A gymnax space from a Jumanji spec: ``DiscreteArray`` -> ``Discrete``,
+    ``BoundedArray``/``Array`` -> ``Box``, a structured spec -> ``Dict`` of its
+    fields (``MultiDiscreteArray`` has no gymnax space: TypeError)."""
+    from jumanji import specs
+
+    if isinstance(spec, specs.MultiDiscreteArray):
+        raise TypeError(f"a MultiDiscreteArray spec has no gymnax space: {spec}")
+    if isinstance(spec, specs.DiscreteArray):
+        if spec.shape != ():
+            raise TypeError(f"a DiscreteArray action must be a scalar, got {spec}")
+        return spaces.Discrete(int(spec.num_values))
+    if isinstance(spec, specs.BoundedArray):
+        return box(spec.minimum, spec.maximum, spec.shape, spec.dtype)
+    if isinstance(spec, specs.Array):
+        return box(-jnp.inf, jnp.inf, spec.shape, spec.dtype)
+    fields = {k: v for k, v in vars(spec).items() if isinstance(v, specs.Spec)}
+    return spaces.Dict({k: space_of_spec(v) for k, v in fields.items()})
+
+
+class JumanjiEnv(SuiteEnv):
+    """A Jumanji ``Environment`` (no wrappers) as a gymnax env. The key is used
+    only by ``reset`` (Jumanji's step is keyed by its own state)."""
+
+    def __init__(self, env: Any, episode_length: int | None = None) -> None:
+        for name in ("reset", "step", "action_spec", "observation_spec"):
+            if not hasattr(env, name):
+                raise TypeError(f"env must be a Jumanji Environment, got {env!r}")
+        if type(env).__name__.endswith("Wrapper"):
+            raise TypeError(
+                f"env must be a Jumanji env without wrappers, got {type(env).__name__}: "
+                "jaxsample resets the env itself"
+            )
+        super().__init__(episode_length)
+        self.env = env
+        self._action_space = space_of_spec(env.action_spec)
+
+    def suite_reset(self, key: jax.Array, params: Any) -> tuple[PyTree, PyTree]:
+        state, timestep = self.env.reset(key)
+        return timestep.observation, state
+
+    def suite_step(self, key: jax.Array, inner: PyTree, action: Any, params: Any) -> SuiteStep:
+        state, ts = self.env.step(inner, action)
+        terminated, truncated = dm_env_ends(ts.step_type == _LAST, ts.discount)
+        return SuiteStep(
+            observation=ts.observation,
+            inner=state,
+            reward=ts.reward,
+            terminated=terminated,
+            truncated=truncated,
+            info=dict(ts.extras),
+        )
+
+    def action_space(self, params: Any = None) -> Any:
+        return self._action_space
+
+    def observation_space(self, params: Any = None) -> Any:
+        return space_of_spec(self.env.observation_spec)
+
+    @property
+    def name(self) -> str:
+        return f"jumanji/{type(self.env).__name__}"
+
+
+def from_jumanji(env: Any, episode_length: int | None = None) -> JumanjiEnv:
+    """Adapt a Jumanji env; ``episode_length`` adds a time limit to the
+    env's own (None: only the env's own)."""
+    return JumanjiEnv(env, episode_length)
+
+
+def make_jumanji(name: str, *, episode_length: int | None = None, **kwargs: Any) -> JumanjiEnv:
+    """``from_jumanji(jumanji.make(name, **kwargs))``, e.g. ``"Snake-v1"``."""
+    import jumanji
+
+    return from_jumanji(jumanji.make(name, **kwargs), episode_length)

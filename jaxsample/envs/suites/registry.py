@@ -1,0 +1,144 @@
+"""Env names across suites: :func:`make` and :func:`available`.
+
+A name is ``"<suite>/<env>"`` (``brax/inverted_pendulum``,
+``brax-mjx/inverted_pendulum`` for Brax on MuJoCo XLA,
+``jumanji/Snake-v1``, ``craftax/Craftax-Symbolic-v1``,
+``navix/Navix-Empty-5x5-v0``, ``xminigrid/MiniGrid-Empty-5x5``) or a bare
+gymnax name (``CartPole-v1``). The CLI, the trainers and ``jaxsample bench``
+resolve names here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+import gymnax
+
+__all__ = ["SUITES", "available", "is_env_name", "make"]
+
+
+def _brax(name: str, backend: str | None = None) -> Any:
+    from jaxsample.envs.suites.brax import make_brax
+
+    return make_brax(name, backend=backend)
+
+
+def _brax_names() -> list[str]:
+    from brax import envs
+
+    return sorted(envs._envs)
+
+
+def _jumanji(name: str) -> Any:
+    from jaxsample.envs.suites.jumanji import make_jumanji
+
+    return make_jumanji(name)
+
+
+def _jumanji_names() -> list[str]:
+    import jumanji
+
+    return sorted(jumanji.registered_environments())
+
+
+def _craftax(name: str) -> Any:
+    from jaxsample.envs.suites.craftax import make_craftax
+
+    return make_craftax(name)
+
+
+def _craftax_names() -> list[str]:
+    return [
+        "Craftax-Symbolic-v1",
+        "Craftax-Pixels-v1",
+        "Craftax-Classic-Symbolic-v1",
+        "Craftax-Classic-Pixels-v1",
+    ]
+
+
+def _navix(name: str) -> Any:
+    from jaxsample.envs.suites.navix import make_navix
+
+    return make_navix(name)
+
+
+def _navix_names() -> list[str]:
+    import navix
+
+    return sorted(navix.registry())
+
+
+def _xminigrid(name: str) -> Any:
+    from jaxsample.envs.suites.xminigrid import make_xminigrid
+
+    return make_xminigrid(name)
+
+
+def _xminigrid_names() -> list[str]:
+    import xminigrid
+
+    return sorted(n for n in xminigrid.registered_environments() if n.startswith("MiniGrid-"))
+
+
+#: suite prefix -> (the package it needs, its ``pip`` extra, make(name), names())
+SUITES: dict[str, tuple[str, str, Callable[[str], Any], Callable[[], list[str]]]] = {
+    "brax": ("brax", "brax", _brax, _brax_names),
+    "brax-mjx": ("brax", "brax", lambda n: _brax(n, "mjx"), _brax_names),
+    "jumanji": ("jumanji", "jumanji", _jumanji, _jumanji_names),
+    "craftax": ("craftax", "craftax", _craftax, _craftax_names),
+    "navix": ("navix", "navix", _navix, _navix_names),
+    "xminigrid": ("xminigrid", "xminigrid", _xminigrid, _xminigrid_names),
+}
+
+
+def _installed(package: str) -> bool:
+    return importlib.util.find_spec(package) is not None
+
+
+def is_env_name(name: Any) -> bool:
+    """Whether ``name`` is a gymnax name or has a known suite prefix (the env
+    itself is checked by :func:`make`)."""
+    if not isinstance(name, str):
+        return False
+    if "/" in name:
+        return name.split("/", 1)[0] in SUITES
+    return name in gymnax.registered_envs
+
+
+def make(name: str) -> tuple[Any, Any]:
+    """``(env, env_params)`` of ``name`` (see the module docstring); a
+    ``ValueError`` naming it if the suite or the env is unknown or the suite
+    is not installed."""
+    if not isinstance(name, str):
+        raise TypeError(f"env name must be a str, got {name!r}")
+    if "/" not in name:
+        if name not in gymnax.registered_envs:
+            raise ValueError(
+                f"env {name!r} is not a gymnax environment nor '<suite>/<env>' "
+                f"with a suite of {sorted(SUITES)}"
+            )
+        return gymnax.make(name)
+    suite, env_name = name.split("/", 1)
+    if suite not in SUITES:
+        raise ValueError(f"env {name!r}: unknown suite {suite!r}, one of {sorted(SUITES)}")
+    package, extra, make_env, _ = SUITES[suite]
+    if not _installed(package):
+        raise ValueError(
+            f"env {name!r}: {package} is not installed (pip install jaxsample[{extra}])"
+        )
+    try:
+        env = make_env(env_name)
+    except Exception as e:  # the suites raise their own error types for unknown names
+        raise ValueError(f"env {name!r}: {type(e).__name__}: {e}") from None
+    return env, env.default_params
+
+
+def available() -> dict[str, list[str]]:
+    """Per installed suite prefix, its env names (``"gymnax"``: gymnax's)."""
+    out = {"gymnax": sorted(gymnax.registered_envs)}
+    for suite, (package, _, _, names) in SUITES.items():
+        if _installed(package):
+            out[suite] = names()
+    return out

@@ -1,0 +1,86 @@
+"""XLand-MiniGrid envs as gymnax envs: :func:`from_xminigrid`.
+
+Termination and truncation (reference: ``xminigrid/environment.py``,
+``Environment.step``, dm_env's convention): ``step_type == LAST`` ends the
+episode; ``discount == 0`` there is the goal reached (termination),
+``discount == 1`` the time limit ``params.max_steps`` (truncation). The
+adapter calls the env's own ``reset``/``step`` (no ``GymAutoResetWrapper``).
+The env params are XLand-MiniGrid's own (``xminigrid.make`` returns them);
+``XLand-MiniGrid-*`` envs need a ruleset in them
+(``params.replace(ruleset=...)``), the ``MiniGrid-*`` envs do not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from gymnax.environments import spaces
+
+from jaxsample.envs.suites.base import SuiteEnv, SuiteStep, box, dm_env_ends
+from jaxsample.types import PyTree
+
+__all__ = ["XMiniGridEnv", "from_xminigrid", "make_xminigrid"]
+
+_LAST = 2  # xminigrid.types.StepType.LAST
+
+
+class XMiniGridEnv(SuiteEnv):
+    """An XLand-MiniGrid ``Environment`` as a gymnax env; its params are the
+    env's ``EnvParams``."""
+
+    def __init__(self, env: Any, env_params: Any) -> None:
+        if not (hasattr(env, "reset") and hasattr(env, "step") and hasattr(env, "num_actions")):
+            raise TypeError(f"env must be an XLand-MiniGrid Environment, got {env!r}")
+        if hasattr(env, "_env"):
+            raise TypeError(
+                f"env must be an XLand-MiniGrid env without wrappers, got {type(env).__name__}"
+            )
+        super().__init__(None)
+        self.env = env
+        self._default_params = env_params
+
+    @property
+    def default_params(self) -> Any:
+        return self._default_params
+
+    def suite_reset(self, key: jax.Array, params: Any) -> tuple[PyTree, PyTree]:
+        ts = self.env.reset(params, key)
+        return ts.observation, ts
+
+    def suite_step(self, key: jax.Array, inner: PyTree, action: Any, params: Any) -> SuiteStep:
+        ts = self.env.step(params, inner, action)
+        terminated, truncated = dm_env_ends(ts.step_type == _LAST, ts.discount)
+        return SuiteStep(
+            observation=ts.observation,
+            inner=ts,
+            reward=ts.reward,
+            terminated=terminated,
+            truncated=truncated,
+            info={},
+        )
+
+    def action_space(self, params: Any = None) -> spaces.Discrete:
+        return spaces.Discrete(int(self.env.num_actions(params or self._default_params)))
+
+    def observation_space(self, params: Any = None) -> spaces.Box:
+        shape = self.env.observation_shape(params or self._default_params)
+        return box(0, 255, shape, jnp.uint8)
+
+    @property
+    def name(self) -> str:
+        return f"xminigrid/{type(self.env).__name__}"
+
+
+def from_xminigrid(env: Any, env_params: Any) -> XMiniGridEnv:
+    """Adapt an XLand-MiniGrid env; ``env_params`` become its default params."""
+    return XMiniGridEnv(env, env_params)
+
+
+def make_xminigrid(name: str, **kwargs: Any) -> XMiniGridEnv:
+    """``from_xminigrid(*xminigrid.make(name, **kwargs))``, e.g.
+    ``"MiniGrid-Empty-5x5"``."""
+    import xminigrid
+
+    return from_xminigrid(*xminigrid.make(name, **kwargs))

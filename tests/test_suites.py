@@ -1,0 +1,286 @@
+"""JAX suites through the sampler, each against the suite itself.
+
+For every adapter of :mod:`jaxsample.envs.suites`, one sampler batch (auto
+reset, dense final observations, random actions) equals a plain Python loop
+over the suite's OWN reset/step (its own wrappers for the time limit where it
+has them: Brax's ``EpisodeWrapper``; dm_env's ``step_type``/``discount`` for
+Jumanji and XLand-MiniGrid; Navix's ``step_type``; Craftax's ``done`` split by
+its health), driven with the batch's actions and the sampler's key schedule
+re-derived here (docs/design.md, "Key schedule"). Short time limits make
+episodes truncate inside the batch: those steps must be truncated, not
+terminated, with the true final observation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxsample as js
+from jaxsample import replay
+from jaxsample.envs import suites
+
+T, B, LIMIT = 48, 4, 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """An adapter and the suite's own reset/step for one env (no batch axis):
+    ``reset(key) -> (obs, state)``, ``step(key, state, action) -> (obs,
+    state, reward, terminated, truncated)``."""
+
+    env: Any
+    params: Any
+    reset: Callable
+    step: Callable
+    limit: int | None = None  # jaxsample's episode_length on top of the suite's
+
+
+def navix_case() -> Case:
+    import navix
+
+    raw = navix.make("Navix-Empty-5x5-v0", max_steps=LIMIT)
+
+    def step(key, ts, a):  # the public step: it never sees a done timestep here
+        ts = raw.step(ts, a)
+        return ts.observation, ts, ts.reward, ts.is_termination(), ts.is_truncation()
+
+    def reset(key):
+        ts = raw.reset(key)
+        return ts.observation, ts
+
+    return Case(suites.from_navix(raw), suites.NoParams(), reset, step)
+
+
+def xminigrid_case() -> Case:
+    import xminigrid
+
+    raw, params = xminigrid.make("MiniGrid-Empty-5x5")
+    params = params.replace(max_steps=LIMIT)
+
+    def reset(key):
+        ts = raw.reset(params, key)
+        return ts.observation, ts
+
+    def step(key, ts, a):
+        ts = raw.step(params, ts, a)
+        return (
+            ts.observation,
+            ts,
+            ts.reward,
+            ts.last() & (ts.discount == 0),
+            ts.last() & (ts.discount > 0),
+        )
+
+    return Case(suites.from_xminigrid(raw, params), params, reset, step)
+
+
+def jumanji_case() -> Case:
+    import jumanji
+
+    # Snake ends its own time limit with discount 0 (a termination); the
+    # adapter's episode_length below it is the truncation
+    raw = jumanji.make("Snake-v1", num_rows=6, num_cols=6, time_limit=1000)
+
+    def reset(key):
+        state, ts = raw.reset(key)
+        return ts.observation, state
+
+    def step(key, state, a):
+        state, ts = raw.step(state, a)
+        return (
+            ts.observation,
+            state,
+            ts.reward,
+            ts.last() & (ts.discount == 0),
+            ts.last() & (ts.discount > 0),
+        )
+
+    return Case(suites.from_jumanji(raw, episode_length=4), suites.NoParams(), reset, step, 4)
+
+
+def craftax_case(name: str = "Craftax-Classic-Symbolic-v1") -> Case:
+    from craftax.craftax_env import make_craftax_env_from_name
+
+    raw = make_craftax_env_from_name(name, auto_reset=False)
+    params = raw.default_params.replace(max_timesteps=LIMIT)
+
+    def step(key, state, a):
+        obs, state, reward, done, _ = raw.step(key, state, a, params)
+        truncated = done & (state.timestep >= LIMIT) & (state.player_health > 0)
+        return obs, state, reward, done & ~truncated, truncated
+
+    return Case(suites.from_craftax(raw), params, lambda k: raw.reset(k, params), step)
+
+
+def brax_case(backend: str = "mjx") -> Case:
+    from brax import envs
+    from brax.envs.wrappers.training import EpisodeWrapper
+
+    raw = envs.get_environment("inverted_pendulum", backend=backend)
+    wrapped = EpisodeWrapper(raw, LIMIT, 1)
+
+    def reset(key):
+        s = wrapped.reset(key)
+        return s.obs, s
+
+    def step(key, s, a):
+        s = wrapped.step(s, a)
+        trunc = s.info["truncation"] > 0
+        return s.obs, s, s.reward, (s.done > 0) & ~trunc, trunc
+
+    return Case(suites.from_brax(raw, LIMIT), suites.NoParams(), reset, step)
+
+
+def _select(done, a, b):
+    return jax.tree.map(lambda x, y: jax.lax.select(done, x, y), a, b)
+
+
+def reference(case: Case, key: jax.Array, actions: Any) -> dict[str, Any]:
+    """A Python loop over time of the suite's own reset/step (vmapped over the
+    ``B`` envs), with the sampler's keys: env ``b`` resets from
+    ``split(fold_in(key, b), 3)[0]``; step ``n`` uses ``fold_in(k_run, 3 n +
+    1)``, split into the step's key and the auto-reset's key."""
+    reset, step = jax.jit(jax.vmap(case.reset)), jax.jit(jax.vmap(case.step))
+    select = jax.jit(jax.vmap(_select))
+    keys = [jax.random.split(jax.random.fold_in(key, b), 3) for b in range(B)]
+    k_run = jnp.stack([k[2] for k in keys])
+    obs, state = reset(jnp.stack([k[0] for k in keys]))
+    count = np.zeros(B, int)
+    out: dict[str, list] = {k: [] for k in ("obs", "final", "reward", "term", "trunc")}
+    for t in range(T):
+        k_env = jax.vmap(lambda k, t=t: jax.random.split(jax.random.fold_in(k, 3 * t + 1)))(k_run)
+        nobs, nstate, reward, term, trunc = step(k_env[:, 0], state, actions[t])
+        robs, rstate = reset(k_env[:, 1])
+        count += 1
+        if case.limit is not None:
+            trunc = np.asarray(trunc) | ((count >= case.limit) & ~np.asarray(term))
+        done = np.asarray(term | trunc)
+        count[done] = 0
+        for k, v in zip(out, (obs, nobs, reward, term, trunc), strict=True):
+            out[k].append(jax.tree.map(np.asarray, v))
+        obs, state = select(done, robs, nobs), select(done, rstate, nstate)
+    return {k: jax.tree.map(lambda *x: np.stack(x), *v) for k, v in out.items()}
+
+
+def check_against_reference(case: Case) -> js.Batch:
+    agent = js.agents.RandomAgent(case.env.action_space(case.params))
+    sampler = js.make_sampler(
+        case.env, case.params, agent, js.BatchSpec(T, B), final_observation="dense"
+    )
+    key = jax.random.key(3)
+    _, batch = jax.jit(sampler.collect)(sampler.init(key, ()), ())
+    env = batch.samples.env
+    ref = reference(case, key, batch.samples.agent.action)
+    close = dict(rtol=1e-5, atol=1e-5)
+    for got, want in (
+        (env.observation, ref["obs"]),
+        (env.final_observation, ref["final"]),
+    ):
+        jax.tree.map(lambda g, w: np.testing.assert_allclose(np.asarray(g), w, **close), got, want)
+    np.testing.assert_allclose(env.reward, ref["reward"], **close)
+    np.testing.assert_array_equal(env.terminated, ref["term"])
+    np.testing.assert_array_equal(env.truncated, ref["trunc"])
+    # the time limit is hit inside the batch: truncated, not terminated
+    assert ref["trunc"].any() and not (ref["trunc"] & ref["term"]).any()
+    return batch
+
+
+FAST = {"navix": navix_case}
+SLOW = {
+    "xminigrid": xminigrid_case,
+    "jumanji": jumanji_case,
+    "craftax-classic": craftax_case,
+    "craftax-symbolic": lambda: craftax_case("Craftax-Symbolic-v1"),
+    "brax-mjx": brax_case,
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAST))
+def test_batch_equals_the_suites_own_loop(name: str) -> None:
+    # navix's own code broadcasts ranks implicitly (conftest raises on that)
+    with jax.numpy_rank_promotion("allow"):
+        check_against_reference(FAST[name]())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SLOW))
+def test_batch_equals_the_suites_own_loop_slow_suites(name: str) -> None:
+    with jax.numpy_rank_promotion("allow"):
+        check_against_reference(SLOW[name]())
+
+
+@pytest.mark.slow
+def test_pytree_observations_through_replay_and_actor_critic() -> None:
+    """Jumanji's ``Observation`` pytree: actor-critic acts on it, every reset
+    mode and decorrelation collect it, the replayer stores it."""
+    env, params = suites.make("jumanji/Snake-v1")
+    agent = js.agents.CategoricalActorCritic(env.action_space(params), hidden_sizes=(8,))
+    obs, _ = env.reset(jax.random.key(0), params)
+    agent_params = agent.init(jax.random.key(1), obs)
+    sampler = js.make_sampler(
+        env, params, agent, js.BatchSpec(8, 2), max_decorrelation_steps=5, reset_mode="wait"
+    )
+    _, batch = jax.jit(sampler.collect)(sampler.init(jax.random.key(2), agent_params), agent_params)
+    leaves = jax.tree.leaves(batch.samples.env.observation)
+    assert [x.shape[:2] for x in leaves] == [(8, 2)] * 3
+    rep = replay.uniform(sampler.examples, 2, 8)
+    stored, _ = rep.replay_all(rep.add(rep.init(), batch))
+    jax.tree.map(
+        lambda s, b: np.testing.assert_array_equal(np.asarray(s), np.asarray(b)),
+        stored.env.observation,
+        batch.samples.env.observation,
+    )
+
+
+def test_registry_names_and_errors() -> None:
+    assert suites.is_env_name("CartPole-v1") and suites.is_env_name("navix/anything")
+    assert not suites.is_env_name("nope/X") and not suites.is_env_name(3)
+    with pytest.raises(ValueError, match="unknown suite 'nope'"):
+        suites.make("nope/X")
+    with pytest.raises(ValueError, match="navix/NoSuchEnv"):
+        suites.make("navix/NoSuchEnv")
+    with pytest.raises(ValueError, match="not a gymnax environment"):
+        suites.make("CartPole-v9")
+    with pytest.raises(TypeError, match="episode_length must be an int"):
+        suites.SuiteEnv(episode_length=1.5)
+    with pytest.raises(ValueError, match="episode_length must be >= 1"):
+        suites.SuiteEnv(episode_length=0)
+    with pytest.raises(TypeError, match="must be a Brax env"):
+        suites.from_brax(object())
+    with pytest.raises(TypeError, match="must be a Jumanji Environment"):
+        suites.from_jumanji(object())
+
+
+@pytest.mark.slow
+def test_cli_lists_and_collects_suite_envs(capsys) -> None:
+    from jaxsample import cli
+
+    assert cli.main(["envs"]) == 0
+    out = capsys.readouterr().out
+    for line in ("brax/inverted_pendulum", "jumanji/Snake-v1", "navix/Navix-Empty-5x5-v0"):
+        assert line in out
+    assert "craftax/Craftax-Symbolic-v1" in out and "xminigrid/MiniGrid-Empty-5x5" in out
+    with jax.numpy_rank_promotion("allow"):
+        assert (
+            cli.main(
+                [
+                    "collect",
+                    "--env",
+                    "navix/Navix-Empty-5x5-v0",
+                    "--B",
+                    "4",
+                    "--T",
+                    "8",
+                    "--batches",
+                    "1",
+                ]
+            )
+            == 0
+        )

@@ -208,14 +208,18 @@ def _running_event(
 
 def _result(
     merged: dict[str, np.ndarray], returns_of: Callable[[Any], Any], per_iteration: int,
-    **fields: Any,
+    seconds: tuple[float, float], final_state: Any, **fields: Any,
 ) -> TrainingResult:  # fmt: skip
-    """The :class:`TrainingResult` of the metrics history ``merged`` (``[R, I]``)."""
+    """The :class:`TrainingResult` of the metrics history ``merged`` (``[R, I]``),
+    ``seconds`` = (compile, wall)."""
     runs, n = next(iter(merged.values())).shape
     return TrainingResult(
         env_steps=np.arange(1, n + 1) * per_iteration,
         returns=np.asarray(returns_of(merged), np.float64).reshape(runs, n),
         metrics=merged,
+        compile_seconds=seconds[0],
+        wall_seconds=seconds[1],
+        final_state=final_state,
         **fields,
     )
 
@@ -311,15 +315,8 @@ def run_training(
             args = (done, start, num_iterations, steps_per_iteration, runs, wall, begin, recent)
             progress(_running_event(*args))
     merged = {k: np.concatenate(v, axis=1) for k, v in history.items()}
-    return _result(
-        merged,
-        returns_of,
-        steps_per_iteration,
-        compile_seconds=compile_seconds,
-        wall_seconds=wall,
-        final_state=state,
-        start_iteration=start,
-    )
+    seconds = (compile_seconds, wall)
+    return _result(merged, returns_of, steps_per_iteration, seconds, state, start_iteration=start)
 
 
 def _run_one_program(
@@ -360,14 +357,7 @@ def _run_one_program(
     merged = {k: np.asarray(v).reshape(num_iterations, runs).T for k, v in metrics.items()}
     if on_chunk is not None:
         on_chunk(state, num_iterations, merged)
-    return _result(
-        merged,
-        returns_of,
-        steps_per_iteration,
-        compile_seconds=compile_seconds,
-        wall_seconds=wall,
-        final_state=state,
-    )
+    return _result(merged, returns_of, steps_per_iteration, (compile_seconds, wall), state)
 
 
 def print_progress(stream: TextIO | None = None) -> Callable[[dict[str, Any]], None]:

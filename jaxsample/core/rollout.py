@@ -233,29 +233,20 @@ class Sampler(SamplerOptions):
             new_state, out = step(state, keys, agent_params, t)
             active = jnp.ones((B,), bool) if self.reset_mode == "auto" else out.valid
             self._stepper.check_actions_fit(out.action, active, state.env_rank, t, "batch step")
-            if self.final_observation == "sparse" and self._pool is not None:
-                # The step did not reset: the final observations are at hand.
+            if self.final_observation == "sparse":
+                if self._pool is not None:  # the step did not reset: finals at hand
+                    store, args = self._store, (new_state.observation,)
+                else:
+                    store = self._store_truncated
+                    args = (keys, t, state.env_state, out.action)
                 slots, n_truncated = jax.lax.cond(
                     jnp.any(out.truncated),
-                    self._store,
+                    store,
                     lambda *a: a[:2],
                     slots,
                     n_truncated,
                     out.truncated,
-                    new_state.observation,
-                )
-            elif self.final_observation == "sparse":
-                slots, n_truncated = jax.lax.cond(
-                    jnp.any(out.truncated),
-                    self._store_truncated,
-                    lambda *a: a[:2],
-                    slots,
-                    n_truncated,
-                    out.truncated,
-                    keys,
-                    t,
-                    state.env_state,
-                    out.action,
+                    *args,
                 )
             if self._pool is not None:  # idle envs write done=False: not reset again
                 obs, env_state = self._pool.restart(

@@ -10,15 +10,6 @@ from flax import struct
 
 from jaxsample.types import PyTree, Samples
 
-__all__ = [
-    "MAX_CAPACITY",
-    "PrioritizedInfo",
-    "PrioritizedReplayer",
-    "ReplayInfo",
-    "ReplayState",
-    "Replayer",
-]
-
 # Largest ring: positions are int32 and ``position + offset`` (both < capacity)
 # must not overflow, so capacity <= 2**30 keeps every intermediate < 2**31.
 MAX_CAPACITY = 2**30

@@ -271,7 +271,11 @@ def test_overhead_and_the_grid_make_the_same_measurement(monkeypatch) -> None:
         == sorted(built, key=key)
         == [
             ("bare", "CartPole-v1", {"T": 128, "B": 1024}),
-            ("random", "CartPole-v1", {"T": 128, "B": 1024, "final_observation": "sparse"}),
+            (
+                "random",
+                "CartPole-v1",
+                {"T": 128, "B": 1024, "final_observation": "sparse", "reset_pool": 0},
+            ),
         ]
     )
     assert [m[1:] for m in measured] == [(4, bench.DEFAULT_MIN_REP_SECONDS)] * 2

@@ -9,9 +9,8 @@ environments and scanned over ``T`` steps. What makes it fast:
   (:class:`_StepOut`); ``done``, ``prev_action``/``prev_reward`` and TrajInfo
   are computed after the scan over whole ``[T, B]`` arrays
   (:func:`jaxsample.core.assemble.assemble`);
-* the sparse final-observation store writes the step's true final
-  observations (gymnax's ``info["final_observation"]``, computed by the step
-  anyway) inside a ``lax.cond`` only at steps where some env truncates;
+* the sparse final-observation store recomputes the true final observations
+  inside a ``lax.cond`` only at steps where some env truncates;
 * two ``fold_in`` per step key (:mod:`jaxsample.core.keys`, which documents
   the key schedule);
 * strong dtypes in the carry, so a second ``collect`` does not retrace.
@@ -84,7 +83,7 @@ class _StepOut(struct.PyTreeNode):
     terminated: jax.Array
     truncated: jax.Array
     env_info: PyTree
-    final_observation: PyTree  # the step's; stacked only when final_observation="dense"
+    final_observation: PyTree  # () unless final_observation="dense"
     action: PyTree
     agent_info: PyTree
     agent_state: PyTree  # () unless store_agent_state
@@ -235,16 +234,19 @@ class Sampler(SamplerOptions):
             active = jnp.ones((B,), bool) if self.reset_mode == "auto" else out.valid
             self._stepper.check_actions_fit(out.action, active, state.env_rank, t, "batch step")
             if self.final_observation == "sparse":
-                # Only truncated steps keep theirs, in K slots per env.
-                final, out = out.final_observation, out.replace(final_observation=())
+                if self._pool is not None:  # the step did not reset: finals at hand
+                    store, args = self._store, (new_state.observation,)
+                else:
+                    store = self._store_truncated
+                    args = (keys, t, state.env_state, out.action)
                 slots, n_truncated = jax.lax.cond(
                     jnp.any(out.truncated),
-                    self._store,
+                    store,
                     lambda *a: a[:2],
                     slots,
                     n_truncated,
                     out.truncated,
-                    final,
+                    *args,
                 )
             if self._pool is not None:  # idle envs write done=False: not reset again
                 obs, env_state = self._pool.restart(
@@ -383,7 +385,9 @@ class Sampler(SamplerOptions):
             terminated=tr.terminated,
             truncated=tr.truncated,
             env_info=recorded_info(tr.info),
-            final_observation=tr.info["final_observation"],
+            final_observation=tr.info["final_observation"]
+            if self.final_observation == "dense"
+            else (),
             action=tr.action,
             agent_info=tr.agent_info,
             agent_state=s.agent_state if self.store_agent_state else (),
@@ -395,13 +399,35 @@ class Sampler(SamplerOptions):
             new, out = hold_idle(s, new, tr.done, out)
         return new, out
 
+    def _store_truncated(
+        self,
+        slots: PyTree,
+        n_truncated: jax.Array,
+        truncated: jax.Array,
+        keys: K.EpochKeys,
+        t: jax.Array,
+        env_state: PyTree,
+        action: PyTree,
+    ) -> tuple[PyTree, jax.Array]:
+        """Keep the true final observations of the envs truncated at this step.
+
+        Run only at steps where some env truncated: the step is recomputed from
+        the same keys (gymnax envs are pure functions), so the common path never
+        materializes the final observation next to the observation. ``K`` slots
+        hold every truncation of a batch (:func:`~jaxsample.core.specs.truncation_bound`).
+        """
+        k_env = jax.vmap(K.step_key, in_axes=(0, None, None))(keys, t, K.ENV)
+        env, params = self.env, self.env_params
+        final = jax.vmap(env.step, in_axes=(0, 0, 0, None))(k_env, env_state, action, params)[5][
+            "final_observation"
+        ]
+        return self._store(slots, n_truncated, truncated, final)
+
     def _store(
         self, slots: PyTree, n_truncated: jax.Array, truncated: jax.Array, final: PyTree
     ) -> tuple[PyTree, jax.Array]:
         """Write the final observations ``final`` ``[B, *obs]`` of the envs
-        truncated at this step into their next free slot (run only at steps
-        where some env truncated). ``K`` slots hold every truncation of a batch
-        (:func:`~jaxsample.core.specs.truncation_bound`)."""
+        truncated at this step into their next free slot."""
         B = truncated.shape[0]
         index = jnp.where(truncated, n_truncated, self._slots)  # not truncated: dropped
         slots = jax.tree.map(

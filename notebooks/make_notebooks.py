@@ -15,19 +15,31 @@ from nbformat import v4
 HERE = pathlib.Path(__file__).resolve().parent
 
 INSTALL = """\
-# Install jaxsample when this Python does not have it (Colab, a fresh environment).
-# In a checkout of the repository (this notebook in its notebooks/ folder) the
-# checkout is installed; elsewhere the pip requirement in JAXSAMPLE_PIP_SPEC,
-# by default "jaxsample" (set it to a git URL or a wheel if your index lacks it).
+# Install jaxsample when this Python does not have it (Colab, a fresh runtime),
+# from the first of: the pip requirement in JAXSAMPLE_PIP_SPEC (a wheel's path or
+# URL, a git URL); the checkout this notebook sits in (its notebooks/ folder); a
+# wheel uploaded next to this notebook (on Colab: the Files panel, /content). Build
+# the wheel in a checkout with `pip wheel --no-deps -w dist .`.
+import glob
 import importlib.util
 import os
 
 if importlib.util.find_spec("jaxsample") is None:
-    if os.path.isfile("../pyproject.toml") and os.path.isdir("../jaxsample"):
+    spec = os.environ.get("JAXSAMPLE_PIP_SPEC")
+    wheels = sorted(glob.glob("jaxsample-*.whl"), key=os.path.getmtime)
+    if spec:
+        %pip install -q {spec}
+    elif os.path.isfile("../pyproject.toml") and os.path.isdir("../jaxsample"):
         %pip install -q -e ..
+    elif wheels:
+        wheel = wheels[-1]
+        %pip install -q {wheel}
     else:
-        spec = os.environ.get("JAXSAMPLE_PIP_SPEC", "jaxsample")
-        %pip install -q {spec}"""
+        raise RuntimeError(
+            "jaxsample is not installed: upload a jaxsample-*.whl (built in a checkout with "
+            "`pip wheel --no-deps -w dist .`) next to this notebook, or set JAXSAMPLE_PIP_SPEC "
+            "to a pip requirement"
+        )"""
 
 SCALE = """\
 # The test suite runs this notebook small (JAXSAMPLE_NOTEBOOK_SCALE=small).

@@ -93,3 +93,93 @@ def test_notebook_runs_top_to_bottom(name: str, tmp_path, monkeypatch) -> None:
         assert "  random " in text and "| env | B | T |" in text  # the table, the markdown
         assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert images == 1
+
+
+class _Shell:
+    """Stands in for IPython in the install cell: records each ``%pip`` line,
+    expanded as IPython expands it, instead of running pip."""
+
+    def __init__(self) -> None:
+        self.pip: list[str] = []
+
+    def run_line_magic(self, name: str, line: str, _stack_depth: int = 1) -> None:
+        import sys
+
+        from IPython.utils.text import DollarFormatter
+
+        frame = sys._getframe(1)
+        namespace = {**frame.f_globals, **frame.f_locals}
+        assert name == "pip"
+        self.pip.append(DollarFormatter().vformat(line, (), namespace))
+
+
+def _run_install_cell(cwd: pathlib.Path, monkeypatch, spec: str | None = None) -> list[str]:
+    """Run the notebooks' first code cell in ``cwd`` as a kernel without jaxsample would."""
+    import importlib.util as iu
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    real_find_spec = iu.find_spec
+    monkeypatch.setattr(
+        iu, "find_spec", lambda name, *a: None if name == "jaxsample" else real_find_spec(name, *a)
+    )
+    if spec is None:
+        monkeypatch.delenv("JAXSAMPLE_PIP_SPEC", raising=False)
+    else:
+        monkeypatch.setenv("JAXSAMPLE_PIP_SPEC", spec)
+    monkeypatch.chdir(cwd)
+    shell = _Shell()
+    code = TransformerManager().transform_cell(_generator().INSTALL)
+    exec(compile(code, "install-cell", "exec"), {"get_ipython": lambda: shell})
+    return shell.pip
+
+
+@pytest.mark.slow
+def test_install_cell_installs_an_uploaded_wheel(tmp_path, monkeypatch) -> None:
+    """The Colab path the README documents: build the wheel with
+    ``pip wheel --no-deps -w dist .``, upload it next to the notebook, run the
+    first cell. The wheel it picks installs a jaxsample that imports whole."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    # Build from a copy, so the build leaves nothing in this checkout.
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "jaxsample", src / "jaxsample",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*build, "-w", str(tmp_path / "dist"), str(src)], check=True, timeout=300)
+    (wheel,) = (tmp_path / "dist").glob("jaxsample-*.whl")
+    content = tmp_path / "content"  # Colab's working folder
+    content.mkdir()
+    shutil.copy(wheel, content / wheel.name)
+
+    lines = _run_install_cell(content, monkeypatch)
+    assert lines == [f"install -q {wheel.name}"]
+
+    # What pip installs from this pure-Python wheel (its files, unpacked): every
+    # subpackage, importable outside the checkout.
+    site = tmp_path / "site"
+    with zipfile.ZipFile(content / wheel.name) as archive:
+        archive.extractall(site)
+    probe = ("import jaxsample, jaxsample.core.rollout, jaxsample.bench, jaxsample.envs.suites, "
+             "jaxsample.replay, jaxsample.host; print(jaxsample.__file__)")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, check=True,
+                         capture_output=True, text=True, timeout=300).stdout
+    assert out.strip() == str(site / "jaxsample" / "__init__.py")
+
+
+def test_install_cell_order_and_its_error(tmp_path, monkeypatch) -> None:
+    """JAXSAMPLE_PIP_SPEC first, then the checkout around the notebook, then an
+    uploaded wheel; with none of them, one clear error and nothing installed."""
+    assert _run_install_cell(tmp_path, monkeypatch, spec="git+https://x/y.git") == [
+        "install -q git+https://x/y.git"
+    ]
+    assert _run_install_cell(NOTEBOOKS, monkeypatch) == ["install -q -e .."]
+    with pytest.raises(RuntimeError, match=r"upload a jaxsample-\*\.whl .* JAXSAMPLE_PIP_SPEC"):
+        _run_install_cell(tmp_path, monkeypatch)

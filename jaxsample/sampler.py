@@ -209,6 +209,7 @@ def make_sampler(
         _examples=examples,
         _stepper=EnvStepper(env, env_params, agent, env_s, state_spec, check_actions),
         _slots=final_slots(reset_mode, options["batch_spec"].T, time_limit),
+        _recompute_final=time_limit is not None,
         _pool=pool,
     )
     if mesh is None:

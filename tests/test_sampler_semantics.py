@@ -243,6 +243,7 @@ def test_final_observations_exact_for_an_env_that_truncates_more_often(store):
     assert js.sampler.truncation_bound(env, env_params, T) == T  # not ceil(32 / 12) = 3
     agent = js.agents.RandomAgent(env.action_space(env_params))
     sampler = js.make_sampler(env, env_params, agent, js.BatchSpec(T, B), final_observation=store)
+    assert not sampler._recompute_final  # no known limit: the sparse store takes the step's
     state, collect, batches = sampler.init(key, ()), jax.jit(sampler.collect), []
     for _ in range(2):
         state, batch = collect(state, ())

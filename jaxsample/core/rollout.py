@@ -9,8 +9,11 @@ environments and scanned over ``T`` steps. What makes it fast:
   (:class:`_StepOut`); ``done``, ``prev_action``/``prev_reward`` and TrajInfo
   are computed after the scan over whole ``[T, B]`` arrays
   (:func:`jaxsample.core.assemble.assemble`);
-* the sparse final-observation store recomputes the true final observations
-  inside a ``lax.cond`` only at steps where some env truncates;
+* the sparse final-observation store writes the true final observations
+  inside a ``lax.cond`` only at steps where some env truncates; for an env of
+  known time limit (truncations are rare) the cond recomputes them, so the
+  common path never holds them; otherwise (truncations may come at most
+  steps) it takes the step's own ``info["final_observation"]``;
 * two ``fold_in`` per step key (:mod:`jaxsample.core.keys`, which documents
   the key schedule);
 * strong dtypes in the carry, so a second ``collect`` does not retrace.
@@ -83,7 +86,7 @@ class _StepOut(struct.PyTreeNode):
     terminated: jax.Array
     truncated: jax.Array
     env_info: PyTree
-    final_observation: PyTree  # () unless final_observation="dense"
+    final_observation: PyTree  # stacked only when final_observation="dense"
     action: PyTree
     agent_info: PyTree
     agent_state: PyTree  # () unless store_agent_state
@@ -124,6 +127,7 @@ class Sampler(SamplerOptions):
     _examples: FromParams  # -> Samples, once the agent's parameters are known
     _stepper: EnvStepper
     _slots: int  # K of the sparse final-observation store
+    _recompute_final: bool  # sparse store: recompute finals (known time limit)
     _pool: ResetPool | None = None  # pooled resets (jaxsample.core.resets), or auto-reset
 
     @property
@@ -236,9 +240,12 @@ class Sampler(SamplerOptions):
             if self.final_observation == "sparse":
                 if self._pool is not None:  # the step did not reset: finals at hand
                     store, args = self._store, (new_state.observation,)
-                else:
+                elif self._recompute_final:  # rare truncations: recompute in the cond
                     store = self._store_truncated
                     args = (keys, t, state.env_state, out.action)
+                else:  # truncations may be frequent: the step's own finals
+                    store, args = self._store, (out.final_observation,)
+                    out = out.replace(final_observation=())  # not stacked
                 slots, n_truncated = jax.lax.cond(
                     jnp.any(out.truncated),
                     store,
@@ -386,7 +393,7 @@ class Sampler(SamplerOptions):
             truncated=tr.truncated,
             env_info=recorded_info(tr.info),
             final_observation=tr.info["final_observation"]
-            if self.final_observation == "dense"
+            if self.final_observation == "dense" or self._steps_final()
             else (),
             action=tr.action,
             agent_info=tr.agent_info,
@@ -398,6 +405,12 @@ class Sampler(SamplerOptions):
             # writes zeros with valid=False (done is held True after the scan).
             new, out = hold_idle(s, new, tr.done, out)
         return new, out
+
+    def _steps_final(self) -> bool:
+        """Whether the sparse store takes the step's own final observations."""
+        return self.final_observation == "sparse" and self._pool is None and not (
+            self._recompute_final
+        )
 
     def _store_truncated(
         self,

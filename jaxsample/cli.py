@@ -285,7 +285,7 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
         "YAML), then the flags. A list (--lr 1e-3,2.5e-4) sweeps a hyperparameter in the "
         f"same program. The fields shown are --algo {algo}'s; `jaxsample train --algo dqn "
         "--help` shows DQN's.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_DefaultsShown,
     )
     p.add_argument("--algo", default=None, choices=("ppo", "ppo-rnn", "dqn"), help="(default: ppo)")
     p.add_argument("--env", default=None, help=ENV_HELP + " (default: CartPole-v1)")
@@ -314,7 +314,7 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
     )
     p.add_argument("--tensorboard", default=None, metavar="DIR", help="TensorBoard event files")
     p.add_argument("--wandb", action="store_true", help="log to Weights & Biases")
-    p.add_argument("--wandb-project", default="jaxsample", help="W&B project (default: jaxsample)")
+    p.add_argument("--wandb-project", default="jaxsample", help="W&B project")
     p.add_argument(
         "--checkpoint-dir",
         default=None,
@@ -334,6 +334,16 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
     p.add_argument("--seed", type=int, default=0, help="the evaluation's key")
     p.add_argument("--json", default=None, help="write the per-run table here")
     p.set_defaults(func=_eval)
+
+
+class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each flag's default, except ``None``: those flags' help says what
+    applies (the config's default, after ``--config``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -255,6 +255,7 @@ def test_help_lists_every_config_field_with_its_default(capsys) -> None:
                 continue  # --env, --algo, --mask-velocity
             assert "--" + field.name.replace("_", "-") in text, field.name
     assert "(default: 1000)" in text and "(default: 120,84)" in text  # DQN's buffer, MLP
+    assert "(default: None)" not in text and "(default: ppo)" in text  # each default once
     with pytest.raises(SystemExit) as info:
         main(["--version"])
     assert info.value.code == 0 and capsys.readouterr().out.startswith("jaxsample 0.")

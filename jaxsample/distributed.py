@@ -143,20 +143,10 @@ class ShardedSampler(Sampler):
             final_store = steps
         return Batch(
             samples=Samples(
-                env=EnvSamples(
-                    observation=steps,
-                    reward=steps,
-                    prev_reward=steps,
-                    terminated=steps,
-                    truncated=steps,
-                    done=steps,
-                    env_info=steps,
-                    final_store=final_store,
-                ),
-                agent=AgentSamples(
-                    action=steps,
-                    prev_action=steps,
-                    agent_info=steps,
+                env=_every_field(EnvSamples, steps, final_store=final_store),
+                agent=_every_field(
+                    AgentSamples,
+                    steps,
                     initial_state=envs,
                     state=steps if self.store_agent_state else None,
                 ),
@@ -165,6 +155,12 @@ class ShardedSampler(Sampler):
             ),
             traj_infos=steps,
         )
+
+
+def _every_field(cls: type, spec: Any, **others: Any) -> Any:
+    """A ``cls`` (a dataclass of the batch) with ``spec`` in every field but
+    the ``others`` given."""
+    return cls(**({f.name: spec for f in dataclasses.fields(cls)} | others))
 
 
 def check_mesh(mesh: Any, mesh_axis: str, B: int) -> int:

@@ -340,6 +340,9 @@ def make_evaluator(
     capacity = min(wanted, most)
     # Slot j * n_envs + b < capacity is episode j of env b.
     quota = tuple(max(0, math.ceil((capacity - b) / n_envs)) for b in range(n_envs))
+    stepper = EnvStepper(
+        env, env_params, eval_agent, env_s, agent_state_spec(eval_agent), check_actions
+    )
     return Evaluator(
         env=env,
         env_params=env_params,
@@ -351,8 +354,6 @@ def make_evaluator(
         discount=discount,
         max_T=max_T,
         capacity=capacity,
-        _stepper=EnvStepper(
-            env, env_params, eval_agent, env_s, agent_state_spec(eval_agent), check_actions
-        ),
+        _stepper=stepper,
         _quota=quota,
     )

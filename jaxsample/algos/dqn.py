@@ -55,6 +55,7 @@ benchmark (``python -m jaxsample.algos.dqn``), is a runner and jits.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -254,8 +255,12 @@ class Trainer(TrainerBase):
         samples: Samples,
         gamma: jax.Array,
         weight: jax.Array | None = None,
-    ) -> tuple[jax.Array, jax.Array]:
-        """``(loss, q_mean)`` over the valid steps of ``samples`` (leaves ``[L, N, ...]``).
+        *,
+        with_td: bool = False,
+    ) -> tuple[jax.Array, Any]:
+        """``(loss, q_mean)`` over the valid steps of ``samples`` (leaves ``[L, N, ...]``);
+        ``(loss, (q_mean, td))`` with the TD errors ``[L, N]`` when ``with_td``
+        (prioritized replay's new priorities are ``|td| + priority_eps``).
 
         ``loss`` is the mean over valid steps of ``0.5 * td**2`` (or the Huber
         loss) with ``td = Q(s, a) - stop_gradient(target)``, each step's term
@@ -263,19 +268,6 @@ class Trainer(TrainerBase):
         importance weights) when given; ``q_mean`` the mean ``Q(s, a)`` of the
         replayed actions.
         """
-        loss, (q_mean, _) = self.loss_and_td(network, target_params, samples, gamma, weight)
-        return loss, q_mean
-
-    def loss_and_td(
-        self,
-        network: PyTree,
-        target_params: PyTree,
-        samples: Samples,
-        gamma: jax.Array,
-        weight: jax.Array | None = None,
-    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-        """``(loss, (q_mean, td))``: :meth:`loss` and the TD errors ``[L, N]``
-        (prioritized replay's new priorities are ``|td| + priority_eps``)."""
         L, N = jnp.shape(samples.env.reward)
         target = jax.lax.stop_gradient(self.targets(network, target_params, samples, gamma))
         obs = jax.tree.map(lambda x: x.reshape((L * N, *x.shape[2:])), samples.env.observation)
@@ -290,7 +282,11 @@ class Trainer(TrainerBase):
         mask = samples.valid.astype(jnp.float32)
         count = jnp.maximum(jnp.sum(mask), 1.0)
         weighted = per_step if weight is None else per_step * weight
-        return jnp.sum(weighted * mask) / count, (jnp.sum(q_taken * mask) / count, td)
+        loss, q_mean = jnp.sum(weighted * mask) / count, jnp.sum(q_taken * mask) / count
+        return (loss, (q_mean, td)) if with_td else (loss, q_mean)
+
+    #: ``loss(..., with_td=True)``: ``(loss, (q_mean, td))``.
+    loss_and_td = functools.partialmethod(loss, with_td=True)
 
     def iteration(self, state: TrainState) -> tuple[TrainState, dict[str, jax.Array]]:
         """One DQN iteration (see the class docstring for the metrics)."""

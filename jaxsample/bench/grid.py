@@ -101,6 +101,8 @@ from jaxsample.bench.schema import (
 from jaxsample.bench.system import import_optional, system_info
 from jaxsample.core.resets import default_block
 from jaxsample.envs import suites
+from jaxsample.sampler import make_sampler
+from jaxsample.types import BatchSpec
 
 
 def overhead(
@@ -389,7 +391,8 @@ def run_grid(
                     elif m == "bare_mlp":
                         plans[m] = bare_mlp_plan(env, env_params, agent, params, T, B)
                     else:
-                        plans[m] = sampler_plan(env, env_params, agent, params, T, B)
+                        sampler = make_sampler(env, env_params, agent, BatchSpec(T, B))
+                        plans[m] = sampler_plan(sampler, params)
                 if plans and budget is not None:
                     sizes = [p.estimate_bytes(key) for p in plans.values()]
                     need = sum(s for s, _ in sizes) + max(o for _, o in sizes)

@@ -306,26 +306,8 @@ def bare_mlp_plan(env: Any, env_params: Any, agent: Any, params: Any, T: int, B:
     return JaxPlan(init, run, (params,))
 
 
-def sampler_plan(
-    env: Any,
-    env_params: Any,
-    agent: Any,
-    params: Any,
-    T: int,
-    B: int,
-    final_observation: str = "sparse",
-    reset_pool: int = 0,
-) -> JaxPlan:
-    """``sampler.collect`` of ``agent`` with ``params`` as a plan
-    (``reset_pool``: :func:`pool_size`'s pool, 0 for gymnax's auto-reset)."""
-    sampler = make_sampler(
-        env,
-        env_params,
-        agent,
-        BatchSpec(T, B),
-        final_observation=final_observation,
-        reset_pool=reset_pool,
-    )
+def sampler_plan(sampler: Any, params: Any) -> JaxPlan:
+    """``sampler.collect`` with the agent's ``params`` as a plan."""
     return JaxPlan(lambda key: sampler.init(key, params), sampler.collect, (params,))
 
 
@@ -337,9 +319,18 @@ def random_plan(
     final_observation: str = "sparse",
     reset_pool: int = 0,
 ) -> JaxPlan:
-    """``sampler.collect`` with a :class:`~jaxsample.agents.RandomAgent` as a plan."""
+    """``sampler.collect`` with a :class:`~jaxsample.agents.RandomAgent` as a plan
+    (``reset_pool``: :func:`pool_size`'s pool, 0 for gymnax's auto-reset)."""
     agent = RandomAgent(env.action_space(env_params))
-    return sampler_plan(env, env_params, agent, (), T, B, final_observation, reset_pool)
+    sampler = make_sampler(
+        env,
+        env_params,
+        agent,
+        BatchSpec(T, B),
+        final_observation=final_observation,
+        reset_pool=reset_pool,
+    )
+    return sampler_plan(sampler, ())
 
 
 def mlp_agent(env: Any, env_params: Any) -> Any | None:

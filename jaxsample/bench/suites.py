@@ -38,66 +38,60 @@ DEFAULT_ENVS = (
 )
 
 
-def _own_step(env: Any, params: Any) -> tuple[Callable, Callable]:
-    """``(reset(key) -> state, step(key, state, action) -> (state, obs,
-    reward))`` of the suite's own auto-resetting env, for one env."""
+def _own_step(env: Any, params: Any) -> tuple[Callable, Callable, Callable]:
+    """``(reset(key) -> state, step(key, state, action) -> out, view(out) ->
+    (state, obs, reward))`` of the suite's own auto-resetting env, for one env:
+    ``step`` is the suite's step, ``view`` picks the next state, observation
+    and reward out of what it returns."""
     inner = env.env if hasattr(env, "env") else None
     if isinstance(env, suites.BraxEnv):
         from brax.envs.wrappers.training import AutoResetWrapper, EpisodeWrapper
 
         own = AutoResetWrapper(EpisodeWrapper(inner, env.episode_length, 1))
-
-        def step(k, s, a):
-            s = own.step(s, a)
-            return s, s.obs, s.reward
-
-        return own.reset, step
+        return own.reset, lambda k, s, a: own.step(s, a), lambda s: (s, s.obs, s.reward)
     if isinstance(env, suites.JumanjiEnv):
         from jumanji.wrappers import AutoResetWrapper
 
         own = AutoResetWrapper(inner)
-
-        def step(k, s, a):
-            s, ts = own.step(s, a)
-            return s, ts.observation, ts.reward
-
-        return lambda k: own.reset(k)[0], step
+        return (
+            lambda k: own.reset(k)[0],
+            lambda k, s, a: own.step(s, a),
+            lambda out: (out[0], out[1].observation, out[1].reward),
+        )
     if isinstance(env, suites.NavixEnv):
-
-        def step(k, ts, a):
-            ts = inner.step(ts, a)
-            return ts, ts.observation, ts.reward
-
-        return inner.reset, step
+        return inner.reset, lambda k, ts, a: inner.step(ts, a), _timestep_view
     if isinstance(env, suites.XMiniGridEnv):
         from xminigrid.wrappers import GymAutoResetWrapper
 
         own = GymAutoResetWrapper(inner)
-
-        def step(k, ts, a):
-            ts = own.step(params, ts, a)
-            return ts, ts.observation, ts.reward
-
-        return lambda k: own.reset(params, k), step
+        return (
+            lambda k: own.reset(params, k),
+            lambda k, ts, a: own.step(params, ts, a),
+            _timestep_view,
+        )
     if isinstance(env, suites.CraftaxEnv):
         from craftax.craftax_env import make_craftax_env_from_name
 
         own = make_craftax_env_from_name(inner.name.replace("-NoAutoReset", ""), auto_reset=True)
-
-        def step(k, s, a):
-            obs, s, reward, _, _ = own.step(k, s, a, params)
-            return s, obs, reward
-
-        return lambda k: own.reset(k, params)[1], step
+        return (
+            lambda k: own.reset(k, params)[1],
+            lambda k, s, a: own.step(k, s, a, params),
+            lambda out: (out[1], out[0], out[2]),  # (obs, state, reward, done, info)
+        )
     raise TypeError(f"no suite's own step for {type(env).__name__}")
+
+
+def _timestep_view(ts: Any) -> tuple[Any, Any, Any]:
+    """The view of a step that returns the next timestep (Navix, XLand-MiniGrid)."""
+    return ts, ts.observation, ts.reward
 
 
 def own_rollout(env: Any, params: Any, T: int, B: int) -> JaxPlan:
     """The bare ``scan(vmap(step))`` of the suite's own auto-resetting step,
     random actions, storing observation, action and reward ``[T, B]``."""
-    reset, step = _own_step(env, params)
+    reset, step, view = _own_step(env, params)
     space = env.action_space(params)
-    vstep = jax.vmap(step)
+    vstep = jax.vmap(lambda k, s, a: view(step(k, s, a)))
 
     def init(key: jax.Array):
         return key, jax.vmap(reset)(jax.random.split(key, B))

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample.types import AgentSamples, Batch, EnvSamples, PyTree, Samples, SparseFinalObservation
+from jaxsample.types import Batch, PyTree, Samples, SparseFinalObservation
 
 __all__ = [
     "as_samples",
@@ -131,25 +131,9 @@ def check_env_subset(
 
 def _layout(samples: Samples, agent_state: PyTree, final_observation: PyTree) -> Samples:
     """The stored fields of ``samples`` (leaves ``[T, B, ...]``), in storage layout."""
-    env = samples.env
-    return Samples(
-        env=EnvSamples(
-            observation=env.observation,
-            reward=env.reward,
-            prev_reward=env.prev_reward,
-            terminated=env.terminated,
-            truncated=env.truncated,
-            done=env.done,
-            env_info=env.env_info,
-            final_store=final_observation,
-        ),
-        agent=AgentSamples(
-            action=samples.agent.action,
-            prev_action=samples.agent.prev_action,
-            agent_info=samples.agent.agent_info,
-            initial_state=agent_state,
-        ),
-        valid=samples.valid,
+    return samples.replace(
+        env=samples.env.replace(final_store=final_observation),
+        agent=samples.agent.replace(initial_state=agent_state, state=None),
         bootstrap_value=None,
     )
 

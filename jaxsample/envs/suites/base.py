@@ -20,7 +20,7 @@ that terminates is not truncated.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,7 +39,10 @@ __all__ = [
     "box",
     "check_episode_length",
     "dm_env_ends",
+    "dm_env_step",
 ]
+
+_LAST = 2  # dm_env's StepType.LAST (Jumanji's and XLand-MiniGrid's too)
 
 
 @struct.dataclass
@@ -85,6 +88,14 @@ def dm_env_ends(last: jax.Array, discount: jax.Array) -> tuple[jax.Array, jax.Ar
     return last & (discount == 0), last & (discount != 0)
 
 
+def dm_env_step(ts: Any, inner: PyTree, info: dict[str, Any]) -> SuiteStep:
+    """The :class:`SuiteStep` of a dm_env-style ``TimeStep`` ``ts`` (its
+    ``observation``, ``reward``, and the ends by :func:`dm_env_ends`), with the
+    suite state ``inner`` and ``info``."""
+    terminated, truncated = dm_env_ends(ts.step_type == _LAST, ts.discount)
+    return SuiteStep(ts.observation, inner, ts.reward, terminated, truncated, info)
+
+
 def check_episode_length(episode_length: Any, *, required: bool = False) -> int | None:
     """``episode_length`` as an int >= 1 (None allowed unless ``required``);
     a clear error otherwise."""
@@ -109,15 +120,21 @@ class SuiteEnv(Environment):
       episode_length: the time limit the adapter adds (int >= 1): step
         ``episode_length`` of an episode is truncated unless it terminated.
         None: only the suite's own truncation.
+      env: the suite's own env, kept as ``self.env`` (None for an adapter
+        that holds none).
 
     ``step(key, state, action, params)`` returns ``(obs, state, reward,
     terminated, truncated, info)`` with ``info["final_observation"]`` and
     resets a done env with the second half of ``split(key)``, as gymnax does.
     """
 
-    def __init__(self, episode_length: int | None = None) -> None:
+    #: the prefix of :attr:`name` (``"brax"``, ...); None: the class name alone
+    suite: ClassVar[str | None] = None
+
+    def __init__(self, episode_length: int | None = None, env: Any = None) -> None:
         super().__init__()
         self.episode_length = check_episode_length(episode_length)
+        self.env = env
 
     # --- what a suite implements -------------------------------------------
     def suite_reset(self, key: jax.Array, params: Any) -> tuple[PyTree, PyTree]:
@@ -158,4 +175,8 @@ class SuiteEnv(Environment):
 
     @property
     def name(self) -> str:
-        return type(self).__name__
+        """``"<suite>/<the suite env's class name>"``; the class name without a
+        :attr:`suite`."""
+        if self.suite is None:
+            return type(self).__name__
+        return f"{self.suite}/{type(self.env).__name__}"

@@ -32,6 +32,8 @@ class BraxEnv(SuiteEnv):
     step is deterministic). ``info`` records Brax's ``State.metrics``.
     """
 
+    suite = "brax"
+
     def __init__(self, env: Any, episode_length: int = 1000) -> None:
         for name in ("reset", "step", "observation_size", "action_size"):
             if not hasattr(env, name):
@@ -42,8 +44,7 @@ class BraxEnv(SuiteEnv):
                 f"got the wrapper {type(env).__name__}: jaxsample does the time limit and "
                 "the reset itself"
             )
-        super().__init__(check_episode_length(episode_length, required=True))
-        self.env = env
+        super().__init__(check_episode_length(episode_length, required=True), env)
 
     def suite_reset(self, key: jax.Array, params: Any) -> tuple[PyTree, PyTree]:
         state = self.env.reset(key)
@@ -65,10 +66,6 @@ class BraxEnv(SuiteEnv):
 
     def observation_space(self, params: Any = None) -> spaces.Box:
         return box(-jnp.inf, jnp.inf, (self.env.observation_size,), jnp.float32)
-
-    @property
-    def name(self) -> str:
-        return f"brax/{type(self.env).__name__}"
 
 
 def from_brax(env: Any, episode_length: int = 1000) -> BraxEnv:

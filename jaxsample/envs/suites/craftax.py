@@ -39,8 +39,7 @@ class CraftaxEnv(SuiteEnv):
                 f"env must be a Craftax env without auto-reset (auto_reset=False), got "
                 f"{type(env).__name__}: jaxsample resets the env itself"
             )
-        super().__init__(None)
-        self.env = env
+        super().__init__(None, env)
 
     @property
     def default_params(self) -> Any:

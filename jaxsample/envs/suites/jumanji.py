@@ -18,12 +18,10 @@ import jax
 import jax.numpy as jnp
 from gymnax.environments import spaces
 
-from jaxsample.envs.suites.base import SuiteEnv, SuiteStep, box, dm_env_ends
+from jaxsample.envs.suites.base import SuiteEnv, SuiteStep, box, dm_env_step
 from jaxsample.types import PyTree
 
 __all__ = ["JumanjiEnv", "from_jumanji", "make_jumanji", "space_of_spec"]
-
-_LAST = 2  # jumanji.types.StepType.LAST
 
 
 def space_of_spec(spec: Any) -> Any:
@@ -50,6 +48,8 @@ class JumanjiEnv(SuiteEnv):
     """A Jumanji ``Environment`` (no wrappers) as a gymnax env. The key is used
     only by ``reset`` (Jumanji's step is keyed by its own state)."""
 
+    suite = "jumanji"
+
     def __init__(self, env: Any, episode_length: int | None = None) -> None:
         for name in ("reset", "step", "action_spec", "observation_spec"):
             if not hasattr(env, name):
@@ -59,8 +59,7 @@ class JumanjiEnv(SuiteEnv):
                 f"env must be a Jumanji env without wrappers, got {type(env).__name__}: "
                 "jaxsample resets the env itself"
             )
-        super().__init__(episode_length)
-        self.env = env
+        super().__init__(episode_length, env)
         self._action_space = space_of_spec(env.action_spec)
 
     def suite_reset(self, key: jax.Array, params: Any) -> tuple[PyTree, PyTree]:
@@ -69,25 +68,13 @@ class JumanjiEnv(SuiteEnv):
 
     def suite_step(self, key: jax.Array, inner: PyTree, action: Any, params: Any) -> SuiteStep:
         state, ts = self.env.step(inner, action)
-        terminated, truncated = dm_env_ends(ts.step_type == _LAST, ts.discount)
-        return SuiteStep(
-            observation=ts.observation,
-            inner=state,
-            reward=ts.reward,
-            terminated=terminated,
-            truncated=truncated,
-            info=dict(ts.extras),
-        )
+        return dm_env_step(ts, state, dict(ts.extras))
 
     def action_space(self, params: Any = None) -> Any:
         return self._action_space
 
     def observation_space(self, params: Any = None) -> Any:
         return space_of_spec(self.env.observation_spec)
-
-    @property
-    def name(self) -> str:
-        return f"jumanji/{type(self.env).__name__}"
 
 
 def from_jumanji(env: Any, episode_length: int | None = None) -> JumanjiEnv:

@@ -28,11 +28,12 @@ class NavixEnv(SuiteEnv):
     """A Navix ``Environment`` as a gymnax env (``Discrete`` actions, the
     env's observation array)."""
 
+    suite = "navix"
+
     def __init__(self, env: Any) -> None:
         if not (hasattr(env, "_step") and hasattr(env, "reset") and hasattr(env, "action_set")):
             raise TypeError(f"env must be a Navix Environment, got {env!r}")
-        super().__init__(None)
-        self.env = env
+        super().__init__(None, env)
 
     def suite_reset(self, key: jax.Array, params: Any) -> tuple[PyTree, PyTree]:
         ts = self.env.reset(key)
@@ -55,10 +56,6 @@ class NavixEnv(SuiteEnv):
     def observation_space(self, params: Any = None) -> spaces.Box:
         s = self.env.observation_space
         return box(s.minimum, s.maximum, s.shape, s.dtype)
-
-    @property
-    def name(self) -> str:
-        return f"navix/{type(self.env).__name__}"
 
 
 def from_navix(env: Any) -> NavixEnv:

@@ -19,10 +19,15 @@ import gymnax
 __all__ = ["SUITES", "available", "is_env_name", "make"]
 
 
-def _brax(name: str, backend: str | None = None) -> Any:
-    from jaxsample.envs.suites.brax import make_brax
+def _maker(suite: str, **kwargs: Any) -> Callable[[str], Any]:
+    """``make(name)`` of the adapter module ``jaxsample.envs.suites.<suite>``:
+    its ``make_<suite>(name, **kwargs)``, imported on the first call."""
 
-    return make_brax(name, backend=backend)
+    def make_env(name: str) -> Any:
+        module = importlib.import_module(f"jaxsample.envs.suites.{suite}")
+        return getattr(module, f"make_{suite}")(name, **kwargs)
+
+    return make_env
 
 
 def _brax_names() -> list[str]:
@@ -31,22 +36,10 @@ def _brax_names() -> list[str]:
     return sorted(envs._envs)
 
 
-def _jumanji(name: str) -> Any:
-    from jaxsample.envs.suites.jumanji import make_jumanji
-
-    return make_jumanji(name)
-
-
 def _jumanji_names() -> list[str]:
     import jumanji
 
     return sorted(jumanji.registered_environments())
-
-
-def _craftax(name: str) -> Any:
-    from jaxsample.envs.suites.craftax import make_craftax
-
-    return make_craftax(name)
 
 
 def _craftax_names() -> list[str]:
@@ -58,22 +51,10 @@ def _craftax_names() -> list[str]:
     ]
 
 
-def _navix(name: str) -> Any:
-    from jaxsample.envs.suites.navix import make_navix
-
-    return make_navix(name)
-
-
 def _navix_names() -> list[str]:
     import navix
 
     return sorted(navix.registry())
-
-
-def _xminigrid(name: str) -> Any:
-    from jaxsample.envs.suites.xminigrid import make_xminigrid
-
-    return make_xminigrid(name)
 
 
 def _xminigrid_names() -> list[str]:
@@ -84,12 +65,12 @@ def _xminigrid_names() -> list[str]:
 
 #: suite prefix -> (the package it needs, its ``pip`` extra, make(name), names())
 SUITES: dict[str, tuple[str, str, Callable[[str], Any], Callable[[], list[str]]]] = {
-    "brax": ("brax", "brax", _brax, _brax_names),
-    "brax-mjx": ("brax", "brax", lambda n: _brax(n, "mjx"), _brax_names),
-    "jumanji": ("jumanji", "jumanji", _jumanji, _jumanji_names),
-    "craftax": ("craftax", "craftax", _craftax, _craftax_names),
-    "navix": ("navix", "navix", _navix, _navix_names),
-    "xminigrid": ("xminigrid", "xminigrid", _xminigrid, _xminigrid_names),
+    "brax": ("brax", "brax", _maker("brax"), _brax_names),
+    "brax-mjx": ("brax", "brax", _maker("brax", backend="mjx"), _brax_names),
+    "jumanji": ("jumanji", "jumanji", _maker("jumanji"), _jumanji_names),
+    "craftax": ("craftax", "craftax", _maker("craftax"), _craftax_names),
+    "navix": ("navix", "navix", _maker("navix"), _navix_names),
+    "xminigrid": ("xminigrid", "xminigrid", _maker("xminigrid"), _xminigrid_names),
 }
 
 

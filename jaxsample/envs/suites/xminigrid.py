@@ -18,17 +18,17 @@ import jax
 import jax.numpy as jnp
 from gymnax.environments import spaces
 
-from jaxsample.envs.suites.base import SuiteEnv, SuiteStep, box, dm_env_ends
+from jaxsample.envs.suites.base import SuiteEnv, SuiteStep, box, dm_env_step
 from jaxsample.types import PyTree
 
 __all__ = ["XMiniGridEnv", "from_xminigrid", "make_xminigrid"]
-
-_LAST = 2  # xminigrid.types.StepType.LAST
 
 
 class XMiniGridEnv(SuiteEnv):
     """An XLand-MiniGrid ``Environment`` as a gymnax env; its params are the
     env's ``EnvParams``."""
+
+    suite = "xminigrid"
 
     def __init__(self, env: Any, env_params: Any) -> None:
         if not (hasattr(env, "reset") and hasattr(env, "step") and hasattr(env, "num_actions")):
@@ -37,8 +37,7 @@ class XMiniGridEnv(SuiteEnv):
             raise TypeError(
                 f"env must be an XLand-MiniGrid env without wrappers, got {type(env).__name__}"
             )
-        super().__init__(None)
-        self.env = env
+        super().__init__(None, env)
         self._default_params = env_params
 
     @property
@@ -51,15 +50,7 @@ class XMiniGridEnv(SuiteEnv):
 
     def suite_step(self, key: jax.Array, inner: PyTree, action: Any, params: Any) -> SuiteStep:
         ts = self.env.step(params, inner, action)
-        terminated, truncated = dm_env_ends(ts.step_type == _LAST, ts.discount)
-        return SuiteStep(
-            observation=ts.observation,
-            inner=ts,
-            reward=ts.reward,
-            terminated=terminated,
-            truncated=truncated,
-            info={},
-        )
+        return dm_env_step(ts, ts, {})
 
     def action_space(self, params: Any = None) -> spaces.Discrete:
         return spaces.Discrete(int(self.env.num_actions(params or self._default_params)))
@@ -67,10 +58,6 @@ class XMiniGridEnv(SuiteEnv):
     def observation_space(self, params: Any = None) -> spaces.Box:
         shape = self.env.observation_shape(params or self._default_params)
         return box(0, 255, shape, jnp.uint8)
-
-    @property
-    def name(self) -> str:
-        return f"xminigrid/{type(self.env).__name__}"
 
 
 def from_xminigrid(env: Any, env_params: Any) -> XMiniGridEnv:

@@ -95,17 +95,22 @@ class ShardedSampler(Sampler):
         """
         check_key(key)
         self.check_params(agent_params)
-        ranks = jnp.asarray(self.env_ranks, jnp.int32)
-        if not isinstance(key, jax.core.Tracer):  # eager: shard_map wants them placed
-            ranks = jax.device_put(ranks, self.state_sharding)
+        # Row d: the global ranks of the d-th block along the mesh axis; each
+        # shard takes its own row (eager and under jit alike, no placement).
+        blocks = np.asarray(self.env_ranks, np.int32).reshape(self.mesh.shape[self.mesh_axis], -1)
+
+        def init_block(key: jax.Array) -> SamplerState:
+            ranks = jnp.asarray(blocks)[jax.lax.axis_index(self.mesh_axis)]
+            return self.local.init_envs(key, ranks)
+
         init = jax.shard_map(
-            self.local.init_envs,
+            init_block,
             mesh=self.mesh,
-            in_specs=(P(), P(self.mesh_axis)),
+            in_specs=P(),
             out_specs=P(self.mesh_axis),
             check_vma=False,  # no collectives inside: each shard is independent
         )
-        return init(key, ranks)
+        return init(key)
 
     def collect(self, state: SamplerState, agent_params: PyTree) -> tuple[SamplerState, Batch]:
         """Collect one ``[T, B]`` batch, each device stepping its block of envs.

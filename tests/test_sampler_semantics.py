@@ -438,6 +438,15 @@ def _fake_mnist(directory="/tmp/mnist"):
 
 
 ENV_NAMES = list(gymnax.registered_envs)
+# One env of each family in the default run (discrete and Box actions, vector
+# and image observations); every other registered env is in the slow set.
+DEFAULT_ENVS = (
+    "CartPole-v1",
+    "Pendulum-v1",
+    "Breakout-MinAtar",
+    "DiscountingChain-bsuite",
+    "GaussianBandit-misc",
+)
 
 
 # Compile time dominates this test; these are smoke checks of shapes, dtypes,
@@ -454,7 +463,10 @@ def _aval_changes(before, after) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("name", ENV_NAMES)
+@pytest.mark.parametrize(
+    "name",
+    [n if n in DEFAULT_ENVS else pytest.param(n, marks=pytest.mark.slow) for n in ENV_NAMES],
+)
 def test_every_registered_env(name, monkeypatch):
     if name == "MNISTBandit-bsuite":
         # It downloads MNIST when constructed; there is no network here.

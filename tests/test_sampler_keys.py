@@ -1,9 +1,12 @@
 """The per-env key schedule: chunk invariance and no key reuse on long runs."""
 
+import functools
+
 import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import jaxsample as js
 from jaxsample.core.keys import EPOCH, EpochKeys, step_key
@@ -36,9 +39,9 @@ def test_two_batches_equal_one_across_the_key_epoch_boundary() -> None:
     s_short, s_long = short.init(key, ()), long.init(key, ())
     near_end = jnp.full((3,), EPOCH - 5, jnp.uint32)
     s_short, s_long = s_short.replace(step=near_end), s_long.replace(step=near_end)
-    batches = []
+    batches, collect = [], jax.jit(short.collect)
     for _ in range(2):
-        s_short, b = jax.jit(short.collect)(s_short, ())
+        s_short, b = collect(s_short, ())
         batches.append(b)
     s_long, b_long = jax.jit(long.collect)(s_long, ())
     a, b = _flat(batches), _flat([b_long])
@@ -93,31 +96,43 @@ class RankAgent:
         return self
 
 
-def test_env_ranks_split_one_global_batch() -> None:
-    """Two samplers owning ranks 0..3 and 4..7 of global_B=8 give exactly the
-    columns of one B=8 sampler: keys and agent states come from global ranks."""
+def _rank_samplers(ranks: range | None) -> js.Sampler:
     env, env_params = gymnax.make("CartPole-v1")
     agent = RankAgent(env.action_space(env_params))
     kw = dict(max_decorrelation_steps=6, bootstrap_value=True)
-    whole = js.make_sampler(env, env_params, agent, js.BatchSpec(12, 8), **kw)
-    parts = [
-        js.make_sampler(env, env_params, agent, js.BatchSpec(12, 4), env_ranks=r, global_B=8, **kw)
-        for r in (range(4), range(4, 8))
-    ]
-    key = jax.random.key(11)
-    s_whole = whole.init(key, ())
-    s_parts = [p.init(key, ()) for p in parts]
+    if ranks is None:
+        return js.make_sampler(env, env_params, agent, js.BatchSpec(12, 8), **kw)
+    return js.make_sampler(
+        env, env_params, agent, js.BatchSpec(12, 4), env_ranks=ranks, global_B=8, **kw
+    )
+
+
+def _two_batches(sampler: js.Sampler) -> list[js.Batch]:
+    state, collect, out = sampler.init(jax.random.key(11), ()), jax.jit(sampler.collect), []
     for _ in range(2):
-        s_whole, b_whole = jax.jit(whole.collect)(s_whole, ())
-        outs = []
-        for i, p in enumerate(parts):
-            s_parts[i], b = jax.jit(p.collect)(s_parts[i], ())
-            outs.append(b)
-        # [T, B, ...] leaves join on axis 1, per-batch [B, ...] leaves on axis 0.
-        joined = jax.tree.map(
-            lambda a, b: np.concatenate([a, b], axis=1 if a.shape[0] == 12 else 0), *outs
+        state, batch = collect(state, ())
+        out.append(jax.device_get(batch))
+    return out
+
+
+@functools.cache
+def _whole() -> list[js.Batch]:
+    """Two batches of one B=8 sampler."""
+    return _two_batches(_rank_samplers(None))
+
+
+@pytest.mark.parametrize("ranks", [range(4), range(4, 8)], ids=["0-3", "4-7"])
+def test_env_ranks_split_one_global_batch(ranks: range) -> None:
+    """A sampler owning ranks 0..3 or 4..7 of global_B=8 gives exactly those
+    columns of one B=8 sampler: keys and agent states come from global ranks."""
+    cols = np.asarray(ranks)
+    for b_whole, b in zip(_whole(), _two_batches(_rank_samplers(ranks)), strict=True):
+        # [T, B, ...] leaves are columns of axis 1, per-batch [B, ...] leaves of axis 0.
+        picked = jax.tree.map(
+            lambda a: np.take(np.asarray(a), cols, axis=1 if a.shape[0] == 12 else 0), b_whole
         )
-        for x, y in zip(jax.tree.leaves(b_whole), jax.tree.leaves(joined), strict=True):
-            np.testing.assert_array_equal(np.asarray(x), y)
+        for x, y in zip(jax.tree.leaves(picked), jax.tree.leaves(b), strict=True):
+            np.testing.assert_array_equal(x, np.asarray(y))
+    b_whole = _whole()[-1]
     np.testing.assert_array_equal(np.asarray(b_whole.samples.agent.agent_info[0]), np.arange(8))
     np.testing.assert_array_equal(np.asarray(b_whole.samples.bootstrap_value), np.arange(8))

@@ -232,7 +232,7 @@ class FastClockCartPole(CartPole):
         return obs, state.replace(time=state.time + 2), reward, terminated, info
 
 
-@pytest.mark.parametrize("store", ["sparse", "dense"])
+@pytest.mark.parametrize("store", ["sparse", pytest.param("dense", marks=pytest.mark.slow)])
 def test_final_observations_exact_for_an_env_that_truncates_more_often(store):
     """A custom env may truncate more often than its time limit says: the sparse
     store must not drop any final observation. Checked against a plain loop

@@ -48,10 +48,10 @@ def test_dict_observations_match_the_flat_env() -> None:
     # A custom env's time bookkeeping is its own: a slot per step (exact for any env).
     assert (flat._slots, tree._slots) == (3, 20)
     s_flat, s_tree = flat.init(jax.random.key(0), ()), tree.init(jax.random.key(0), ())
-    truncations = 0
+    truncations, flat_collect, tree_collect = 0, jax.jit(flat.collect), jax.jit(tree.collect)
     for _ in range(2):
-        s_flat, b_flat = jax.jit(flat.collect)(s_flat, ())
-        s_tree, b_tree = jax.jit(tree.collect)(s_tree, ())
+        s_flat, b_flat = flat_collect(s_flat, ())
+        s_tree, b_tree = tree_collect(s_tree, ())
         for field in ("observation", "final_observation"):
             f = np.asarray(getattr(b_flat.samples.env, field))
             t = jax.tree.map(np.asarray, getattr(b_tree.samples.env, field))

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import CounterAgent, counter_value
+from helpers import CounterAgent, counter_value, fast_jit
 
 import jaxsample as js
 
@@ -209,7 +209,7 @@ def _stack(records: list[list[dict | None]], blank: dict) -> dict[str, Any]:
 def reference_rollout(
     env, env_params, key, *, T, B, n_batches, mode, max_decorrelation_steps, discount, ws
 ) -> list[RefBatch]:
-    sample = jax.jit(env.action_space(env_params).sample)
+    sample = fast_jit(env.action_space(env_params).sample)
     envs = [
         RefEnv(
             env,
@@ -363,8 +363,8 @@ def _run(name: str):
         agent_params=params[0] if c.counter else None,
     )
     key = jax.random.key(1234)
-    state = jax.jit(sampler.init)(key, params[0])
-    collect = jax.jit(sampler.collect)
+    state = fast_jit(sampler.init)(key, params[0])
+    collect = fast_jit(sampler.collect)
     batches = []
     for p in params:
         state, batch = collect(state, p)
@@ -384,10 +384,17 @@ def _run(name: str):
     return batches, refs
 
 
-# The default run keeps one case per reset mode x store (auto: both stores;
-# wait and episodic: the sparse one, with decorrelation or a CounterAgent);
-# the rest, Breakout's image observations included, are in the slow set.
-SLOW = {"auto-decorrelate-counter", "wait-limit16-dense", "episodic-limit15-dense", "breakout-auto"}
+# The default run keeps one case per reset mode (sparse store; decorrelation,
+# RandomAgent and CounterAgent); the rest (the dense store, whose true final
+# observations test_sampler_semantics re-steps with gymnax, and Breakout's image
+# observations) are in the slow set.
+SLOW = {
+    "auto-decorrelate-counter",
+    "auto-limit12-dense",
+    "wait-limit16-dense",
+    "episodic-limit15-dense",
+    "breakout-auto",
+}
 
 
 @pytest.mark.parametrize(

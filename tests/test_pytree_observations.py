@@ -48,7 +48,8 @@ def test_dict_observations_match_the_flat_env() -> None:
     # The built-in env's time limit bounds its truncations: ceil(20 / 9) slots.
     # A custom env's time bookkeeping is its own: a slot per step (exact for any env).
     assert (flat._slots, tree._slots) == (3, 20)
-    s_flat, s_tree = flat.init(jax.random.key(0), ()), tree.init(jax.random.key(0), ())
+    s_flat = fast_jit(flat.init)(jax.random.key(0), ())
+    s_tree = fast_jit(tree.init)(jax.random.key(0), ())
     truncations, flat_collect, tree_collect = 0, fast_jit(flat.collect), fast_jit(tree.collect)
     for _ in range(2):
         s_flat, b_flat = flat_collect(s_flat, ())

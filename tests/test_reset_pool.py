@@ -132,10 +132,8 @@ def test_episodic_mode_pools_by_the_same_rule() -> None:
         close(state.observation[r], obs)
 
 
-@pytest.mark.slow
 def test_decorrelation_pools_by_the_same_rule() -> None:
-    """Decorrelation deals resets by the same rule, whatever R (slow: two more
-    init programs; the rule's R-independence in collect is in the default set)."""
+    """Decorrelation deals resets by the same rule, whatever R."""
     inits = [
         fast_jit(_sampler(R, max_decorrelation_steps=40).init)(jax.random.key(5), ())
         for R in (1, G)

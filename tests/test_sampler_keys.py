@@ -109,7 +109,8 @@ def _rank_samplers(ranks: range | None) -> js.Sampler:
 
 
 def _two_batches(sampler: js.Sampler) -> list[js.Batch]:
-    state, collect, out = sampler.init(jax.random.key(11), ()), fast_jit(sampler.collect), []
+    state, collect = fast_jit(sampler.init)(jax.random.key(11), ()), fast_jit(sampler.collect)
+    out = []
     for _ in range(2):
         state, batch = collect(state, ())
         out.append(jax.device_get(batch))

@@ -17,6 +17,7 @@ import gymnax
 import jax
 import numpy as np
 import pytest
+from helpers import fast_jit
 from jax.sharding import Mesh
 
 import jaxsample as js
@@ -40,8 +41,8 @@ def _sampler(R: int, **kw) -> js.Sampler:
 
 
 def _batches(sampler: js.Sampler, n: int = 2):
-    state = jax.jit(sampler.init)(jax.random.key(3), ())
-    collect = jax.jit(sampler.collect)
+    state = fast_jit(sampler.init)(jax.random.key(3), ())
+    collect = fast_jit(sampler.collect)
     out = []
     for _ in range(n):
         state, batch = collect(state, ())
@@ -70,7 +71,7 @@ def _leaves_equal(a, b) -> None:
 
 def test_pooled_resets_follow_the_documented_rule(pooled) -> None:
     _, batches = pooled
-    step_env = jax.jit(ENV.step_env)
+    step_env = fast_jit(ENV.step_env)
     runs = [jax.random.split(jax.random.fold_in(jax.random.key(3), r), 3) for r in range(B)]
     envs = [ENV.reset(k[0], PARAMS) for k in runs]  # (obs, state)
     returns, lengths = np.zeros(B), np.zeros(B, int)
@@ -118,7 +119,7 @@ def test_the_rule_does_not_depend_on_the_pool_size(pooled) -> None:
     _leaves_equal((state, batches), (state4, batches4))
 
 
-def test_decorrelation_and_episodic_mode_pool_by_the_same_rule() -> None:
+def test_episodic_mode_pools_by_the_same_rule() -> None:
     # Episodic: every env of every block ends at the last step (3 extra rounds
     # at R=1), so each env's m is its position: it gets its own default reset.
     sampler = _sampler(1, T=6, reset_mode="episodic", final_observation="sparse")
@@ -129,14 +130,19 @@ def test_decorrelation_and_episodic_mode_pool_by_the_same_rule() -> None:
         k_env = jax.random.fold_in(k_run, 3 * (T * 0 + 5) + 1)
         obs, _ = ENV.reset(jax.random.split(k_env)[1], PARAMS)
         close(state.observation[r], obs)
-    # Decorrelation deals resets by the same rule, whatever R.
+
+
+def test_decorrelation_pools_by_the_same_rule() -> None:
+    """Decorrelation deals resets by the same rule, whatever R."""
     inits = [
-        jax.jit(_sampler(R, max_decorrelation_steps=40).init)(jax.random.key(5), ()) for R in (1, G)
+        fast_jit(_sampler(R, max_decorrelation_steps=40).init)(jax.random.key(5), ())
+        for R in (1, G)
     ]
     _leaves_equal(inits[0], inits[1])
     assert int(np.asarray(inits[0].traj.length).min()) < 40 - 25, "no env ended during it"
 
 
+@pytest.mark.slow  # a mesh sampler equals a single-device one: test_distributed
 def test_pooled_samples_are_the_same_on_two_devices(pooled) -> None:
     mesh = Mesh(np.array(jax.devices()[:2]), ("envs",))
     state, batches = _batches(

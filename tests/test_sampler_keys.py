@@ -1,15 +1,19 @@
 """The per-env key schedule: chunk invariance and no key reuse on long runs."""
 
+import functools
+
 import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
+from helpers import fast_jit
 
 import jaxsample as js
 from jaxsample.core.keys import EPOCH, EpochKeys, step_key
 
 
-def _samplers(T: int, B: int = 3):
+def _samplers(T: int, B: int = 4):
     env, env_params = gymnax.make("CartPole-v1")
     agent = js.agents.RandomAgent(env.action_space(env_params))
     return [js.make_sampler(env, env_params, agent, js.BatchSpec(t, B)) for t in (T, 2 * T)]
@@ -34,13 +38,13 @@ def test_two_batches_equal_one_across_the_key_epoch_boundary() -> None:
     short, long = _samplers(8)
     key = jax.random.key(7)
     s_short, s_long = short.init(key, ()), long.init(key, ())
-    near_end = jnp.full((3,), EPOCH - 5, jnp.uint32)
+    near_end = jnp.full((4,), EPOCH - 5, jnp.uint32)
     s_short, s_long = s_short.replace(step=near_end), s_long.replace(step=near_end)
-    batches = []
+    batches, collect = [], fast_jit(short.collect)
     for _ in range(2):
-        s_short, b = jax.jit(short.collect)(s_short, ())
+        s_short, b = collect(s_short, ())
         batches.append(b)
-    s_long, b_long = jax.jit(long.collect)(s_long, ())
+    s_long, b_long = fast_jit(long.collect)(s_long, ())
     a, b = _flat(batches), _flat([b_long])
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
@@ -93,31 +97,44 @@ class RankAgent:
         return self
 
 
-def test_env_ranks_split_one_global_batch() -> None:
-    """Two samplers owning ranks 0..3 and 4..7 of global_B=8 give exactly the
-    columns of one B=8 sampler: keys and agent states come from global ranks."""
+def _rank_samplers(ranks: range | None) -> js.Sampler:
     env, env_params = gymnax.make("CartPole-v1")
     agent = RankAgent(env.action_space(env_params))
     kw = dict(max_decorrelation_steps=6, bootstrap_value=True)
-    whole = js.make_sampler(env, env_params, agent, js.BatchSpec(12, 8), **kw)
-    parts = [
-        js.make_sampler(env, env_params, agent, js.BatchSpec(12, 4), env_ranks=r, global_B=8, **kw)
-        for r in (range(4), range(4, 8))
-    ]
-    key = jax.random.key(11)
-    s_whole = whole.init(key, ())
-    s_parts = [p.init(key, ()) for p in parts]
+    if ranks is None:
+        return js.make_sampler(env, env_params, agent, js.BatchSpec(12, 8), **kw)
+    return js.make_sampler(
+        env, env_params, agent, js.BatchSpec(12, 4), env_ranks=ranks, global_B=8, **kw
+    )
+
+
+def _two_batches(sampler: js.Sampler) -> list[js.Batch]:
+    state, collect = fast_jit(sampler.init)(jax.random.key(11), ()), fast_jit(sampler.collect)
+    out = []
     for _ in range(2):
-        s_whole, b_whole = jax.jit(whole.collect)(s_whole, ())
-        outs = []
-        for i, p in enumerate(parts):
-            s_parts[i], b = jax.jit(p.collect)(s_parts[i], ())
-            outs.append(b)
-        # [T, B, ...] leaves join on axis 1, per-batch [B, ...] leaves on axis 0.
-        joined = jax.tree.map(
-            lambda a, b: np.concatenate([a, b], axis=1 if a.shape[0] == 12 else 0), *outs
+        state, batch = collect(state, ())
+        out.append(jax.device_get(batch))
+    return out
+
+
+@functools.cache
+def _whole() -> list[js.Batch]:
+    """Two batches of one B=8 sampler."""
+    return _two_batches(_rank_samplers(None))
+
+
+@pytest.mark.parametrize("ranks", [range(4), range(4, 8)], ids=["0-3", "4-7"])
+def test_env_ranks_split_one_global_batch(ranks: range) -> None:
+    """A sampler owning ranks 0..3 or 4..7 of global_B=8 gives exactly those
+    columns of one B=8 sampler: keys and agent states come from global ranks."""
+    cols = np.asarray(ranks)
+    for b_whole, b in zip(_whole(), _two_batches(_rank_samplers(ranks)), strict=True):
+        # [T, B, ...] leaves are columns of axis 1, per-batch [B, ...] leaves of axis 0.
+        picked = jax.tree.map(
+            lambda a: np.take(np.asarray(a), cols, axis=1 if a.shape[0] == 12 else 0), b_whole
         )
-        for x, y in zip(jax.tree.leaves(b_whole), jax.tree.leaves(joined), strict=True):
-            np.testing.assert_array_equal(np.asarray(x), y)
+        for x, y in zip(jax.tree.leaves(picked), jax.tree.leaves(b), strict=True):
+            np.testing.assert_array_equal(x, np.asarray(y))
+    b_whole = _whole()[-1]
     np.testing.assert_array_equal(np.asarray(b_whole.samples.agent.agent_info[0]), np.arange(8))
     np.testing.assert_array_equal(np.asarray(b_whole.samples.bootstrap_value), np.arange(8))

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnax.environments.classic_control.cartpole import CartPole, EnvState
-from helpers import CounterAgent
+from helpers import FAST_COMPILE, CounterAgent, fast_jit
 from helpers import counter_params as params
 from helpers import counter_value as np_value
 
@@ -60,8 +60,8 @@ class Compiled:
             self.traces += 1
             return self.sampler.collect(state, p)
 
-        self.init = jax.jit(self.sampler.init)
-        self.collect = jax.jit(counted)
+        self.init = fast_jit(self.sampler.init)
+        self.collect = fast_jit(counted)
 
     def run(self, key, ws):
         state = self.init(key, params(ws[0]))
@@ -130,7 +130,7 @@ def test_steps_follow_the_env_dynamics():
         theta_dot=flat[:, 3],
         time=(length.reshape(-1) - 1).astype(np.int32),
     )
-    step = jax.jit(jax.vmap(c.env.step, in_axes=(None, 0, 0, None)))
+    step = fast_jit(jax.vmap(c.env.step, in_axes=(None, 0, 0, None)))
     _, _, reward, terminated, truncated, info = step(
         jax.random.key(0), state, action.reshape(-1), c.env_params
     )
@@ -232,7 +232,7 @@ class FastClockCartPole(CartPole):
         return obs, state.replace(time=state.time + 2), reward, terminated, info
 
 
-@pytest.mark.parametrize("store", ["sparse", "dense"])
+@pytest.mark.parametrize("store", ["sparse", pytest.param("dense", marks=pytest.mark.slow)])
 def test_final_observations_exact_for_an_env_that_truncates_more_often(store):
     """A custom env may truncate more often than its time limit says: the sparse
     store must not drop any final observation. Checked against a plain loop
@@ -244,7 +244,7 @@ def test_final_observations_exact_for_an_env_that_truncates_more_often(store):
     agent = js.agents.RandomAgent(env.action_space(env_params))
     sampler = js.make_sampler(env, env_params, agent, js.BatchSpec(T, B), final_observation=store)
     assert not sampler._recompute_final  # no known limit: the sparse store takes the step's
-    state, collect, batches = sampler.init(key, ()), jax.jit(sampler.collect), []
+    state, collect, batches = sampler.init(key, ()), fast_jit(sampler.collect), []
     for _ in range(2):
         state, batch = collect(state, ())
         batches.append(batch)
@@ -254,7 +254,7 @@ def test_final_observations_exact_for_an_env_that_truncates_more_often(store):
     term, trunc = get(lambda b: b.samples.env.terminated), get(lambda b: b.samples.env.truncated)
     per_batch = trunc.reshape(2, T, B).sum(axis=1)
     assert per_batch.max() > 3  # more than the time-limit bound would have kept
-    step = jax.jit(env.step)
+    step = fast_jit(env.step)
     for b in range(B):
         k_reset, _, k_run = jax.random.split(jax.random.fold_in(key, b), 3)
         o, s = env.reset(k_reset, env_params)
@@ -399,7 +399,7 @@ def test_new_params_do_not_retrace():
 
 def test_donated_collect_does_not_retrace():
     c = compiled("sparse")
-    collect = jax.jit(chex.assert_max_traces(c.sampler.collect, n=1), donate_argnums=0)
+    collect = fast_jit(chex.assert_max_traces(c.sampler.collect, n=1), donate_argnums=0)
     state = c.init(KEY, params(1.0))
     expected = [c.collect(state, params(w))[1] for w in (1.0,)]
     for w in (1.0, 2.0, 3.0):
@@ -438,11 +438,15 @@ def _fake_mnist(directory="/tmp/mnist"):
 
 
 ENV_NAMES = list(gymnax.registered_envs)
-
-
-# Compile time dominates this test; these are smoke checks of shapes, dtypes,
-# NaNs and retracing, so XLA's backend optimizations are skipped (~30% faster).
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+# One env of each family in the default run (discrete and Box actions, vector
+# and image observations); every other registered env is in the slow set.
+DEFAULT_ENVS = (
+    "CartPole-v1",
+    "Pendulum-v1",
+    "Breakout-MinAtar",
+    "DiscountingChain-bsuite",
+    "GaussianBandit-misc",
+)
 
 
 def _aval_changes(before, after) -> list[str]:
@@ -454,7 +458,10 @@ def _aval_changes(before, after) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("name", ENV_NAMES)
+@pytest.mark.parametrize(
+    "name",
+    [n if n in DEFAULT_ENVS else pytest.param(n, marks=pytest.mark.slow) for n in ENV_NAMES],
+)
 def test_every_registered_env(name, monkeypatch):
     if name == "MNISTBandit-bsuite":
         # It downloads MNIST when constructed; there is no network here.
@@ -641,7 +648,7 @@ def _np_summary(ti) -> dict[str, float]:
 
 def _check_summary(ti) -> None:
     expected = _np_summary(ti)
-    for fn in (js.summarize, jax.jit(js.summarize)):
+    for fn in (js.summarize, fast_jit(js.summarize)):
         got = fn(ti)
         assert set(got) == set(expected)
         for k, v in expected.items():

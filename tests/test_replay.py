@@ -254,12 +254,13 @@ def test_uniform_with_real_batches(
     rep = replay.uniform(sampler.examples, B, capacity)
     add = jax.jit(rep.add, donate_argnums=0)
     sample = jax.jit(rep.sample, static_argnums=(2, 3))
+    replay_all = jax.jit(rep.replay_all)
     state = rep.init()
     for k, batch in enumerate(batches):
         state = add(state, batch)
         total = (k + 1) * T
         want = {key: v[max(0, total - capacity) : total] for key, v in stream(per_batch).items()}
-        out, _ = rep.replay_all(state)
+        out, _ = replay_all(state)
         got = {key: v[capacity - min(total, capacity) :] for key, v in fields(out).items()}
         assert_fields_equal(got, want)
     # Sampled sequences are contiguous slices of the stream, in order.
@@ -518,18 +519,21 @@ def test_store_agent_state_from_sampler() -> None:
     state = sampler.init(jax.random.key(0), params)
     collect = jax.jit(sampler.collect)
     rep = replay.uniform(sampler.examples, 3, 12, store_agent_state=True)
-    buf = rep.init()
     batches = []
     for _ in range(2):
         state, batch = collect(state, params)
         batches.append(batch)
-        buf = jax.jit(rep.add)(buf, batch)
+
+    @jax.jit
+    def store(first, second, key):  # both adds, the replay and a sample: one program
+        buf = rep.add(rep.add(rep.init(), first), second)
+        return rep.replay_all(buf), rep.sample(buf, key, 16, 4)
+
+    (stored, _), (seq, info) = store(*batches, jax.random.key(3))
     want = np.concatenate([np.asarray(b.samples.agent.state) for b in batches], axis=0)
     # The state before step 0 of a batch is the batch's initial state.
     np.testing.assert_array_equal(want[6], np.asarray(batches[1].samples.agent.initial_state))
-    stored, _ = rep.replay_all(buf)
     np.testing.assert_array_equal(np.asarray(stored.agent.initial_state), want[0])
-    seq, info = rep.sample(buf, jax.random.key(3), 16, 4)
     starts, envs = np.asarray(info.start), np.asarray(info.env_index)
     np.testing.assert_array_equal(np.asarray(seq.agent.initial_state), want[starts, envs])
     assert len(set(starts.tolist())) > 1

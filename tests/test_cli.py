@@ -62,8 +62,8 @@ def test_bench_quick_runs_the_quick_grid_into_default_files(tmp_path, monkeypatc
     def smaller(spec, progress=None):  # the quick grid itself takes ~2 minutes
         seen.append(spec)
         if not results:  # measure once; later calls only check the spec
-            small = dataclasses.replace(spec, envs=("CartPole-v1",), Bs=(2,), Ts=(4,), reps=1)
-            small = dataclasses.replace(small, methods=("bare", "gymnasium"))
+            small = dataclasses.replace(spec, envs=("CartPole-v1",), Bs=(4,), Ts=(4,), reps=1)
+            small = dataclasses.replace(small, methods=("bare", "gymnasium"))  # bare: as above
             results.append(real(small, progress=progress))
         return results[0]
 

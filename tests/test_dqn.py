@@ -275,7 +275,7 @@ def test_same_key_same_result(tiny: dqn.Trainer, tiny_train, tiny_run):
 
 def test_eager_iteration_matches_jit_and_does_not_retrace(tiny: dqn.Trainer):
     iteration = jax.jit(chex.assert_max_traces(tiny.iteration, n=1))
-    state = tiny.init(jax.random.key(1))
+    state = jax.jit(tiny.init)(jax.random.key(1))  # one program, not op by op
     for _ in range(3):  # 48 env steps, with the jitted iteration tested below
         state, _ = iteration(state)
     # Iteration 4 learns (from 48 steps) and updates the target (every 32 steps).

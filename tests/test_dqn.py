@@ -13,12 +13,14 @@ import pytest
 
 from jaxsample.algos import dqn
 
-# A tiny run: 4 envs x 4 steps per iteration (12), learning from the 3rd (48 env steps).
+# A tiny run: 4 envs x 4 steps per iteration (12), learning from the 3rd (48 env
+# steps); the ring holds every step (48 per env). It runs on CartPole with a
+# time limit of 12 (SHORT), so its replayed steps hold many truncations.
 TINY = dqn.DQNConfig(
     num_envs=4,
     num_steps=4,
     total_timesteps=4 * 4 * 12,
-    buffer_capacity=64,
+    buffer_capacity=48,
     batch_size=16,
     lr=1e-3,
     learning_starts=48,
@@ -32,9 +34,16 @@ TINY = dqn.DQNConfig(
 )
 
 
+def short_cartpole():
+    """CartPole with a time limit of 12 steps: ``(env, env_params)``."""
+    env, env_params = gymnax.make("CartPole-v1")
+    return env, env_params.replace(max_steps_in_episode=12)
+
+
 @pytest.fixture(scope="module")
 def tiny() -> dqn.Trainer:
-    return dqn.make_train(TINY)
+    env, env_params = short_cartpole()
+    return dqn.make_train(TINY, env=env, env_params=env_params)
 
 
 @pytest.fixture(scope="module")
@@ -143,32 +152,20 @@ def test_td_target_checks_shapes():
         dqn.td_target(r, t, jnp.zeros((4, 2)), 0.9, jnp.zeros((4, 3)))
 
 
-TARGETS_CONFIG = dataclasses.replace(TINY, learning_starts=10**6, buffer_capacity=48, gamma=0.9)
-
-
-@pytest.fixture(scope="module")
-def replayed_cartpole():
-    """48 steps x 4 envs of CartPole with a time limit of 12 (many truncations),
-    replayed: ``(env_params, samples, online network)`` from one compiled run."""
-    env, env_params = gymnax.make("CartPole-v1")
-    env_params = env_params.replace(max_steps_in_episode=12)
-    trainer = dqn.make_train(TARGETS_CONFIG, env=env, env_params=env_params)
-    state = trainer.init(jax.random.key(3))
-    state, _ = jax.jit(trainer.run, static_argnums=1)(state, 12)  # 48 steps per env
-    samples, _ = trainer.replayer.replay_all(state.replay_state)  # [48, 4, ...]
-    return env, env_params, samples, state.params.network
-
-
 @pytest.mark.parametrize("double", [False, True])
-def test_trainer_targets_bootstrap_truncation_not_termination(double: bool, replayed_cartpole):
+def test_trainer_targets_bootstrap_truncation_not_termination(
+    double: bool, tiny: dqn.Trainer, tiny_run
+):
     """Targets of replayed CartPole steps (time limit 12, so many truncations)
     against numpy: the true next state from CartPole's physics, the Q-networks
     in float64. Bootstrapping from the next stored observation (the reset one
-    after an episode end) differs exactly on the truncated steps. (The replayed
-    steps are collected once, by the plain DQN trainer; ``double`` only changes
-    the targets.)"""
-    env, env_params, samples, online = replayed_cartpole
-    config = dataclasses.replace(TARGETS_CONFIG, double_dqn=double)
+    after an episode end) differs exactly on the truncated steps. (The steps
+    are the tiny run's, all 48 per env; ``double`` only changes the targets.)"""
+    state, _ = tiny_run
+    samples, _ = jax.jit(tiny.replayer.replay_all)(state.replay_state)  # [48, 4, ...]
+    online = state.params.network
+    env, env_params = short_cartpole()
+    config = dataclasses.replace(TINY, double_dqn=double)
     trainer = dqn.make_train(config, env=env, env_params=env_params)
     target = trainer.agent.init(jax.random.key(99), jnp.zeros(4)).network  # != online
     gamma = jnp.float32(0.9)
@@ -215,7 +212,7 @@ def test_epsilons_per_env_from_env_rank_decayed_by_iteration(tiny: dqn.Trainer, 
     linearly from epsilon_init to its own final epsilon, log-spaced over env
     ranks (rlpyt's vector epsilon), by iteration."""
     B, steps, iterations = TINY.num_envs, TINY.num_steps, TINY.num_iterations
-    assert (B, steps, iterations, TINY.buffer_capacity) == (4, 4, 12, 64)  # nothing overwritten
+    assert (B, steps, iterations, TINY.buffer_capacity) == (4, 4, 12, 48)  # nothing overwritten
     state, metrics = tiny_run
     finals = np.logspace(np.log10(0.001), np.log10(0.1), B)
     np.testing.assert_allclose(np.asarray(state.sampler_state.agent_state), finals, rtol=1e-5)
@@ -224,9 +221,7 @@ def test_epsilons_per_env_from_env_rank_decayed_by_iteration(tiny: dqn.Trainer, 
     want = (1 - decay)[None, :] * 0.9 + decay[None, :] * finals[:, None]  # [B, iterations]
     used = np.asarray(state.replay_state.data.agent.agent_info.epsilon)  # [B, capacity]
     # Every step of an iteration acts with that iteration's epsilon.
-    np.testing.assert_allclose(
-        used[:, : steps * iterations], np.repeat(want, steps, axis=1), rtol=1e-5, atol=1e-7
-    )
+    np.testing.assert_allclose(used, np.repeat(want, steps, axis=1), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(np.asarray(metrics["epsilon_mean"]), want.mean(0), rtol=1e-5)
     assert float(state.params.decay) == 1.0
 

@@ -282,9 +282,9 @@ _SLOW_CASES = (
     "first-random",
     "first-random-quota",
     "first-inputs-few",
-    "first-greedy",
     "rlpyt-random-nolimit",
     "rlpyt-inputs",
+    "rlpyt-greedy",
 )
 
 
@@ -338,16 +338,14 @@ def test_jit_matches_eager():
 
 
 def test_new_params_do_not_retrace():
-    env, env_params, *_ = _jitted(ENV_NAME, None)
-    agent, p1 = greedy_params(seed=3)
+    c = CASES["first-greedy"]  # the program of test_matches_reference[first-greedy]
+    ev, p1 = _built("first-greedy")
     _, p2 = greedy_params(seed=3, flip=True)
-    c = Case("first_per_env", "greedy", 3, 3 * 200, None)
-    ev = make_evaluator(env, env_params, agent, n_envs=3, max_steps=3 * 200, discount=0.9)
     run = jax.jit(chex.assert_max_traces(ev.run_with_stats, n=1))
     outs = []
     for p in (p1, p2):
         out, stats = run(KEY, p)
-        check(out, stats, reference(c, KEY, p), 3)  # the new params are used
+        check(out, stats, reference(c, KEY, p), c.n_envs)  # the new params are used
         outs.append(out)
     assert not np.array_equal(outs[0].length, outs[1].length)
 

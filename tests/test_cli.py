@@ -165,9 +165,9 @@ def test_train_eight_seeds_finishes_within_a_timeout(tmp_path) -> None:
 
     out = tmp_path / "train.json"
     cmd = [sys.executable, "-m", "jaxsample", "train", "--algo", "ppo", "--seeds", "8"]
-    cmd += ["--num-envs", "2", "--num-steps", "8", "--total-steps", "32"]
-    cmd += ["--update-epochs", "1", "--num-minibatches", "1", "--hidden-sizes", "8,8"]
-    cmd += ["--chunks", "1", "--json", str(out)]
+    cmd += ["--num-envs", "2", "--num-steps", "8", "--total-steps", "16"]  # one iteration
+    cmd += ["--update-epochs", "1", "--num-minibatches", "1", "--hidden-sizes", "8"]
+    cmd += ["--max-decorrelation-steps", "0", "--chunks", "1", "--json", str(out)]
     try:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     except subprocess.TimeoutExpired:

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import CounterAgent, counter_params
 
 import jaxsample as js
 from jaxsample import replay
@@ -511,10 +512,14 @@ def test_episode_mask_with_idle_and_padding_steps() -> None:
 
 
 def test_store_agent_state_from_sampler() -> None:
-    """A sampler built with store_agent_state=True feeds the replayer directly."""
+    """A sampler built with store_agent_state=True feeds the replayer directly.
+
+    The agent is the counter agent of tests/helpers.py: its recurrent state is a
+    step counter (100 * env rank at a reset, +1 per step), so a state stored at
+    the wrong step or env shows."""
     env, env_params = gymnax.make("CartPole-v1")
-    agent = js.agents.RecurrentActorCritic(env.action_space(env_params), hidden_size=4)
-    params = agent.init(jax.random.key(1), env.reset(jax.random.key(0), env_params)[0])
+    agent = CounterAgent(env.action_space(env_params))
+    params = counter_params(0.5)
     sampler = js.make_sampler(env, env_params, agent, js.BatchSpec(6, 3), store_agent_state=True)
     state = sampler.init(jax.random.key(0), params)
     collect = jax.jit(sampler.collect)

@@ -197,8 +197,7 @@ def test_sharded_collect_random_acts_randomly_on_every_shard() -> None:
     key = jax.random.key(4)
     # The one-device reference in one compiled program (init and collect_random).
     _, want = jax.jit(lambda k, p: one.collect_random(one.init(k, p), p))(key, params)
-    state = jax.jit(two.init)(key, params)
-    _, got = two.collect_random(state, params)  # eager, as a user would
+    _, got = two.collect_random(two.init(key, params), params)  # eager, as a user would
     got = jax.tree.map(np.asarray, got)  # one host array per leaf (the store is sharded)
     for name, x in fields(want.samples).items():
         np.testing.assert_array_equal(fields(got.samples)[name], x, err_msg=name)

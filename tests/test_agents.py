@@ -49,6 +49,15 @@ AGENTS = {
     ),
 }
 agent_ids = pytest.mark.parametrize("name", list(AGENTS))
+# The tests that compile per agent run a representative subset by default
+# (discrete feedforward, Box recurrent, epsilon-greedy); the Box feedforward
+# and discrete GRU agents are compiled by test_gaussian_matches_formula and
+# test_recurrent_unroll_equals_loop_of_steps, and run here in the slow set.
+_SLOW_AGENTS = ("gaussian", "gru-discrete")
+compiled_agent_ids = pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_AGENTS else n for n in AGENTS],
+)
 
 
 def random_obs(key: jax.Array, n: int) -> dict:
@@ -170,7 +179,7 @@ def test_shapes_and_dtypes_under_vmap(name):
     assert spec.shape == () and spec.dtype == jnp.float32
 
 
-@agent_ids
+@compiled_agent_ids
 def test_jit_matches_eager_and_does_not_retrace(name):
     agent, params, inputs, states, keys = setup(name)
     traces = []
@@ -187,7 +196,7 @@ def test_jit_matches_eager_and_does_not_retrace(name):
     assert len(traces) == 2  # one eager call, one trace for both jitted calls
 
 
-@agent_ids
+@compiled_agent_ids
 def test_same_key_same_action(name):
     agent, params, inputs, states, keys = setup(name)
     a1 = vstep(agent)(params, inputs, states, keys)[0].action
@@ -200,7 +209,7 @@ def test_same_key_same_action(name):
     assert len(np.unique(np.asarray(many), axis=0)) > 1
 
 
-@agent_ids
+@compiled_agent_ids
 def test_eval_agent_is_deterministic_and_greedy(name):
     agent, params, inputs, states, keys = setup(name)
     ev = agent.as_eval()
@@ -385,8 +394,15 @@ def test_actor_critic_activation_and_no_hidden_layers():
 # Recurrent
 # ----------------------------------------------------------------------------
 
+# Discrete GRU and Box LSTM by default; the other two pairs in the slow set.
 RECURRENT = pytest.mark.parametrize(
-    "space_fn,cell", [(discrete, "gru"), (discrete, "lstm"), (box, "gru"), (box, "lstm")]
+    "space_fn,cell",
+    [
+        (discrete, "gru"),
+        pytest.param(discrete, "lstm", marks=pytest.mark.slow),
+        pytest.param(box, "gru", marks=pytest.mark.slow),
+        (box, "lstm"),
+    ],
 )
 
 

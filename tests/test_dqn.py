@@ -13,30 +13,48 @@ import pytest
 
 from jaxsample.algos import dqn
 
-# A tiny run: 4 envs x 4 steps per iteration (12), learning from the 3rd (48 env steps).
+# A tiny run: 4 envs x 4 steps per iteration (12), learning from the 3rd (48 env
+# steps); the ring holds every step (48 per env). It runs on CartPole with a
+# time limit of 12 (SHORT), so its replayed steps hold many truncations.
 TINY = dqn.DQNConfig(
     num_envs=4,
     num_steps=4,
     total_timesteps=4 * 4 * 12,
-    buffer_capacity=64,
+    buffer_capacity=48,
     batch_size=16,
     lr=1e-3,
     learning_starts=48,
     target_update_interval=32,
-    exploration_fraction=0.5,
+    exploration_fraction=0.5,  # the decay reaches 1 at iteration 6
+    epsilon_init=0.9,
+    epsilon_final=0.1,
+    epsilon_final_min=0.001,
     hidden_sizes=(16,),
     eval_episodes=2,
 )
 
 
+def short_cartpole():
+    """CartPole with a time limit of 12 steps: ``(env, env_params)``."""
+    env, env_params = gymnax.make("CartPole-v1")
+    return env, env_params.replace(max_steps_in_episode=12)
+
+
 @pytest.fixture(scope="module")
 def tiny() -> dqn.Trainer:
-    return dqn.make_train(TINY)
+    env, env_params = short_cartpole()
+    return dqn.make_train(TINY, env=env, env_params=env_params)
 
 
 @pytest.fixture(scope="module")
 def tiny_train(tiny: dqn.Trainer):
     return jax.jit(tiny.train)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_train):
+    """``tiny_train(key(7))``: one compiled run, shared by the tests that read it."""
+    return tiny_train(jax.random.key(7))
 
 
 def _numpy(x) -> np.ndarray:
@@ -135,21 +153,20 @@ def test_td_target_checks_shapes():
 
 
 @pytest.mark.parametrize("double", [False, True])
-def test_trainer_targets_bootstrap_truncation_not_termination(double: bool):
+def test_trainer_targets_bootstrap_truncation_not_termination(
+    double: bool, tiny: dqn.Trainer, tiny_run
+):
     """Targets of replayed CartPole steps (time limit 12, so many truncations)
     against numpy: the true next state from CartPole's physics, the Q-networks
     in float64. Bootstrapping from the next stored observation (the reset one
-    after an episode end) differs exactly on the truncated steps."""
-    env, env_params = gymnax.make("CartPole-v1")
-    env_params = env_params.replace(max_steps_in_episode=12)
-    config = dataclasses.replace(
-        TINY, double_dqn=double, learning_starts=10**6, buffer_capacity=48, gamma=0.9
-    )
-    trainer = dqn.make_train(config, env=env, env_params=env_params)
-    state = trainer.init(jax.random.key(3))
-    state, _ = jax.jit(trainer.run, static_argnums=1)(state, 12)  # 48 steps per env
-    samples, _ = trainer.replayer.replay_all(state.replay_state)  # [48, 4, ...]
+    after an episode end) differs exactly on the truncated steps. (The steps
+    are the tiny run's, all 48 per env; ``double`` only changes the targets.)"""
+    state, _ = tiny_run
+    samples, _ = jax.jit(tiny.replayer.replay_all)(state.replay_state)  # [48, 4, ...]
     online = state.params.network
+    env, env_params = short_cartpole()
+    config = dataclasses.replace(TINY, double_dqn=double)
+    trainer = dqn.make_train(config, env=env, env_params=env_params)
     target = trainer.agent.init(jax.random.key(99), jnp.zeros(4)).network  # != online
     gamma = jnp.float32(0.9)
     got = np.asarray(jax.jit(trainer.targets)(online, target, samples, gamma))
@@ -190,32 +207,21 @@ def test_trainer_targets_bootstrap_truncation_not_termination(double: bool):
 # ----------------------------------------------------------------------------
 
 
-def test_epsilons_per_env_from_env_rank_decayed_by_iteration():
+def test_epsilons_per_env_from_env_rank_decayed_by_iteration(tiny: dqn.Trainer, tiny_run):
     """What the envs acted with (stored in the replay buffer): every env anneals
     linearly from epsilon_init to its own final epsilon, log-spaced over env
     ranks (rlpyt's vector epsilon), by iteration."""
-    B, iterations = 8, 30
-    config = dataclasses.replace(
-        TINY,
-        num_envs=B,
-        num_steps=1,
-        total_timesteps=B * iterations,
-        buffer_capacity=iterations,
-        epsilon_init=0.9,
-        epsilon_final=0.1,
-        epsilon_final_min=0.001,
-        exploration_fraction=0.5,  # decay reaches 1 at iteration 15
-        learning_starts=10**6,
-    )
-    trainer = dqn.make_train(config)
-    state, metrics = jax.jit(trainer.train)(jax.random.key(0))
+    B, steps, iterations = TINY.num_envs, TINY.num_steps, TINY.num_iterations
+    assert (B, steps, iterations, TINY.buffer_capacity) == (4, 4, 12, 48)  # nothing overwritten
+    state, metrics = tiny_run
     finals = np.logspace(np.log10(0.001), np.log10(0.1), B)
     np.testing.assert_allclose(np.asarray(state.sampler_state.agent_state), finals, rtol=1e-5)
-    np.testing.assert_allclose(trainer.agent.final_epsilons(), finals)
-    decay = np.minimum(np.arange(iterations) / 15.0, 1.0)  # [iterations]
+    np.testing.assert_allclose(tiny.agent.final_epsilons(), finals)
+    decay = np.minimum(np.arange(iterations) / 6.0, 1.0)  # [iterations]
     want = (1 - decay)[None, :] * 0.9 + decay[None, :] * finals[:, None]  # [B, iterations]
     used = np.asarray(state.replay_state.data.agent.agent_info.epsilon)  # [B, capacity]
-    np.testing.assert_allclose(used, want, rtol=1e-5, atol=1e-7)
+    # Every step of an iteration acts with that iteration's epsilon.
+    np.testing.assert_allclose(used, np.repeat(want, steps, axis=1), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(np.asarray(metrics["epsilon_mean"]), want.mean(0), rtol=1e-5)
     assert float(state.params.decay) == 1.0
 
@@ -254,8 +260,8 @@ def test_train_vmaps_over_seeds_and_learning_rates(tiny: dqn.Trainer, tiny_train
     assert np.all(np.asarray(evaluation["n_trajectories"]) == TINY.eval_episodes)
 
 
-def test_same_key_same_result(tiny: dqn.Trainer, tiny_train):
-    a = tiny_train(jax.random.key(7))
+def test_same_key_same_result(tiny: dqn.Trainer, tiny_train, tiny_run):
+    a = tiny_run
     b = tiny_train(jax.random.key(7))
     c = tiny_train(jax.random.key(8))
     assert _leaves_equal(a, b)
@@ -263,11 +269,12 @@ def test_same_key_same_result(tiny: dqn.Trainer, tiny_train):
 
 
 def test_eager_iteration_matches_jit_and_does_not_retrace(tiny: dqn.Trainer):
-    state = tiny.init(jax.random.key(1))
-    state, _ = jax.jit(tiny.run, static_argnums=1)(state, 3)  # 48 env steps
+    iteration = jax.jit(chex.assert_max_traces(tiny.iteration, n=1))
+    state = jax.jit(tiny.init)(jax.random.key(1))  # one program, not op by op
+    for _ in range(3):  # 48 env steps, with the jitted iteration tested below
+        state, _ = iteration(state)
     # Iteration 4 learns (from 48 steps) and updates the target (every 32 steps).
     eager_state, eager = tiny.iteration(state)
-    iteration = jax.jit(chex.assert_max_traces(tiny.iteration, n=1))
     jit_state, out = iteration(state)
     assert int(out["updates"]) == 2 * TINY.gradient_steps and np.isfinite(out["loss"])
     assert not _leaves_equal(state.target_params, jit_state.target_params)

@@ -267,14 +267,35 @@ def _built(name: str):
     return ev, params
 
 
+@functools.cache
+def _run(name: str):
+    """The case's jitted ``run_with_stats`` (compiled once per file)."""
+    return jax.jit(_built(name)[0].run_with_stats)
+
+
 KEY = jax.random.key(2024)
 
+# Each case compiles its own program: the default set keeps a cut, a quota,
+# ties at the cap, an early stop, each agent and both modes; the rest run in the
+# slow set.
+_SLOW_CASES = (
+    "first-random",
+    "first-random-quota",
+    "first-inputs-few",
+    "rlpyt-random-nolimit",
+    "rlpyt-inputs",
+    "rlpyt-greedy",
+)
 
-@pytest.mark.parametrize("name", list(CASES))
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_CASES else n for n in CASES],
+)
 def test_matches_reference(name):
     c = CASES[name]
     ev, params = _built(name)
-    out, stats = jax.jit(ev.run_with_stats)(KEY, params)
+    out, stats = _run(name)(KEY, params)
     ref = reference(c, KEY, params)
     check(out, stats, ref, c.n_envs)
     if c.max_trajectories is not None:
@@ -311,29 +332,28 @@ def test_greedy_agent_acts_greedily():
 
 def test_jit_matches_eager():
     ev, params = _built("rlpyt-inputs-ties")
-    jitted = jax.device_get(jax.jit(ev.run_with_stats)(KEY, params))
+    jitted = jax.device_get(_run("rlpyt-inputs-ties")(KEY, params))
     eager = jax.device_get(ev.run_with_stats(KEY, params))
     chex.assert_trees_all_equal(jitted, eager)
 
 
 def test_new_params_do_not_retrace():
-    env, env_params, *_ = _jitted(ENV_NAME, None)
-    agent, p1 = greedy_params(seed=3)
+    c = CASES["first-greedy"]  # the program of test_matches_reference[first-greedy]
+    ev, p1 = _built("first-greedy")
     _, p2 = greedy_params(seed=3, flip=True)
-    c = Case("first_per_env", "greedy", 3, 3 * 200, None)
-    ev = make_evaluator(env, env_params, agent, n_envs=3, max_steps=3 * 200, discount=0.9)
     run = jax.jit(chex.assert_max_traces(ev.run_with_stats, n=1))
     outs = []
     for p in (p1, p2):
         out, stats = run(KEY, p)
-        check(out, stats, reference(c, KEY, p), 3)  # the new params are used
+        check(out, stats, reference(c, KEY, p), c.n_envs)  # the new params are used
         outs.append(out)
     assert not np.array_equal(outs[0].length, outs[1].length)
 
 
 def test_summarize():
     ev, params = _built("first-random-cut")
-    out = jax.device_get(jax.jit(ev.run)(KEY, params))
+    out, _ = jax.device_get(_run("first-random-cut")(KEY, params))  # run_with_stats' run
+    assert jax.tree.structure(out) == jax.tree.structure(jax.eval_shape(ev.run, KEY, params))
     s = jax.device_get(jax.jit(js.summarize)(out))
     mask = np.asarray(out.completed)
     assert 0 < mask.sum() < mask.size

@@ -190,11 +190,15 @@ def collected(recurrent: bool):
     return trainer, state, batch
 
 
+# One jitted final_values for the file (compiled once per agent).
+jit_final_values = jax.jit(ppo.final_values, static_argnums=0)
+
+
 @pytest.mark.parametrize("recurrent", [False, True], ids=["feedforward", "recurrent"])
 def test_final_values_are_next_values_and_truncation_values(recurrent):
     trainer, state, batch = collected(recurrent)
     agent, params, samples = trainer.agent, state.params, batch.samples
-    fv = np.asarray(jax.jit(ppo.final_values, static_argnums=0)(agent, params, samples))
+    fv = np.asarray(jit_final_values(agent, params, samples))
     env = samples.env
     done, truncated = np.asarray(env.done), np.asarray(env.truncated)
     assert fv.shape == done.shape and truncated.sum() >= 4
@@ -252,7 +256,7 @@ def test_loss_inputs_reproduce_the_behaviour_policy(recurrent):
         assert np.asarray(rollout.reset).any() and not np.asarray(rollout.reset[0]).any()
     # The value targets of the truncated steps bootstrap from the final observation.
     env = batch.samples.env
-    fv = ppo.final_values(trainer.agent, state.params, batch.samples)
+    fv = jit_final_values(trainer.agent, state.params, batch.samples)
     t, b = np.nonzero(np.asarray(env.truncated & ~env.terminated))
     want = np.asarray(env.reward + trainer.config.gamma * fv)[t, b]
     np.testing.assert_allclose(np.asarray(rollout.target)[t, b], want, rtol=1e-5, atol=1e-5)

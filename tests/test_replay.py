@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import CounterAgent, counter_params
 
 import jaxsample as js
 from jaxsample import replay
@@ -254,12 +255,13 @@ def test_uniform_with_real_batches(
     rep = replay.uniform(sampler.examples, B, capacity)
     add = jax.jit(rep.add, donate_argnums=0)
     sample = jax.jit(rep.sample, static_argnums=(2, 3))
+    replay_all = jax.jit(rep.replay_all)
     state = rep.init()
     for k, batch in enumerate(batches):
         state = add(state, batch)
         total = (k + 1) * T
         want = {key: v[max(0, total - capacity) : total] for key, v in stream(per_batch).items()}
-        out, _ = rep.replay_all(state)
+        out, _ = replay_all(state)
         got = {key: v[capacity - min(total, capacity) :] for key, v in fields(out).items()}
         assert_fields_equal(got, want)
     # Sampled sequences are contiguous slices of the stream, in order.
@@ -510,26 +512,33 @@ def test_episode_mask_with_idle_and_padding_steps() -> None:
 
 
 def test_store_agent_state_from_sampler() -> None:
-    """A sampler built with store_agent_state=True feeds the replayer directly."""
+    """A sampler built with store_agent_state=True feeds the replayer directly.
+
+    The agent is the counter agent of tests/helpers.py: its recurrent state is a
+    step counter (100 * env rank at a reset, +1 per step), so a state stored at
+    the wrong step or env shows."""
     env, env_params = gymnax.make("CartPole-v1")
-    agent = js.agents.RecurrentActorCritic(env.action_space(env_params), hidden_size=4)
-    params = agent.init(jax.random.key(1), env.reset(jax.random.key(0), env_params)[0])
+    agent = CounterAgent(env.action_space(env_params))
+    params = counter_params(0.5)
     sampler = js.make_sampler(env, env_params, agent, js.BatchSpec(6, 3), store_agent_state=True)
     state = sampler.init(jax.random.key(0), params)
     collect = jax.jit(sampler.collect)
     rep = replay.uniform(sampler.examples, 3, 12, store_agent_state=True)
-    buf = rep.init()
     batches = []
     for _ in range(2):
         state, batch = collect(state, params)
         batches.append(batch)
-        buf = jax.jit(rep.add)(buf, batch)
+
+    @jax.jit
+    def store(first, second, key):  # both adds, the replay and a sample: one program
+        buf = rep.add(rep.add(rep.init(), first), second)
+        return rep.replay_all(buf), rep.sample(buf, key, 16, 4)
+
+    (stored, _), (seq, info) = store(*batches, jax.random.key(3))
     want = np.concatenate([np.asarray(b.samples.agent.state) for b in batches], axis=0)
     # The state before step 0 of a batch is the batch's initial state.
     np.testing.assert_array_equal(want[6], np.asarray(batches[1].samples.agent.initial_state))
-    stored, _ = rep.replay_all(buf)
     np.testing.assert_array_equal(np.asarray(stored.agent.initial_state), want[0])
-    seq, info = rep.sample(buf, jax.random.key(3), 16, 4)
     starts, envs = np.asarray(info.start), np.asarray(info.env_index)
     np.testing.assert_array_equal(np.asarray(seq.agent.initial_state), want[starts, envs])
     assert len(set(starts.tolist())) > 1

@@ -195,7 +195,8 @@ def test_sharded_collect_random_acts_randomly_on_every_shard() -> None:
     one = js.make_sampler(env, env_params, greedy, spec)
     two = js.make_sampler(env, env_params, greedy, spec, mesh=jax.make_mesh((2,), ("envs",)))
     key = jax.random.key(4)
-    _, want = one.collect_random(one.init(key, params), params)
+    # The one-device reference in one compiled program (init and collect_random).
+    _, want = jax.jit(lambda k, p: one.collect_random(one.init(k, p), p))(key, params)
     _, got = two.collect_random(two.init(key, params), params)  # eager, as a user would
     got = jax.tree.map(np.asarray, got)  # one host array per leaf (the store is sharded)
     for name, x in fields(want.samples).items():

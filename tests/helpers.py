@@ -66,3 +66,12 @@ def crashing(env: Any) -> Any:
             return self.env.step(action)
 
     return Crashing(env)
+
+
+def fast_jit(fun: Any, **kwargs: Any) -> Any:
+    """``jax.jit(fun, **kwargs)`` without XLA's backend optimizations: the
+    program compiles in about half the time (compilation is most of what a test
+    costs) and computes the same, deterministically; for tests that compare a
+    program's results with the same program's (or with rounding tolerance)."""
+    options = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+    return jax.jit(fun, compiler_options=options, **kwargs)

@@ -168,7 +168,7 @@ def test_disagreeing_processes_are_a_clear_error(monkeypatch):
 
     def allgather(x):
         gathered.append(np.asarray(x))
-        return np.stack([x, np.asarray(x) + [0, 4, 4]])
+        return np.stack([x, np.asarray(x) + np.array([0, 4, 4])])
 
     monkeypatch.setattr(distributed.jax, "process_count", lambda: 2)
     monkeypatch.setattr(multihost_utils, "process_allgather", allgather)

@@ -699,7 +699,8 @@ def test_ppo_async_run_is_replayed_exactly_from_its_versions(ppo_trainer, ppo_dr
     assert d._collect._cache_size() == 1 and d._learn._cache_size() == 1
 
 
-@pytest.mark.parametrize("recurrent", [False, True])
+# feedforward (slow): the recurrent case's function, its evaluate branch
+@pytest.mark.parametrize("recurrent", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_refresh_behaviour_with_the_collecting_params_changes_nothing(recurrent):
     """Re-evaluating a batch under the parameters that collected it gives back
     its log-probabilities, values and (where read) bootstrap values."""
@@ -768,6 +769,7 @@ def test_dqn_sync_with_one_buffer_is_trainer_run_bit_for_bit(dqn_reference):
     assert tree_equal(flat, ref_metrics)
 
 
+@pytest.mark.slow  # the DQN adapter: test_dqn_sync_with_one_buffer_is_trainer_run_bit_for_bit
 def test_dqn_async_holds_the_replay_ratio_and_fills_the_replay(dqn_reference):
     """Async with several iterations per batch: every step reaches the replay
     buffer on the learner, and the learner does exactly the synchronous number

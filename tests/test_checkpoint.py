@@ -86,6 +86,7 @@ def test_ppo_resumes_to_the_same_parameters(tmp_path) -> None:
     _assert_identical(metrics, expected_metrics)
 
 
+@pytest.mark.slow  # the trainer-state resume of test_ppo_resumes_to_the_same_parameters
 def test_dqn_resumes_with_its_replay_buffer(tmp_path) -> None:
     config = dqn.DQNConfig(
         num_envs=4,

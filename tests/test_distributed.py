@@ -301,7 +301,7 @@ def test_processes_that_disagree_on_B_get_a_clear_error(tmp_path):
         assert "[[48, 16, 16], [48, 20, 20]]" in str(part["error"])
 
 
-@pytest.mark.slow  # compiles 2 samplers with XLA's full optimizations (what it times)
+@pytest.mark.slow  # 3 samplers compiled with XLA's full optimizations (what it times)
 def test_device_scaling_benchmark_runs_and_reports(tmp_path, capsys):
     from jaxsample.bench import devices as bench_devices
 

@@ -699,7 +699,7 @@ def test_ppo_async_run_is_replayed_exactly_from_its_versions(ppo_trainer, ppo_dr
     assert d._collect._cache_size() == 1 and d._learn._cache_size() == 1
 
 
-# feedforward (slow): the recurrent case's function, its evaluate branch
+# the feedforward case (agent.evaluate) is slow; the recurrent one (evaluate_sequence) stays
 @pytest.mark.parametrize("recurrent", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_refresh_behaviour_with_the_collecting_params_changes_nothing(recurrent):
     """Re-evaluating a batch under the parameters that collected it gives back

@@ -22,9 +22,15 @@ B, T, BATCHES = 16, 48, 2
 TIME_LIMIT = 20  # several truncations per env per batch: exercises the sparse final obs
 
 
-def sampler_batches(mode: str, agent_kind: str, mesh: Any, B: int = B) -> dict[str, Any]:
-    """Two consecutive batches and the final state of a CartPole sampler
-    (``B`` envs, ``mesh`` or one device when None), as a flat dict of arrays."""
+#: XLA compiler options of every program compiled here, the one-device reference
+#: and the sharded runs alike: compile time dominates these tests, so XLA's
+#: backend optimizations are skipped (sharding is decided before them).
+FAST = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def make_sampler(mode: str, agent_kind: str, mesh: Any, B: int = B) -> tuple[Any, Any]:
+    """A CartPole sampler of ``B`` envs (on ``mesh``, or one device when None)
+    and its agent's parameters (None for the random agent)."""
     import gymnax
     import jax
 
@@ -36,7 +42,8 @@ def sampler_batches(mode: str, agent_kind: str, mesh: Any, B: int = B) -> dict[s
     if agent_kind == "recurrent":
         agent = js.agents.RecurrentActorCritic(space, hidden_size=8)
         obs = jax.numpy.zeros(env.observation_space(params).shape)
-        agent_params = agent.init(jax.random.key(7), obs)
+        # jitted: eagerly, each op of the initializers would compile on its own
+        agent_params = jax.jit(agent.init, compiler_options=FAST)(jax.random.key(7), obs)
     else:
         agent, agent_params = js.agents.RandomAgent(space), None
     sampler = js.make_sampler(
@@ -50,8 +57,27 @@ def sampler_batches(mode: str, agent_kind: str, mesh: Any, B: int = B) -> dict[s
         agent_params=agent_params,
         mesh=mesh,
     )
-    state = jax.jit(sampler.init)(jax.random.key(11), agent_params)
-    collect = jax.jit(sampler.collect)
+    return sampler, agent_params
+
+
+def jitted(sampler: Any) -> tuple[Any, Any]:
+    """``sampler``'s ``init`` and ``collect`` (donating the state), jitted as
+    every job here compiles them (a test that jits the same ones with the same
+    options hits the compilation cache)."""
+    import jax
+
+    init = jax.jit(sampler.init, compiler_options=FAST)
+    return init, jax.jit(sampler.collect, donate_argnums=0, compiler_options=FAST)
+
+
+def sampler_batches(mode: str, agent_kind: str, mesh: Any, B: int = B) -> dict[str, Any]:
+    """Two consecutive batches and the final state of :func:`make_sampler`'s
+    sampler, as a flat dict of arrays."""
+    import jax
+
+    sampler, agent_params = make_sampler(mode, agent_kind, mesh, B)
+    init, collect = jitted(sampler)
+    state = init(jax.random.key(11), agent_params)
     out: dict[str, Any] = {}
     for i in range(BATCHES):
         state, batch = collect(state, agent_params)

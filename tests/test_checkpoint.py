@@ -2,13 +2,16 @@
 
 Each test runs the same stream twice — once uninterrupted, once saved to disk
 after k steps, restored onto a fresh (abstract or concrete) state and
-continued — and compares every leaf of what follows, bitwise.
+continued — and compares every leaf of what follows, bitwise. The samplers
+share one configuration (:func:`random_sampler`), so their programs compile
+once; the trainers are small.
 """
 
 import jax
 import numpy as np
 import pytest
 from gymnax import make
+from helpers import fast_jit
 
 import jaxsample as js
 from jaxsample import checkpoint
@@ -27,22 +30,30 @@ def _assert_identical(a, b) -> None:
         assert np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
 
 
-@pytest.mark.parametrize("reset_mode", ["auto", "wait"])
-def test_sampler_state_resumes_the_same_stream(tmp_path, reset_mode: str) -> None:
+def random_sampler(B: int = 4, reset_mode: str = "auto", mesh=None) -> js.Sampler:
+    """CartPole, random actions, 16 steps, decorrelated, with bootstrap values."""
     env, params = make("CartPole-v1")
     agent = js.agents.RandomAgent(env.action_space(params))
-    sampler = js.make_sampler(
+    spec = js.BatchSpec(T=16, B=B)
+    return js.make_sampler(
         env,
         params,
         agent,
-        js.BatchSpec(T=16, B=4),
+        spec,
         reset_mode=reset_mode,
-        max_decorrelation_steps=0 if reset_mode == "episodic" else 10,
+        max_decorrelation_steps=10,
         bootstrap_value=True,
+        mesh=mesh,
     )
-    collect = jax.jit(sampler.collect)
+
+
+# "wait" (slow) checkpoints the same state structure as "auto"
+@pytest.mark.parametrize("reset_mode", ["auto", pytest.param("wait", marks=pytest.mark.slow)])
+def test_sampler_state_resumes_the_same_stream(tmp_path, reset_mode: str) -> None:
+    sampler = random_sampler(reset_mode=reset_mode)
+    collect = fast_jit(sampler.collect)
     key = jax.random.key(3)
-    state, _ = collect(sampler.init(key, None), None)
+    state, _ = collect(fast_jit(sampler.init)(key, None), None)
     checkpoint.save(tmp_path / "ckpt", state, step=1)
     _, expected = collect(*collect(state, None)[:1], None)
 
@@ -54,11 +65,18 @@ def test_sampler_state_resumes_the_same_stream(tmp_path, reset_mode: str) -> Non
 
 
 def test_ppo_resumes_to_the_same_parameters(tmp_path) -> None:
-    config = ppo.PPOConfig(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 4)
+    config = ppo.PPOConfig(
+        num_envs=4,
+        num_steps=16,
+        total_timesteps=4 * 16 * 4,
+        update_epochs=1,
+        num_minibatches=2,
+        hidden_sizes=(16,),
+    )
     trainer = ppo.make_train(config)
-    run2 = jax.jit(lambda s: trainer.run(s, 2))
+    run2 = fast_jit(lambda s: trainer.run(s, 2))
     key = jax.random.key(0)
-    half, _ = run2(trainer.init(key))
+    half, _ = run2(fast_jit(trainer.init)(key))
     expected, expected_metrics = run2(half)
 
     checkpoint.save(tmp_path / "ppo", half, step=2)
@@ -68,6 +86,7 @@ def test_ppo_resumes_to_the_same_parameters(tmp_path) -> None:
     _assert_identical(metrics, expected_metrics)
 
 
+@pytest.mark.slow  # the trainer-state resume of test_ppo_resumes_to_the_same_parameters
 def test_dqn_resumes_with_its_replay_buffer(tmp_path) -> None:
     config = dqn.DQNConfig(
         num_envs=4,
@@ -80,9 +99,9 @@ def test_dqn_resumes_with_its_replay_buffer(tmp_path) -> None:
         hidden_sizes=(16,),
     )
     trainer = dqn.make_train(config)
-    run = jax.jit(lambda s: trainer.run(s, 5))
+    run = fast_jit(lambda s: trainer.run(s, 5))
     key = jax.random.key(1)
-    half, _ = run(trainer.init(key))
+    half, _ = run(fast_jit(trainer.init)(key))
     assert int(half.updates) > 0  # learning has started: the buffer matters
     expected, expected_metrics = run(half)
 
@@ -98,15 +117,13 @@ def test_sharded_sampler_restores_onto_its_shardings(tmp_path) -> None:
     devices = jax.devices("cpu")
     assert len(devices) >= 2, "conftest forces several host devices"
     mesh = jax.sharding.Mesh(np.array(devices[:2]), ("envs",))
-    env, params = make("CartPole-v1")
-    agent = js.agents.RandomAgent(env.action_space(params))
-    sampler = js.make_sampler(env, params, agent, js.BatchSpec(T=8, B=4), mesh=mesh)
-    collect = jax.jit(sampler.collect)
-    state, _ = collect(sampler.init(jax.random.key(5), None), None)
+    sampler = random_sampler(mesh=mesh)
+    init, collect = fast_jit(sampler.init), fast_jit(sampler.collect)
+    state, _ = collect(init(jax.random.key(5), None), None)
     checkpoint.save(tmp_path / "sharded", state, step=0)
     _, expected = collect(state, None)
 
-    fresh = sampler.init(jax.random.key(99), None)  # another key: only its layout counts
+    fresh = init(jax.random.key(99), None)  # another key: only its layout counts
     restored = checkpoint.restore(tmp_path / "sharded", fresh)
     for r, f in zip(jax.tree.leaves(restored), jax.tree.leaves(fresh), strict=True):
         assert r.sharding.is_equivalent_to(f.sharding, r.ndim)
@@ -139,16 +156,10 @@ def test_steps_latest_and_keep(tmp_path) -> None:
 
 
 def test_another_configuration_is_a_clear_error(tmp_path) -> None:
-    env, params = make("CartPole-v1")
-    agent = js.agents.RandomAgent(env.action_space(params))
-
-    def init(B: int, **kw):
-        sampler = js.make_sampler(env, params, agent, js.BatchSpec(T=4, B=B), **kw)
-        return sampler.init(jax.random.key(0), None)
-
-    checkpoint.save(tmp_path / "c", init(4), step=0)
+    key = jax.random.key(0)
+    checkpoint.save(tmp_path / "c", fast_jit(random_sampler(B=4).init)(key, None), step=0)
     with pytest.raises(ValueError, match=r"does not match the target state at .*\[4\].*\[8\]"):
-        checkpoint.restore(tmp_path / "c", init(8))
+        checkpoint.restore(tmp_path / "c", jax.eval_shape(random_sampler(B=8).init, key, None))
     with pytest.raises(ValueError, match="another structure"):
         checkpoint.restore(tmp_path / "c", {"x": jax.numpy.zeros(3)})
     with pytest.raises(TypeError, match="pytree of arrays"):

@@ -68,15 +68,18 @@ def reference(references: dict, mode: str, agent: str) -> dict:
 # ---------------------------------------------------------------- in-process
 
 
+# The default run keeps one case per reset mode: "wait" and "episodic" here (the
+# recurrent agent's floats compared to rounding), "auto" with the random agent's
+# compared bit for bit in test_other_mesh_axes_are_replicated; the rest are slow.
 @pytest.mark.parametrize(
     ("mode", "agent", "n"),
     [
-        ("auto", "random", 1),
-        ("auto", "random", 4),
-        ("auto", "recurrent", 4),
+        pytest.param("auto", "random", 1, marks=pytest.mark.slow),
+        pytest.param("auto", "random", 4, marks=pytest.mark.slow),
+        pytest.param("auto", "recurrent", 4, marks=pytest.mark.slow),
         ("wait", "recurrent", 4),
         ("episodic", "recurrent", 2),
-        ("episodic", "recurrent", 4),
+        pytest.param("episodic", "recurrent", 4, marks=pytest.mark.slow),
     ],
 )
 def test_sharded_sampler_equals_one_device(references, mode, agent, n):
@@ -85,52 +88,44 @@ def test_sharded_sampler_equals_one_device(references, mode, agent, n):
 
 
 def test_sharded_batch_is_sharded_along_B():
-    env, params = gymnax.make("CartPole-v1")
-    agent = js.agents.RandomAgent(env.action_space(params))
-    sampler = js.make_sampler(env, params, agent, js.BatchSpec(8, 16), mesh=mesh_of(4))
+    # the sampler of test_sharded_sampler_equals_one_device[wait-recurrent-4]: compiled once
+    sampler, agent_params = worker.make_sampler("wait", "recurrent", mesh_of(4))
     assert isinstance(sampler, ShardedSampler) and sampler.num_shards == 4
-    assert sampler.local.batch_spec == js.BatchSpec(8, 4)
-    state = jax.jit(sampler.init)(jax.random.key(0), None)
-    state, batch = jax.jit(sampler.collect)(state, None)
+    T = worker.T
+    assert sampler.local.batch_spec == js.BatchSpec(T, 4)
+    init, collect = worker.jitted(sampler)
+    state, batch = collect(init(jax.random.key(0), agent_params), agent_params)
     obs = batch.samples.env.observation
-    assert obs.shape == (8, 16, 4)
+    assert obs.shape == (T, 16, 4)
     assert obs.sharding.spec == jax.sharding.PartitionSpec(None, "envs")
-    # each device holds its contiguous block of 4 envs, of all 8 steps
+    # each device holds its contiguous block of 4 envs, of all T steps
     blocks = sorted((s.index[1].start, s.data.shape) for s in obs.addressable_shards)
-    assert blocks == [(0, (8, 4, 4)), (4, (8, 4, 4)), (8, (8, 4, 4)), (12, (8, 4, 4))]
+    assert blocks == [(0, (T, 4, 4)), (4, (T, 4, 4)), (8, (T, 4, 4)), (12, (T, 4, 4))]
     assert state.env_rank.sharding.spec == jax.sharding.PartitionSpec("envs")
     np.testing.assert_array_equal(np.asarray(state.env_rank), np.arange(16))
     np.testing.assert_array_equal(process_local(obs), np.asarray(obs))
 
 
-def test_other_mesh_axes_are_replicated():
+def test_other_mesh_axes_are_replicated(references):
     devices = np.array(jax.devices()).reshape(2, 2)
     mesh = Mesh(devices, ("model", "envs"))
-    env, params = gymnax.make("CartPole-v1")
-    agent = js.agents.RandomAgent(env.action_space(params))
-    spec = js.BatchSpec(16, 8)
-    one = js.make_sampler(env, params, agent, spec, max_decorrelation_steps=5)
-    two = js.make_sampler(env, params, agent, spec, max_decorrelation_steps=5, mesh=mesh)
-    _, b1 = jax.jit(one.collect)(jax.jit(one.init)(jax.random.key(1), None), None)
-    _, b2 = jax.jit(two.collect)(jax.jit(two.init)(jax.random.key(1), None), None)
-    np.testing.assert_array_equal(b1.samples.env.observation, b2.samples.env.observation)
-    np.testing.assert_array_equal(b1.samples.agent.action, b2.samples.agent.action)
+    # envs split over "envs" (2 ways), replicated over "model": the one-device batches
+    got = worker.sampler_batches("auto", "random", mesh)
+    assert_same(reference(references, "auto", "random"), got)
 
 
 def test_sharded_collect_does_not_retrace_and_donates():
-    env, params = gymnax.make("CartPole-v1")
-    space = env.action_space(params)
-    agent = js.agents.CategoricalActorCritic(space, hidden_sizes=(8,))
-    agent_params = agent.init(jax.random.key(0), np.zeros(4, np.float32))
-    sampler = js.make_sampler(env, params, agent, js.BatchSpec(8, 8), mesh=mesh_of(4))
+    # the sampler of test_sharded_sampler_equals_one_device[wait-recurrent-4], jitted
+    # as the worker does (same name, donation and options): compiled once
+    sampler, agent_params = worker.make_sampler("wait", "recurrent", mesh_of(4))
     traces = []
 
     def collect(state, p):
         traces.append(1)
         return sampler.collect(state, p)
 
-    collect = jax.jit(collect, donate_argnums=0)
-    state = jax.jit(sampler.init)(jax.random.key(0), agent_params)
+    collect = jax.jit(collect, donate_argnums=0, compiler_options=worker.FAST)
+    state = worker.jitted(sampler)[0](jax.random.key(0), agent_params)
     for i in range(3):
         new_params = jax.tree.map(lambda x, i=i: x + i, agent_params)
         state, _ = collect(state, new_params)
@@ -152,7 +147,7 @@ def test_errors_name_the_problem():
     sampler = js.make_sampler(env, params, agent, js.BatchSpec(8, 8), mesh=mesh_of(2))
     with pytest.raises(TypeError, match="already sharded"):
         shard_sampler(sampler, mesh_of(2))
-    state = sampler.local.init(jax.random.key(0), None)  # 4 envs, not 8
+    state = jax.eval_shape(sampler.local.init, jax.random.key(0), None)  # 4 envs, not 8
     with pytest.raises(ValueError, match="B=8"):
         sampler.collect(state, None)
     with pytest.raises(ValueError, match="minibatch of 2 env sequences cannot be split over"):
@@ -161,6 +156,29 @@ def test_errors_name_the_problem():
         )
     with pytest.raises(ValueError, match="rank < world_size"):
         process_env_ranks(4, rank=2, world_size=2)
+
+
+def test_disagreeing_processes_are_a_clear_error(monkeypatch):
+    """The check of test_processes_that_disagree_on_B_get_a_clear_error (slow: 2
+    processes) in this process: 2 processes faked, the other one with 4 more envs."""
+    from jax.experimental import multihost_utils
+
+    from jaxsample import distributed
+
+    gathered = []
+
+    def allgather(x):
+        gathered.append(np.asarray(x))
+        return np.stack([x, np.asarray(x) + np.array([0, 4, 4])])
+
+    monkeypatch.setattr(distributed.jax, "process_count", lambda: 2)
+    monkeypatch.setattr(multihost_utils, "process_allgather", allgather)
+    env, params = gymnax.make("CartPole-v1")
+    agent = js.agents.RandomAgent(env.action_space(params))
+    with pytest.raises(ValueError, match="the processes disagree on BatchSpec") as info:
+        js.make_sampler(env, params, agent, js.BatchSpec(48, 16), mesh=mesh_of(2))
+    assert "[[48, 16, 16], [48, 20, 20]]" in str(info.value)
+    np.testing.assert_array_equal(gathered[0], [48, 16, 16])  # T, B, global_B
 
 
 def test_process_env_ranks_are_rlpyt_slices():
@@ -275,6 +293,7 @@ def test_two_processes_train_ppo_as_one(tmp_path):
             np.testing.assert_allclose(one[name], part[name], rtol=2e-4, atol=2e-5, err_msg=name)
 
 
+@pytest.mark.slow  # in-process: test_disagreeing_processes_are_a_clear_error
 def test_processes_that_disagree_on_B_get_a_clear_error(tmp_path):
     parts = run_workers(tmp_path, ["--job", "disagree"], 2, 2)
     for part in parts:
@@ -282,6 +301,7 @@ def test_processes_that_disagree_on_B_get_a_clear_error(tmp_path):
         assert "[[48, 16, 16], [48, 20, 20]]" in str(part["error"])
 
 
+@pytest.mark.slow  # 3 samplers compiled with XLA's full optimizations (what it times)
 def test_device_scaling_benchmark_runs_and_reports(tmp_path, capsys):
     from jaxsample.bench import devices as bench_devices
 

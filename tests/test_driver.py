@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import fast_jit
 
 import jaxsample as js
 from jaxsample import driver as jd
@@ -443,7 +444,7 @@ def test_learn_queue_rejects_what_it_cannot_schedule():
 
 HOOK_T, HOOK_B, HOOK_N = 16, 2, 6
 HOOK_KEYS = (10, 11)
-concat = jax.jit(jd.concat_envs)  # one compile for the tests below
+concat = fast_jit(jd.concat_envs)  # one compile for the tests below
 
 
 @pytest.fixture(scope="module")
@@ -454,7 +455,7 @@ def hook():
     env, params = gymnax.make("CartPole-v1")
     agent = js.agents.RandomAgent(env.action_space(params))
     sampler = js.make_sampler(env, params, agent, js.BatchSpec(HOOK_T, HOOK_B))
-    init, collect = jax.jit(sampler.init), jax.jit(sampler.collect)
+    init, collect = fast_jit(sampler.init), fast_jit(sampler.collect)
     states = [init(jax.random.key(k), None) for k in HOOK_KEYS]
     ref = []
     for i in range(HOOK_N):
@@ -587,7 +588,12 @@ def test_bad_run_arguments():
 # ----------------------------------------------------------------------------
 
 PPO_SMALL = ppo.PPOConfig(
-    num_envs=4, num_steps=32, total_timesteps=4 * 32 * 6, update_epochs=2, num_minibatches=2
+    num_envs=4,
+    num_steps=32,
+    total_timesteps=4 * 32 * 6,
+    update_epochs=2,
+    num_minibatches=2,
+    hidden_sizes=(16,),
 )
 DQN_SMALL = dqn.DQNConfig(
     num_envs=4,
@@ -596,7 +602,15 @@ DQN_SMALL = dqn.DQNConfig(
     target_update_interval=20,
     buffer_capacity=50,
     batch_size=16,
+    hidden_sizes=(16,),
 )
+
+
+def jitted_init(d: jd.Driver) -> jd.Driver:
+    """``d`` with its adapter's ``init(key, num_actors)`` jitted: the same
+    function, compiled as one program instead of op by op (with XLA's usual
+    optimizations, as the trainer's own ``train`` compiles it: bit for bit)."""
+    return d.replace(init=jax.jit(d.init, static_argnums=1))
 
 
 def tree_equal(a, b) -> bool:
@@ -622,6 +636,7 @@ def ppo_drivers(ppo_trainer):
     base = drivers.ppo_driver(
         ppo_trainer, refresh=False, actor_devices=[ACTOR], learner_device=LEARNER
     )
+    base = jitted_init(base)
     return {"async": base, "sync": base.replace(mode="sync")}
 
 
@@ -684,7 +699,8 @@ def test_ppo_async_run_is_replayed_exactly_from_its_versions(ppo_trainer, ppo_dr
     assert d._collect._cache_size() == 1 and d._learn._cache_size() == 1
 
 
-@pytest.mark.parametrize("recurrent", [False, True])
+# the feedforward case (agent.evaluate) is slow; the recurrent one (evaluate_sequence) stays
+@pytest.mark.parametrize("recurrent", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_refresh_behaviour_with_the_collecting_params_changes_nothing(recurrent):
     """Re-evaluating a batch under the parameters that collected it gives back
     its log-probabilities, values and (where read) bootstrap values."""
@@ -697,13 +713,11 @@ def test_refresh_behaviour_with_the_collecting_params_changes_nothing(recurrent)
         mask_velocity=recurrent,
     )
     trainer = ppo.make_train(config)
-    state = trainer.init(jax.random.key(0))
-
-    def collect_and_refresh(state):
-        _, batch = trainer.sampler.collect(state.sampler_state, state.params)
-        return batch, drivers.refresh_behaviour(trainer, state.params, batch)
-
-    batch, fresh = jax.jit(collect_and_refresh)(state)
+    init = fast_jit(trainer.init)
+    state = init(jax.random.key(0))
+    refresh = fast_jit(lambda params, b: drivers.refresh_behaviour(trainer, params, b))
+    _, batch = fast_jit(trainer.sampler.collect)(state.sampler_state, state.params)
+    fresh = refresh(state.params, batch)
     old, new = batch.samples.agent.agent_info, fresh.samples.agent.agent_info
     assert bool(batch.samples.env.done.any())  # resets inside the batch are exercised
     np.testing.assert_allclose(new.log_prob, old.log_prob, rtol=1e-5, atol=1e-5)
@@ -716,13 +730,13 @@ def test_refresh_behaviour_with_the_collecting_params_changes_nothing(recurrent)
         atol=1e-5,
     )
     # and under other parameters they do change
-    other = trainer.init(jax.random.key(1)).params
-    moved = jax.jit(lambda b: drivers.refresh_behaviour(trainer, other, b))(batch)
+    moved = refresh(init(jax.random.key(1)).params, batch)
     assert not np.allclose(moved.samples.agent.agent_info.value, old.value)
 
 
 def test_ppo_async_two_actors(ppo_drivers):
-    d = ppo_drivers["async"].replace(actor_devices=[ACTOR, ACTOR2])
+    # two actor threads on one device: nothing compiles for another device
+    d = ppo_drivers["async"].replace(actor_devices=[ACTOR, ACTOR])
     r = d.train(jax.random.key(0), 6)
     assert r.records["actor"].tolist() == [0, 1, 0, 1, 0, 1]
     assert r.records["staleness"].max() <= 1
@@ -744,6 +758,7 @@ def test_dqn_sync_with_one_buffer_is_trainer_run_bit_for_bit(dqn_reference):
     d = drivers.dqn_driver(
         trainer, mode="sync", num_buffers=1, actor_devices=[ACTOR], learner_device=LEARNER
     )
+    d = jitted_init(d)
     r = d.train(key)
     s = r.learner_state
     assert tree_equal(s.params.network, ref_state.params.network)
@@ -754,6 +769,7 @@ def test_dqn_sync_with_one_buffer_is_trainer_run_bit_for_bit(dqn_reference):
     assert tree_equal(flat, ref_metrics)
 
 
+@pytest.mark.slow  # the DQN adapter: test_dqn_sync_with_one_buffer_is_trainer_run_bit_for_bit
 def test_dqn_async_holds_the_replay_ratio_and_fills_the_replay(dqn_reference):
     """Async with several iterations per batch: every step reaches the replay
     buffer on the learner, and the learner does exactly the synchronous number
@@ -764,6 +780,7 @@ def test_dqn_async_holds_the_replay_ratio_and_fills_the_replay(dqn_reference):
     d = drivers.dqn_driver(
         trainer, iterations_per_batch=K, actor_devices=[ACTOR], learner_device=LEARNER
     )
+    d = jitted_init(d)
     r = d.train(key)
     n_iter = trainer.num_iterations
     s = r.learner_state

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import Crash, crashing
+from helpers import Crash, crashing, fast_jit
 
 from jaxsample import host
 
@@ -97,8 +97,8 @@ def bridged(backend: str):
     """Two jitted rollouts of T steps after a jitted reset: the second continues
     the first (the callbacks are ordered across calls)."""
     bridge = host.make_bridge(make_env(backend), B)
-    obs = jax.jit(bridge.reset)(KEY)
-    run = jax.jit(functools.partial(rollout, bridge))
+    obs = fast_jit(bridge.reset)(KEY)
+    run = fast_jit(functools.partial(rollout, bridge))
     obs1, first = run(obs, jax.random.key(1))
     _, second = run(obs1, jax.random.key(2))
     assert run._cache_size() == 1
@@ -154,8 +154,9 @@ def test_env_crash_stops_later_rollouts_until_reset():
 
     vec = gym.vector.SyncVectorEnv([lambda: crashing(make_single())] * B, autoreset_mode="SameStep")
     bridge = host.make_bridge(vec, B)
-    run = jax.jit(functools.partial(rollout, bridge))
-    obs = jax.jit(bridge.reset)(KEY)
+    run = fast_jit(functools.partial(rollout, bridge))
+    reset = fast_jit(bridge.reset)
+    obs = reset(KEY)
     obs, _ = jax.block_until_ready(run(obs, jax.random.key(1)))
     Crash.on = True
     with pytest.raises(Exception, match="simulator crashed"):
@@ -163,5 +164,5 @@ def test_env_crash_stops_later_rollouts_until_reset():
     Crash.on = False
     with pytest.raises(Exception, match=r"after the host env failed \(OSError: simulator"):
         jax.block_until_ready(run(obs, jax.random.key(3)))
-    obs = jax.jit(bridge.reset)(KEY)
+    obs = reset(KEY)
     jax.block_until_ready(run(obs, jax.random.key(3)))  # reset starts again

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnax.environments.classic_control.cartpole import EnvState
-from helpers import CounterAgent, Crash, crashing
+from helpers import CounterAgent, Crash, crashing, fast_jit
 from helpers import counter_params as params
 from helpers import counter_value as np_value
 
@@ -309,10 +309,15 @@ def info_spec(backend: str) -> dict[str, jax.ShapeDtypeStruct]:
 
 @functools.cache
 def sampler_of(name: str) -> host.HostSampler:
-    c = CASES[name]
+    return case_sampler(CASES[name], make_env(CASES[name].backend))
+
+
+def case_sampler(c: Case, env: Any) -> host.HostSampler:
+    """The host sampler of case ``c`` on ``env`` (its device programs depend on
+    the case, not on the env: samplers of one case share their compilations)."""
     space = gymnax.environments.spaces.Discrete(2)
     return host.make_host_sampler(
-        make_env(c.backend),
+        env,
         CounterAgent(space),
         js.BatchSpec(T, B),
         max_decorrelation_steps=c.decorrelation,
@@ -463,7 +468,7 @@ def _gymnax_cartpole_step(limit: int):
     env, env_params = gymnax.make("CartPole-v1")
     env_params = env_params.replace(max_steps_in_episode=limit)
     step = jax.vmap(env.step, in_axes=(None, 0, 0, None))
-    return jax.jit(lambda state, action: step(jax.random.key(0), state, action, env_params))
+    return fast_jit(lambda state, action: step(jax.random.key(0), state, action, env_params))
 
 
 def gymnax_step(obs, length, action, limit):
@@ -733,9 +738,9 @@ def test_error_after_the_envs_move_invalidates_the_state():
     with pytest.raises(ValueError, match=r"stale: an error interrupted the envs.*KeyError"):
         sampler.collect(state, params(1.0))
 
-    vec = gym.vector.SyncVectorEnv([lambda: crashing(make_single())] * 2, autoreset_mode="SameStep")
-    agent = CounterAgent(gymnax.environments.spaces.Discrete(2))
-    sampler = host.make_host_sampler(vec, agent, js.BatchSpec(4, 2), agent_params=params(1.0))
+    # the "auto-samestep" case on envs that crash: its programs are compiled already
+    vec = gym.vector.SyncVectorEnv([lambda: crashing(make_single())] * B, autoreset_mode="SameStep")
+    sampler = case_sampler(CASES["auto-samestep"], vec)
     state, _ = sampler.collect(sampler.init(KEY, params(1.0)), params(1.0))
     Crash.on = True
     with pytest.raises(OSError, match="simulator crashed"):

@@ -22,12 +22,6 @@ B, T, BATCHES = 16, 48, 2
 TIME_LIMIT = 20  # several truncations per env per batch: exercises the sparse final obs
 
 
-#: XLA compiler options of every program compiled here, the one-device reference
-#: and the sharded runs alike: compile time dominates these tests, so XLA's
-#: backend optimizations are skipped (sharding is decided before them).
-FAST = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-
-
 def make_sampler(mode: str, agent_kind: str, mesh: Any, B: int = B) -> tuple[Any, Any]:
     """A CartPole sampler of ``B`` envs (on ``mesh``, or one device when None)
     and its agent's parameters (None for the random agent)."""
@@ -43,7 +37,7 @@ def make_sampler(mode: str, agent_kind: str, mesh: Any, B: int = B) -> tuple[Any
         agent = js.agents.RecurrentActorCritic(space, hidden_size=8)
         obs = jax.numpy.zeros(env.observation_space(params).shape)
         # jitted: eagerly, each op of the initializers would compile on its own
-        agent_params = jax.jit(agent.init, compiler_options=FAST)(jax.random.key(7), obs)
+        agent_params = jax.jit(agent.init)(jax.random.key(7), obs)
     else:
         agent, agent_params = js.agents.RandomAgent(space), None
     sampler = js.make_sampler(
@@ -66,8 +60,8 @@ def jitted(sampler: Any) -> tuple[Any, Any]:
     options hits the compilation cache)."""
     import jax
 
-    init = jax.jit(sampler.init, compiler_options=FAST)
-    return init, jax.jit(sampler.collect, donate_argnums=0, compiler_options=FAST)
+    init = jax.jit(sampler.init)
+    return init, jax.jit(sampler.collect, donate_argnums=0)
 
 
 def sampler_batches(mode: str, agent_kind: str, mesh: Any, B: int = B) -> dict[str, Any]:
@@ -130,7 +124,9 @@ def main() -> None:
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--local-devices", type=int, default=1)
     args = p.parse_args()
-    os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.local_devices}"
+    # The test session's XLA flags (tests/conftest.py), this worker's device count.
+    flags = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={args.local_devices}"
     os.environ["JAX_PLATFORMS"] = "cpu"
     import jax
     import numpy as np

@@ -66,14 +66,3 @@ def crashing(env: Any) -> Any:
             return self.env.step(action)
 
     return Crashing(env)
-
-
-# XLA options for the tests' programs: compile time dominates the suite and the
-# programs run on tiny batches, so XLA's expensive backend passes are skipped
-# (about 30% less compile time; results are still exact IEEE arithmetic).
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-
-
-def fast_jit(fun: Any, **kwargs: Any) -> Any:
-    """``jax.jit(fun, **kwargs)`` compiled with :data:`FAST_COMPILE`."""
-    return jax.jit(fun, compiler_options=FAST_COMPILE, **kwargs)

@@ -16,7 +16,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import fast_jit
 
 import jaxsample as js
 from jaxsample import host
@@ -77,10 +76,10 @@ def test_sampler_checks_the_agent_with_the_first_parameters_given() -> None:
     with pytest.raises(ValueError, match=r"sampler.examples .*agent_params="):
         _ = lazy.examples
     eager = _sampler(LinearAgent(), agent_params=params())
-    state = fast_jit(lazy.init)(KEY, params())
+    state = jax.jit(lazy.init)(KEY, params())
     assert lazy.examples == eager.examples  # known once init has seen params
-    _, batch = fast_jit(lazy.collect)(state, params(1))
-    _, expected = fast_jit(eager.collect)(fast_jit(eager.init)(KEY, params()), params(1))
+    _, batch = jax.jit(lazy.collect)(state, params(1))
+    _, expected = jax.jit(eager.collect)(jax.jit(eager.init)(KEY, params()), params(1))
     _leaves_equal(batch, expected)
     # The agent really acted on its parameters: greedy, so it is w-dependent.
     logits = np.asarray(batch.samples.agent.agent_info["logits"])

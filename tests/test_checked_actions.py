@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import fast_jit
 
 import jaxsample as js
 
@@ -73,7 +72,7 @@ def _compiled(check_actions: bool = False, reset_mode: str = "auto"):
     """The CartPole sampler and its jitted init and collect, built once per
     option (shared by the tests below)."""
     sampler = _sampler(check_actions=check_actions, reset_mode=reset_mode)
-    return sampler, fast_jit(sampler.init), fast_jit(sampler.collect)
+    return sampler, jax.jit(sampler.init), jax.jit(sampler.collect)
 
 
 def _collect(params, **options) -> js.Batch:
@@ -101,7 +100,7 @@ def test_checked_mode_catches_nan_box_actions() -> None:
     sampler = _sampler(NanPendulum(), env="Pendulum-v1", check_actions=True)
     params = bad(rank=2, at=0)
     with pytest.raises(Exception, match=r"env rank 2 at batch step 0 chose action \[nan\]"):
-        jax.block_until_ready(fast_jit(sampler.collect)(sampler.init(KEY, params), params))
+        jax.block_until_ready(jax.jit(sampler.collect)(sampler.init(KEY, params), params))
 
 
 @pytest.mark.parametrize("reset_mode", ["auto", pytest.param("wait", marks=pytest.mark.slow)])
@@ -130,7 +129,7 @@ def test_evaluator_checked_mode() -> None:
     jax.block_until_ready(js.make_evaluator(env, params, agent, **kw).run(KEY, p))  # silent
     checked = js.make_evaluator(env, params, agent, check_actions=True, **kw)
     with pytest.raises(Exception, match=r"check_actions.*env rank 2 at step 1 chose action"):
-        jax.block_until_ready(fast_jit(checked.run)(KEY, p))
+        jax.block_until_ready(jax.jit(checked.run)(KEY, p))
 
 
 def test_check_actions_must_be_a_bool() -> None:

@@ -11,7 +11,6 @@ import jax
 import numpy as np
 import pytest
 from gymnax import make
-from helpers import fast_jit
 
 import jaxsample as js
 from jaxsample import checkpoint
@@ -51,9 +50,9 @@ def random_sampler(B: int = 4, reset_mode: str = "auto", mesh=None) -> js.Sample
 @pytest.mark.parametrize("reset_mode", ["auto", pytest.param("wait", marks=pytest.mark.slow)])
 def test_sampler_state_resumes_the_same_stream(tmp_path, reset_mode: str) -> None:
     sampler = random_sampler(reset_mode=reset_mode)
-    collect = fast_jit(sampler.collect)
+    collect = jax.jit(sampler.collect)
     key = jax.random.key(3)
-    state, _ = collect(fast_jit(sampler.init)(key, None), None)
+    state, _ = collect(jax.jit(sampler.init)(key, None), None)
     checkpoint.save(tmp_path / "ckpt", state, step=1)
     _, expected = collect(*collect(state, None)[:1], None)
 
@@ -74,9 +73,9 @@ def test_ppo_resumes_to_the_same_parameters(tmp_path) -> None:
         hidden_sizes=(16,),
     )
     trainer = ppo.make_train(config)
-    run2 = fast_jit(lambda s: trainer.run(s, 2))
+    run2 = jax.jit(lambda s: trainer.run(s, 2))
     key = jax.random.key(0)
-    half, _ = run2(fast_jit(trainer.init)(key))
+    half, _ = run2(jax.jit(trainer.init)(key))
     expected, expected_metrics = run2(half)
 
     checkpoint.save(tmp_path / "ppo", half, step=2)
@@ -99,9 +98,9 @@ def test_dqn_resumes_with_its_replay_buffer(tmp_path) -> None:
         hidden_sizes=(16,),
     )
     trainer = dqn.make_train(config)
-    run = fast_jit(lambda s: trainer.run(s, 5))
+    run = jax.jit(lambda s: trainer.run(s, 5))
     key = jax.random.key(1)
-    half, _ = run(fast_jit(trainer.init)(key))
+    half, _ = run(jax.jit(trainer.init)(key))
     assert int(half.updates) > 0  # learning has started: the buffer matters
     expected, expected_metrics = run(half)
 
@@ -118,7 +117,7 @@ def test_sharded_sampler_restores_onto_its_shardings(tmp_path) -> None:
     assert len(devices) >= 2, "conftest forces several host devices"
     mesh = jax.sharding.Mesh(np.array(devices[:2]), ("envs",))
     sampler = random_sampler(mesh=mesh)
-    init, collect = fast_jit(sampler.init), fast_jit(sampler.collect)
+    init, collect = jax.jit(sampler.init), jax.jit(sampler.collect)
     state, _ = collect(init(jax.random.key(5), None), None)
     checkpoint.save(tmp_path / "sharded", state, step=0)
     _, expected = collect(state, None)
@@ -157,7 +156,7 @@ def test_steps_latest_and_keep(tmp_path) -> None:
 
 def test_another_configuration_is_a_clear_error(tmp_path) -> None:
     key = jax.random.key(0)
-    checkpoint.save(tmp_path / "c", fast_jit(random_sampler(B=4).init)(key, None), step=0)
+    checkpoint.save(tmp_path / "c", jax.jit(random_sampler(B=4).init)(key, None), step=0)
     with pytest.raises(ValueError, match=r"does not match the target state at .*\[4\].*\[8\]"):
         checkpoint.restore(tmp_path / "c", jax.eval_shape(random_sampler(B=8).init, key, None))
     with pytest.raises(ValueError, match="another structure"):

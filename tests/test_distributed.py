@@ -124,7 +124,7 @@ def test_sharded_collect_does_not_retrace_and_donates():
         traces.append(1)
         return sampler.collect(state, p)
 
-    collect = jax.jit(collect, donate_argnums=0, compiler_options=worker.FAST)
+    collect = jax.jit(collect, donate_argnums=0)
     state = worker.jitted(sampler)[0](jax.random.key(0), agent_params)
     for i in range(3):
         new_params = jax.tree.map(lambda x, i=i: x + i, agent_params)
@@ -232,7 +232,10 @@ def run_workers(tmp_path: Path, job: list[str], processes: int, local_devices: i
     """Start ``processes`` workers (joined by jax.distributed when > 1), wait for
     all with a time limit, kill them all on any failure, return their outputs."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS",)}
+    env = dict(os.environ)  # the session's XLA flags, without its device count
+    env["XLA_FLAGS"] = " ".join(
+        f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f
+    )
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1]), env.get("PYTHONPATH", "")])
     procs, outs = [], []
     try:

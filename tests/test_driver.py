@@ -18,7 +18,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import fast_jit
 
 import jaxsample as js
 from jaxsample import driver as jd
@@ -444,7 +443,7 @@ def test_learn_queue_rejects_what_it_cannot_schedule():
 
 HOOK_T, HOOK_B, HOOK_N = 16, 2, 6
 HOOK_KEYS = (10, 11)
-concat = fast_jit(jd.concat_envs)  # one compile for the tests below
+concat = jax.jit(jd.concat_envs)  # one compile for the tests below
 
 
 @pytest.fixture(scope="module")
@@ -455,7 +454,7 @@ def hook():
     env, params = gymnax.make("CartPole-v1")
     agent = js.agents.RandomAgent(env.action_space(params))
     sampler = js.make_sampler(env, params, agent, js.BatchSpec(HOOK_T, HOOK_B))
-    init, collect = fast_jit(sampler.init), fast_jit(sampler.collect)
+    init, collect = jax.jit(sampler.init), jax.jit(sampler.collect)
     states = [init(jax.random.key(k), None) for k in HOOK_KEYS]
     ref = []
     for i in range(HOOK_N):
@@ -713,10 +712,10 @@ def test_refresh_behaviour_with_the_collecting_params_changes_nothing(recurrent)
         mask_velocity=recurrent,
     )
     trainer = ppo.make_train(config)
-    init = fast_jit(trainer.init)
+    init = jax.jit(trainer.init)
     state = init(jax.random.key(0))
-    refresh = fast_jit(lambda params, b: drivers.refresh_behaviour(trainer, params, b))
-    _, batch = fast_jit(trainer.sampler.collect)(state.sampler_state, state.params)
+    refresh = jax.jit(lambda params, b: drivers.refresh_behaviour(trainer, params, b))
+    _, batch = jax.jit(trainer.sampler.collect)(state.sampler_state, state.params)
     fresh = refresh(state.params, batch)
     old, new = batch.samples.agent.agent_info, fresh.samples.agent.agent_info
     assert bool(batch.samples.env.done.any())  # resets inside the batch are exercised

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
-from helpers import fast_jit
 
 import jaxsample as js
 from jaxsample.core.specs import truncation_bound
@@ -60,7 +59,7 @@ def test_dynamics_agree_with_inner_env_on_kept_indices():
         return (out[1], mout[1]), (out, mout)
 
     # 600 steps cross several episode ends (terminations and resets).
-    _, (out, mout) = fast_jit(lambda c: jax.lax.scan(step, c, jnp.arange(600)))((state, mstate))
+    _, (out, mout) = jax.jit(lambda c: jax.lax.scan(step, c, jnp.arange(600)))((state, mstate))
     obs, states, reward, term, trunc, info = jax.device_get(out)
     mobs, mstates, mreward, mterm, mtrunc, minfo = jax.device_get(mout)
     jax.tree.map(np.testing.assert_array_equal, mstates, states)
@@ -81,11 +80,11 @@ def test_time_limit_truncates_and_sampler_keeps_its_bound():
     agent = js.agents.RandomAgent(masked.action_space(params))
     sampler = js.make_sampler(masked, params, agent, js.BatchSpec(T=64, B=3), bootstrap_value=True)
     plain = js.make_sampler(env, params, agent, js.BatchSpec(T=64, B=3), bootstrap_value=True)
-    collect = fast_jit(sampler.collect)
+    collect = jax.jit(sampler.collect)
     state = sampler.init(jax.random.key(1), ())
     pstate = plain.init(jax.random.key(1), ())
     _, batch = collect(state, ())
-    _, pbatch = fast_jit(plain.collect)(pstate, ())
+    _, pbatch = jax.jit(plain.collect)(pstate, ())
     s, p = batch.samples.env, pbatch.samples.env
     assert s.observation.shape == (64, 3, 2)
     assert sampler.examples.env.observation.shape == (2,)

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import Crash, crashing, fast_jit
+from helpers import Crash, crashing
 
 from jaxsample import host
 
@@ -97,8 +97,8 @@ def bridged(backend: str):
     """Two jitted rollouts of T steps after a jitted reset: the second continues
     the first (the callbacks are ordered across calls)."""
     bridge = host.make_bridge(make_env(backend), B)
-    obs = fast_jit(bridge.reset)(KEY)
-    run = fast_jit(functools.partial(rollout, bridge))
+    obs = jax.jit(bridge.reset)(KEY)
+    run = jax.jit(functools.partial(rollout, bridge))
     obs1, first = run(obs, jax.random.key(1))
     _, second = run(obs1, jax.random.key(2))
     assert run._cache_size() == 1
@@ -154,8 +154,8 @@ def test_env_crash_stops_later_rollouts_until_reset():
 
     vec = gym.vector.SyncVectorEnv([lambda: crashing(make_single())] * B, autoreset_mode="SameStep")
     bridge = host.make_bridge(vec, B)
-    run = fast_jit(functools.partial(rollout, bridge))
-    reset = fast_jit(bridge.reset)
+    run = jax.jit(functools.partial(rollout, bridge))
+    reset = jax.jit(bridge.reset)
     obs = reset(KEY)
     obs, _ = jax.block_until_ready(run(obs, jax.random.key(1)))
     Crash.on = True

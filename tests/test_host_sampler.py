@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnax.environments.classic_control.cartpole import EnvState
-from helpers import CounterAgent, Crash, crashing, fast_jit
+from helpers import CounterAgent, Crash, crashing
 from helpers import counter_params as params
 from helpers import counter_value as np_value
 
@@ -468,7 +468,7 @@ def _gymnax_cartpole_step(limit: int):
     env, env_params = gymnax.make("CartPole-v1")
     env_params = env_params.replace(max_steps_in_episode=limit)
     step = jax.vmap(env.step, in_axes=(None, 0, 0, None))
-    return fast_jit(lambda state, action: step(jax.random.key(0), state, action, env_params))
+    return jax.jit(lambda state, action: step(jax.random.key(0), state, action, env_params))
 
 
 def gymnax_step(obs, length, action, limit):
@@ -596,10 +596,8 @@ def jax_batches():
         bootstrap_value=True,
         agent_params=params(1.0),
     )
-    # Compile time dominates here; XLA's backend optimizations are skipped.
-    fast = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-    state = jax.jit(sampler.init, compiler_options=fast)(KEY, params(1.0))
-    collect_jit = jax.jit(sampler.collect, compiler_options=fast)
+    state = jax.jit(sampler.init)(KEY, params(1.0))
+    collect_jit = jax.jit(sampler.collect)
     batches = []
     for w in WS:
         state, batch = collect_jit(state, params(w))

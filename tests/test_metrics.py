@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import fast_jit
 
 import jaxsample as js
 from jaxsample import metrics
@@ -27,8 +26,8 @@ def sampler() -> js.Sampler:
 
 @pytest.fixture(scope="module")
 def batches(sampler: js.Sampler) -> list[js.Batch]:
-    collect = fast_jit(sampler.collect)
-    state = fast_jit(sampler.init)(jax.random.key(0), ())
+    collect = jax.jit(sampler.collect)
+    state = jax.jit(sampler.init)(jax.random.key(0), ())
     out = []
     for _ in range(5):
         state, batch = collect(state, ())
@@ -189,7 +188,7 @@ def test_observer_in_jitted_scan_of_collects(sampler: js.Sampler) -> None:
     observer = metrics.make_observer(record, second)
     steps = 3
 
-    @fast_jit
+    @jax.jit
     def train(s, m):
         def body(carry, _):
             s, m = carry
@@ -200,7 +199,7 @@ def test_observer_in_jitted_scan_of_collects(sampler: js.Sampler) -> None:
 
         return jax.lax.scan(body, (s, m), None, length=steps)
 
-    carry = (fast_jit(sampler.init)(jax.random.key(1), ()), StepMetrics.init(window=WINDOW))
+    carry = (jax.jit(sampler.init)(jax.random.key(1), ()), StepMetrics.init(window=WINDOW))
     collected = []
     for _ in range(2):
         carry, stacked = train(*carry)

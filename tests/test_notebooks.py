@@ -149,8 +149,9 @@ def test_install_cell_installs_an_uploaded_wheel(tmp_path, monkeypatch) -> None:
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "jaxsample", src / "jaxsample",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "jaxsample", src / "jaxsample", ignore=shutil.ignore_patterns("__pycache__")
+    )
     build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
     subprocess.run([*build, "-w", str(tmp_path / "dist"), str(src)], check=True, timeout=300)
     (wheel,) = (tmp_path / "dist").glob("jaxsample-*.whl")
@@ -166,11 +167,20 @@ def test_install_cell_installs_an_uploaded_wheel(tmp_path, monkeypatch) -> None:
     site = tmp_path / "site"
     with zipfile.ZipFile(content / wheel.name) as archive:
         archive.extractall(site)
-    probe = ("import jaxsample, jaxsample.core.rollout, jaxsample.bench, jaxsample.envs.suites, "
-             "jaxsample.replay, jaxsample.host; print(jaxsample.__file__)")
+    probe = (
+        "import jaxsample, jaxsample.core.rollout, jaxsample.bench, jaxsample.envs.suites, "
+        "jaxsample.replay, jaxsample.host; print(jaxsample.__file__)"
+    )
     env = {**os.environ, "PYTHONPATH": str(site)}
-    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, check=True,
-                         capture_output=True, text=True, timeout=300).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
     assert out.strip() == str(site / "jaxsample" / "__init__.py")
 
 

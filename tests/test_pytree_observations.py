@@ -5,7 +5,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import environment, spaces
-from helpers import fast_jit
 
 import jaxsample as js
 
@@ -48,9 +47,9 @@ def test_dict_observations_match_the_flat_env() -> None:
     # The built-in env's time limit bounds its truncations: ceil(20 / 9) slots.
     # A custom env's time bookkeeping is its own: a slot per step (exact for any env).
     assert (flat._slots, tree._slots) == (3, 20)
-    s_flat = fast_jit(flat.init)(jax.random.key(0), ())
-    s_tree = fast_jit(tree.init)(jax.random.key(0), ())
-    truncations, flat_collect, tree_collect = 0, fast_jit(flat.collect), fast_jit(tree.collect)
+    s_flat = jax.jit(flat.init)(jax.random.key(0), ())
+    s_tree = jax.jit(tree.init)(jax.random.key(0), ())
+    truncations, flat_collect, tree_collect = 0, jax.jit(flat.collect), jax.jit(tree.collect)
     for _ in range(2):
         s_flat, b_flat = flat_collect(s_flat, ())
         s_tree, b_tree = tree_collect(s_tree, ())
@@ -74,7 +73,7 @@ def test_dict_observations_in_wait_mode_with_dense_store() -> None:
         env, params, agent, js.BatchSpec(10, 2), reset_mode="wait", final_observation="dense"
     )
     state = sampler.init(jax.random.key(1), ())
-    state, batch = fast_jit(sampler.collect)(state, ())
+    state, batch = jax.jit(sampler.collect)(state, ())
     valid = np.asarray(batch.samples.valid)
     assert (~valid).any()
     for leaf in jax.tree.leaves(batch.samples.env.observation):

@@ -17,7 +17,6 @@ import gymnax
 import jax
 import numpy as np
 import pytest
-from helpers import fast_jit
 from jax.sharding import Mesh
 
 import jaxsample as js
@@ -41,8 +40,8 @@ def _sampler(R: int, **kw) -> js.Sampler:
 
 
 def _batches(sampler: js.Sampler, n: int = 2):
-    state = fast_jit(sampler.init)(jax.random.key(3), ())
-    collect = fast_jit(sampler.collect)
+    state = jax.jit(sampler.init)(jax.random.key(3), ())
+    collect = jax.jit(sampler.collect)
     out = []
     for _ in range(n):
         state, batch = collect(state, ())
@@ -71,7 +70,7 @@ def _leaves_equal(a, b) -> None:
 
 def test_pooled_resets_follow_the_documented_rule(pooled) -> None:
     _, batches = pooled
-    step_env = fast_jit(ENV.step_env)
+    step_env = jax.jit(ENV.step_env)
     runs = [jax.random.split(jax.random.fold_in(jax.random.key(3), r), 3) for r in range(B)]
     envs = [ENV.reset(k[0], PARAMS) for k in runs]  # (obs, state)
     returns, lengths = np.zeros(B), np.zeros(B, int)
@@ -135,8 +134,7 @@ def test_episodic_mode_pools_by_the_same_rule() -> None:
 def test_decorrelation_pools_by_the_same_rule() -> None:
     """Decorrelation deals resets by the same rule, whatever R."""
     inits = [
-        fast_jit(_sampler(R, max_decorrelation_steps=40).init)(jax.random.key(5), ())
-        for R in (1, G)
+        jax.jit(_sampler(R, max_decorrelation_steps=40).init)(jax.random.key(5), ()) for R in (1, G)
     ]
     _leaves_equal(inits[0], inits[1])
     assert int(np.asarray(inits[0].traj.length).min()) < 40 - 25, "no env ended during it"

@@ -7,7 +7,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import fast_jit
 
 import jaxsample as js
 from jaxsample.core.keys import EPOCH, EpochKeys, step_key
@@ -40,11 +39,11 @@ def test_two_batches_equal_one_across_the_key_epoch_boundary() -> None:
     s_short, s_long = short.init(key, ()), long.init(key, ())
     near_end = jnp.full((4,), EPOCH - 5, jnp.uint32)
     s_short, s_long = s_short.replace(step=near_end), s_long.replace(step=near_end)
-    batches, collect = [], fast_jit(short.collect)
+    batches, collect = [], jax.jit(short.collect)
     for _ in range(2):
         s_short, b = collect(s_short, ())
         batches.append(b)
-    s_long, b_long = fast_jit(long.collect)(s_long, ())
+    s_long, b_long = jax.jit(long.collect)(s_long, ())
     a, b = _flat(batches), _flat([b_long])
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
@@ -109,7 +108,7 @@ def _rank_samplers(ranks: range | None) -> js.Sampler:
 
 
 def _two_batches(sampler: js.Sampler) -> list[js.Batch]:
-    state, collect = fast_jit(sampler.init)(jax.random.key(11), ()), fast_jit(sampler.collect)
+    state, collect = jax.jit(sampler.init)(jax.random.key(11), ()), jax.jit(sampler.collect)
     out = []
     for _ in range(2):
         state, batch = collect(state, ())

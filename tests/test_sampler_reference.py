@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import CounterAgent, counter_value, fast_jit
+from helpers import CounterAgent, counter_value
 
 import jaxsample as js
 
@@ -209,7 +209,7 @@ def _stack(records: list[list[dict | None]], blank: dict) -> dict[str, Any]:
 def reference_rollout(
     env, env_params, key, *, T, B, n_batches, mode, max_decorrelation_steps, discount, ws
 ) -> list[RefBatch]:
-    sample = fast_jit(env.action_space(env_params).sample)
+    sample = jax.jit(env.action_space(env_params).sample)
     envs = [
         RefEnv(
             env,
@@ -363,8 +363,8 @@ def _run(name: str):
         agent_params=params[0] if c.counter else None,
     )
     key = jax.random.key(1234)
-    state = fast_jit(sampler.init)(key, params[0])
-    collect = fast_jit(sampler.collect)
+    state = jax.jit(sampler.init)(key, params[0])
+    collect = jax.jit(sampler.collect)
     batches = []
     for p in params:
         state, batch = collect(state, p)

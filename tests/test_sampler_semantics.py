@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnax.environments.classic_control.cartpole import CartPole, EnvState
-from helpers import FAST_COMPILE, CounterAgent, fast_jit
+from helpers import CounterAgent
 from helpers import counter_params as params
 from helpers import counter_value as np_value
 
@@ -60,8 +60,8 @@ class Compiled:
             self.traces += 1
             return self.sampler.collect(state, p)
 
-        self.init = fast_jit(self.sampler.init)
-        self.collect = fast_jit(counted)
+        self.init = jax.jit(self.sampler.init)
+        self.collect = jax.jit(counted)
 
     def run(self, key, ws):
         state = self.init(key, params(ws[0]))
@@ -130,7 +130,7 @@ def test_steps_follow_the_env_dynamics():
         theta_dot=flat[:, 3],
         time=(length.reshape(-1) - 1).astype(np.int32),
     )
-    step = fast_jit(jax.vmap(c.env.step, in_axes=(None, 0, 0, None)))
+    step = jax.jit(jax.vmap(c.env.step, in_axes=(None, 0, 0, None)))
     _, _, reward, terminated, truncated, info = step(
         jax.random.key(0), state, action.reshape(-1), c.env_params
     )
@@ -244,7 +244,7 @@ def test_final_observations_exact_for_an_env_that_truncates_more_often(store):
     agent = js.agents.RandomAgent(env.action_space(env_params))
     sampler = js.make_sampler(env, env_params, agent, js.BatchSpec(T, B), final_observation=store)
     assert not sampler._recompute_final  # no known limit: the sparse store takes the step's
-    state, collect, batches = sampler.init(key, ()), fast_jit(sampler.collect), []
+    state, collect, batches = sampler.init(key, ()), jax.jit(sampler.collect), []
     for _ in range(2):
         state, batch = collect(state, ())
         batches.append(batch)
@@ -254,7 +254,7 @@ def test_final_observations_exact_for_an_env_that_truncates_more_often(store):
     term, trunc = get(lambda b: b.samples.env.terminated), get(lambda b: b.samples.env.truncated)
     per_batch = trunc.reshape(2, T, B).sum(axis=1)
     assert per_batch.max() > 3  # more than the time-limit bound would have kept
-    step = fast_jit(env.step)
+    step = jax.jit(env.step)
     for b in range(B):
         k_reset, _, k_run = jax.random.split(jax.random.fold_in(key, b), 3)
         o, s = env.reset(k_reset, env_params)
@@ -399,7 +399,7 @@ def test_new_params_do_not_retrace():
 
 def test_donated_collect_does_not_retrace():
     c = compiled("sparse")
-    collect = fast_jit(chex.assert_max_traces(c.sampler.collect, n=1), donate_argnums=0)
+    collect = jax.jit(chex.assert_max_traces(c.sampler.collect, n=1), donate_argnums=0)
     state = c.init(KEY, params(1.0))
     expected = [c.collect(state, params(w))[1] for w in (1.0,)]
     for w in (1.0, 2.0, 3.0):
@@ -487,8 +487,8 @@ def _check_env(name):
         traces.append(1)
         return sampler.collect(state, p)
 
-    collect = jax.jit(counted, compiler_options=FAST_COMPILE)
-    state0 = jax.jit(sampler.init, compiler_options=FAST_COMPILE)(jax.random.key(0), ())
+    collect = jax.jit(counted)
+    state0 = jax.jit(sampler.init)(jax.random.key(0), ())
     state1, first = collect(state0, ())
     _, batch = collect(state1, ())
 
@@ -648,7 +648,7 @@ def _np_summary(ti) -> dict[str, float]:
 
 def _check_summary(ti) -> None:
     expected = _np_summary(ti)
-    for fn in (js.summarize, fast_jit(js.summarize)):
+    for fn in (js.summarize, jax.jit(js.summarize)):
         got = fn(ti)
         assert set(got) == set(expected)
         for k, v in expected.items():

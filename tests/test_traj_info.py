@@ -7,7 +7,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import fast_jit
 
 import jaxsample as js
 from jaxsample.traj_info import COUNT_MAX, TrajAccumulator
@@ -17,7 +16,7 @@ def test_accumulator_counts_saturate_instead_of_wrapping() -> None:
     acc = TrajAccumulator.zeros().replace(
         length=jnp.int32(COUNT_MAX - 2), nonzero_rewards=jnp.int32(COUNT_MAX - 1)
     )
-    add = fast_jit(lambda a, r: a.add(r, 0.99))
+    add = jax.jit(lambda a, r: a.add(r, 0.99))
     lengths, nonzero = [], []
     for reward in (1.0, 0.0, 1.0, 1.0):
         acc = add(acc, jnp.float32(reward))
@@ -37,7 +36,7 @@ def test_sampler_reports_no_negative_length_in_a_very_long_episode() -> None:
     state = sampler.init(jax.random.key(0), None)
     near = jnp.full((4,), COUNT_MAX - 3, jnp.int32)
     state = state.replace(traj=state.traj.replace(length=near, nonzero_rewards=near))
-    _, batch = fast_jit(sampler.collect)(state, None)
+    _, batch = jax.jit(sampler.collect)(state, None)
     length = np.asarray(batch.traj_infos.length)
     assert length.min() >= 0 and length.max() == COUNT_MAX
     # Env 0's first steps continue the long episode: COUNT_MAX - 2, -1, then held.
@@ -149,8 +148,8 @@ def lives_run():
         env, env.default_params, agent, js.BatchSpec(T, B), max_decorrelation_steps=12,
         traj_fields=FIELDS, traj_done="game_over",
     )  # fmt: skip
-    state = fast_jit(sampler.init)(jax.random.key(3), None)
-    collect = fast_jit(chex.assert_max_traces(sampler.collect, n=1))
+    state = jax.jit(sampler.init)(jax.random.key(3), None)
+    collect = jax.jit(chex.assert_max_traces(sampler.collect, n=1))
     start = state.traj
     batches = []
     for _ in range(3):
@@ -176,7 +175,7 @@ def test_user_fields_and_traj_done_match_a_python_loop(lives_run) -> None:
 def test_summarize_reports_user_fields(lives_run) -> None:
     _, batches = lives_run
     info = batches[-1].traj_infos
-    s = fast_jit(js.summarize)(info)
+    s = jax.jit(js.summarize)(info)
     mask = np.asarray(info.completed)
     assert mask.any()
     for f in FIELDS:

@@ -190,14 +190,23 @@ def test_sharded_collect_random_acts_randomly_on_every_shard() -> None:
     greedy = js.agents.EpsilonGreedyAgent(
         env.action_space(env_params), global_B=2, hidden_sizes=(4,)
     )
-    params = greedy.init(jax.random.key(1), jnp.zeros(4))
+    params = jax.jit(greedy.init)(jax.random.key(1), jnp.zeros(4))
     spec = js.BatchSpec(3, 2)
     one = js.make_sampler(env, env_params, greedy, spec)
     two = js.make_sampler(env, env_params, greedy, spec, mesh=jax.make_mesh((2,), ("envs",)))
     key = jax.random.key(4)
     # The one-device reference in one compiled program (init and collect_random).
     _, want = jax.jit(lambda k, p: one.collect_random(one.init(k, p), p))(key, params)
-    _, got = two.collect_random(two.init(key, params), params)  # eager, as a user would
+    state = two.init(key, params)  # eager, as a user would
+    jitted = jax.jit(two.init)(key, params)  # and under jit: the same state
+    for x, y in zip(jax.tree.leaves(state), jax.tree.leaves(jitted), strict=True):
+        np.testing.assert_array_equal(
+            *(
+                jax.random.key_data(v) if jnp.issubdtype(v.dtype, jax.dtypes.prng_key) else v
+                for v in (x, y)
+            )
+        )
+    _, got = jax.jit(two.collect_random)(state, params)
     got = jax.tree.map(np.asarray, got)  # one host array per leaf (the store is sharded)
     for name, x in fields(want.samples).items():
         np.testing.assert_array_equal(fields(got.samples)[name], x, err_msg=name)

@@ -24,6 +24,9 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_CACHE))
 # each op): the default set runs warm in under 2 minutes on 2 cores (2 min 20 s
 # when only compiles over 0.2 s were kept); a cold run writes more (+10%).
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+# XLA's C++ warnings off (pjrt logs "Assume version compatibility" at every
+# cache hit): the CLI tests read their subprocesses' stderr line by line.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import jax  # noqa: E402
 

@@ -212,6 +212,11 @@ def _bench(args: argparse.Namespace) -> int:
         flush=True,
     )
     result = bench.run_grid(spec, progress=lambda line: print("  " + line, flush=True))
+    if args.quick if args.training is None else args.training:
+        from jaxsample.bench import training
+
+        print("PPO end to end: train / reference_run / purejaxrl ...", flush=True)
+        result["training"] = training.training_comparison()
     if args.compile_scaling:
         scaling = bench.compile_scaling(Ts=(16, 1024))
         result["compile_scaling"] = {
@@ -220,6 +225,10 @@ def _bench(args: argparse.Namespace) -> int:
             "compile_s": {str(t): s for t, s in scaling.items()},
         }
     print(bench.format_table(result))
+    if "training" in result:
+        from jaxsample.bench import training
+
+        print(training.format_training(result["training"]))
     if args.compile_scaling:
         print(
             "collect compile time vs T (CartPole-v1, B=64): "
@@ -391,7 +400,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "process (interleaved repetitions, compile timed apart); print a table and write "
         "JSON and a PNG. Sizes take ints or LO:HI (LO, 2*LO, 4*LO, ... <= HI).",
     )
-    p.add_argument("--quick", action="store_true", help="a small grid (~2 min on 2 CPU cores)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a small grid and the PPO comparison (~4 min on 2 CPU cores)",
+    )
     p.add_argument("--envs", nargs="+", default=None, help="gymnax or <suite>/<env> names")
     p.add_argument(
         "--B", nargs="+", default=None, help="numbers of envs, e.g. 1 64 1024 or 1:65536"
@@ -411,6 +424,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument(
         "--compile-scaling", action="store_true", help="also time compile at T=16 vs 1024"
+    )
+    p.add_argument(
+        "--training",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also compare PPO end to end: the train command's program, reference_run's "
+        "and a PureJaxRL-equivalent, compile and run (default: with --quick)",
     )
     p.add_argument("--json", default="bench.json", help="JSON output ('' to skip)")
     p.add_argument("--plot", default="bench.png", help="PNG output ('' to skip)")

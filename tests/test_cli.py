@@ -68,18 +68,40 @@ def test_bench_quick_runs_the_quick_grid_into_default_files(tmp_path, monkeypatc
         return results[0]
 
     monkeypatch.setattr(bench, "run_grid", smaller)
+    # The PPO comparison (~2 minutes; measured for real in test_training_bench):
+    # here only that --quick runs it, prints its table and writes it to the JSON.
+    from jaxsample.bench import training
+
+    compared = []
+
+    def comparison():
+        compared.append(True)
+        stages = {"trace": 1.0, "lower": 0.5, "compile": 4.0, "total": 5.5, "all": [5.5]}
+        return {
+            "settings": {"env": "CartPole-v1", "seeds": 1, "total_timesteps": 499_712,
+                         "num_envs": 4, "num_steps": 128, "reps": 1, "compile_reps": 1},
+            "compile_s": dict.fromkeys(training.PROGRAMS, stages),
+            "run_s": {key: {"median": 4.0, "all": [4.0]} for key in training.PROGRAMS},
+            "ratios": {"train/purejaxrl": {"run": 0.97, "compile": 1.03}},
+            "final_return": {key: [500.0] for key in training.PROGRAMS},
+        }  # fmt: skip
+
+    monkeypatch.setattr(training, "training_comparison", comparison)
     monkeypatch.chdir(tmp_path)
     assert main(["bench", "--quick"]) == 0
-    assert seen == [bench.GridSpec.quick()]
+    assert seen == [bench.GridSpec.quick()] and compared == [True]
     result = json.loads((tmp_path / "bench.json").read_text())
+    assert result["training"]["ratios"]["train/purejaxrl"]["compile"] == 1.03
+    printed = capsys.readouterr().out
+    assert "train/purejaxrl: run 0.97x, compile 1.03x" in printed
     assert list(result["cells"][0]["methods"]) == ["bare", "gymnasium"]
     assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    printed = capsys.readouterr().out
     assert "wrote bench.json" in printed and "wrote bench.png" in printed
     # Flags given with --quick replace the quick grid's values.
     seen.clear()
-    assert main(["bench", "--quick", "--reps", "3", "--B", "1:4", "--json", "", "--plot", ""]) == 0
-    assert seen == [bench.GridSpec.quick(reps=3, Bs=(1, 2, 4))]
+    args = ["bench", "--quick", "--reps", "3", "--B", "1:4", "--json", "", "--plot", ""]
+    assert main([*args, "--no-training"]) == 0
+    assert seen == [bench.GridSpec.quick(reps=3, Bs=(1, 2, 4))] and compared == [True]
     seen.clear()
     assert main(["bench", "--max-call-seconds", "0", "--peer-max-B", "8", "--json", ""]) == 0
     assert seen == [bench.GridSpec(max_call_seconds=None, peer_max_B=8)]

@@ -71,6 +71,7 @@ from jaxsample.algos import common
 from jaxsample.algos.common import TrainerBase, episode_metrics, make_env, make_trainer_sampler
 from jaxsample.algos.configs import DQNConfig
 from jaxsample.algos.returns import td_target
+from jaxsample.core.batched import cond_any
 from jaxsample.evaluation import Evaluator, make_evaluator
 from jaxsample.metrics import StepMetrics
 from jaxsample.replay import Replayer, ReplayState, prioritized, uniform
@@ -345,7 +346,9 @@ class Trainer(TrainerBase):
             nan = jnp.full((), jnp.nan, jnp.float32)
             return carry, nan, nan
 
-        (network, opt_state, r_state), loss, q_mean = jax.lax.cond(
+        # A conditional even when vmapped over seeds (no gradient steps while no
+        # run learns yet).
+        (network, opt_state, r_state), loss, q_mean = cond_any(
             learn, learn_fn, skip_fn, (params.network, state.opt_state, replay_state if per else ())
         )
         replay_state = r_state if per else replay_state

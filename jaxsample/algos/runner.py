@@ -106,7 +106,7 @@ _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _program(trainer: Any, what: int | str | tuple, *args: Any) -> Any:
     """The compiled ``vmap(trainer.init)`` (``what="init"``), ``vmap`` of
     ``trainer.run(state, what)`` (state donated), or the one-program run
-    (``what=("one", n, every)``: :func:`_one_program`, with the holder of its
+    (``what=("one", n, every)``: :func:`one_program`, with the holder of its
     host callback) for arguments like ``args``."""
     avals = jax.tree.map(lambda x: (x.shape, x.dtype), args)
     key = (what, str(jax.tree.structure(args)), str(avals))
@@ -116,7 +116,7 @@ def _program(trainer: Any, what: int | str | tuple, *args: Any) -> Any:
             cache[key] = jax.jit(jax.vmap(trainer.init)).lower(*args).compile()
         elif isinstance(what, tuple):
             holder: list[Callable[..., None]] = [lambda i, m: None]
-            fn = jax.jit(_one_program(trainer, what[1], what[2], holder))
+            fn = jax.jit(one_program(trainer, what[1], what[2], holder))
             cache[key] = (fn.lower(*args).compile(), holder)
         else:
             fn = jax.jit(jax.vmap(lambda s: trainer.run(s, what)), donate_argnums=0)
@@ -124,7 +124,7 @@ def _program(trainer: Any, what: int | str | tuple, *args: Any) -> Any:
     return cache[key]
 
 
-def _one_program(
+def one_program(
     trainer: Any, n: int, every: int, holder: list[Callable[..., None]]
 ) -> Callable[[Any, Any], tuple[Any, dict[str, jax.Array]]]:
     """The whole vmapped run as one function of ``(keys, hparams)``: init, then

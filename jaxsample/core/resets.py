@@ -42,6 +42,7 @@ import numpy as np
 from gymnax.environments.environment import Environment
 
 from jaxsample._checks import check_int
+from jaxsample.core.batched import max_in_batch
 from jaxsample.types import PyTree
 
 #: ``reset_pool_block`` when not given: the largest divisor of ``B`` up to this.
@@ -110,7 +111,9 @@ class ResetPool:
             # A scatter of n_blocks * R rows: only the ended envs are written.
             return jax.tree.map(lambda c, x: c.at[target].set(x, mode="drop"), current, pool)
 
-        rounds = (jnp.max(order[:, -1]) + R) // R  # ceil(most ended in a block / R)
+        # ceil(most ended in a block / R), over every vmapped run too (a round
+        # without an env of its range writes nothing).
+        rounds = (max_in_batch(order[:, -1]) + R) // R
         return jax.lax.fori_loop(0, rounds, deal, (observation, env_state))
 
 

@@ -35,6 +35,7 @@ from flax import struct
 from jaxsample._checks import check_key
 from jaxsample.core import keys as K
 from jaxsample.core.assemble import assemble, bootstrap_values, final_store
+from jaxsample.core.batched import any_in_batch
 from jaxsample.core.options import SamplerOptions
 from jaxsample.core.resets import ResetPool, where_envs
 from jaxsample.core.specs import FromParams, recorded_info
@@ -246,8 +247,10 @@ class Sampler(SamplerOptions):
                 else:  # truncations may be frequent: the step's own finals
                     store, args = self._store, (out.final_observation,)
                     out = out.replace(final_observation=())  # not stacked
+                # Safe to run for every env once any env (of any vmapped
+                # run) truncated: an env that did not writes nothing.
                 slots, n_truncated = jax.lax.cond(
-                    jnp.any(out.truncated),
+                    any_in_batch(out.truncated),
                     store,
                     lambda *a: a[:2],
                     slots,
@@ -408,8 +411,10 @@ class Sampler(SamplerOptions):
 
     def _steps_final(self) -> bool:
         """Whether the sparse store takes the step's own final observations."""
-        return self.final_observation == "sparse" and self._pool is None and not (
-            self._recompute_final
+        return (
+            self.final_observation == "sparse"
+            and self._pool is None
+            and not (self._recompute_final)
         )
 
     def _store_truncated(

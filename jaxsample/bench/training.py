@@ -1,0 +1,194 @@
+"""PPO end to end: ``jaxsample train``'s one program, ``reference_run``'s program
+and a PureJaxRL-equivalent program, side by side in one process.
+
+The three programs train the same :class:`~jaxsample.algos.configs.PPOConfig`
+(CleanRL's and PureJaxRL's CartPole settings by default), ``seeds`` runs under
+one ``jax.vmap``:
+
+* ``train`` — what ``jaxsample train`` compiles and runs
+  (``runner.run_training(..., one_program=True)``): init and every iteration
+  in ONE program that hands a progress event to the host (an ordered
+  ``io_callback``) every ``num_iterations / 20`` iterations;
+* ``reference_run`` — ``jit(vmap(trainer.train))``, the program
+  ``ppo.reference_run`` times;
+* ``purejaxrl`` — :mod:`jaxsample.bench.purejaxrl`, PureJaxRL's ``ppo.py``
+  written inline.
+
+Compile time is measured from scratch ``compile_reps`` times per program,
+interleaved (``jax.clear_caches()`` and JAX's persistent cache off), in its
+three stages: tracing to a jaxpr (``jit(...).trace``), lowering to StableHLO
+(``.lower()``) and XLA's compile (``.compile()``). Run time: ``reps``
+interleaved runs of each compiled program
+(:func:`~jaxsample.bench.measure.interleave`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxsample.algos import ppo, runner
+from jaxsample.bench import purejaxrl
+from jaxsample.bench.measure import interleave
+
+PROGRAMS = ("train", "reference_run", "purejaxrl")
+STAGES = ("trace", "lower", "compile")
+
+
+def _programs(config: ppo.PPOConfig, seeds: int, every: int) -> dict[str, tuple[Any, tuple]]:
+    """Fresh jitted programs (new trainer, new closures: nothing cached) and
+    their arguments. Each returns all it computes, as the real one does (the
+    final state and every metric), so nothing is left out of the program."""
+    trainer = ppo.make_train(config)
+    keys, hparams = runner.run_inputs(trainer, jax.random.key(0), seeds)
+    holder: list[Callable[..., None]] = [lambda i, m: None]
+    peer = purejaxrl.make_train(config, trainer.env, trainer.env_params)
+    return {
+        "train": (
+            jax.jit(runner.one_program(trainer, trainer.num_iterations, every, holder)),
+            (keys, hparams),
+        ),
+        "reference_run": (jax.jit(jax.vmap(trainer.train)), (keys, hparams)),
+        "purejaxrl": (jax.jit(jax.vmap(peer)), (keys,)),
+    }
+
+
+def _returns(name: str, out: Any) -> np.ndarray:
+    """``[R, I]`` per-iteration mean returns from a program's outputs."""
+    if name == "purejaxrl":
+        return np.asarray(purejaxrl.mean_returns(out["metrics"]))
+    metrics = out[1]["episode_return_mean"]
+    return np.asarray(metrics).T if name == "train" else np.asarray(metrics)
+
+
+def _compile_once(fn: Any, args: tuple) -> tuple[Any, dict[str, float]]:
+    """Trace, lower and compile ``fn`` for ``args``, each stage timed."""
+    t0 = time.perf_counter()
+    traced = fn.trace(*args)
+    t1 = time.perf_counter()
+    lowered = traced.lower()
+    t2 = time.perf_counter()
+    compiled = lowered.compile()
+    t3 = time.perf_counter()
+    return compiled, {"trace": t1 - t0, "lower": t2 - t1, "compile": t3 - t2}
+
+
+def training_comparison(
+    config: ppo.PPOConfig | None = None,
+    *,
+    seeds: int = 1,
+    reps: int = 3,
+    compile_reps: int = 3,
+    chunks: int = 20,
+) -> dict[str, Any]:
+    """Compile and run ``train``, ``reference_run`` and ``purejaxrl`` (module
+    docstring) side by side.
+
+    Args:
+      config: the PPO settings (default: ``PPOConfig()``, 5e5 steps).
+      seeds: runs under one ``vmap``.
+      reps: interleaved timed runs of each program.
+      compile_reps: interleaved from-scratch compiles of each program.
+      chunks: progress events per ``train`` run.
+
+    Returns:
+      ``{"settings", "compile_s": {program: {stage: median, "total": median,
+      "all": [totals]}}, "run_s": {program: {"median", "all"}}, "ratios",
+      "final_return": {program: [R]}}``; ``ratios`` holds ``train`` over
+      ``reference_run`` and over ``purejaxrl``, and ``reference_run`` over
+      ``purejaxrl``, for run time and total compile time (lower is better).
+    """
+    config = ppo.PPOConfig() if config is None else config
+    if config.recurrent:
+        raise ValueError("the PureJaxRL peer is feedforward: config.recurrent must be False")
+    every = max(1, config.num_iterations // max(chunks, 1))
+    stages: dict[str, list[dict[str, float]]] = {name: [] for name in PROGRAMS}
+    compiled: dict[str, tuple[Any, tuple]] = {}
+    cache_was = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    try:
+        for r in range(compile_reps):
+            jax.clear_caches()
+            programs = _programs(config, seeds, every)
+            for name in PROGRAMS if r % 2 == 0 else PROGRAMS[::-1]:
+                fn, args = programs[name]
+                exe, seconds = _compile_once(fn, args)
+                stages[name].append(seconds)
+                compiled[name] = (exe, args)
+    finally:
+        jax.config.update("jax_enable_compilation_cache", cache_was)
+    returns: dict[str, Any] = {}
+
+    def run(name: str) -> Callable[[], None]:
+        exe, args = compiled[name]
+        return lambda: returns.__setitem__(name, jax.block_until_ready(exe(*args)))
+
+    times = interleave({name: run(name) for name in PROGRAMS}, reps=reps)
+    compile_s = {}
+    for name, rows in stages.items():
+        totals = [sum(row.values()) for row in rows]
+        compile_s[name] = {
+            **{s: statistics.median(row[s] for row in rows) for s in STAGES},
+            "total": statistics.median(totals),
+            "all": totals,
+        }
+    run_s = {k: {"median": statistics.median(v), "all": v} for k, v in times.items()}
+    pairs = [("train", "reference_run"), ("train", "purejaxrl"), ("reference_run", "purejaxrl")]
+    ratios = {
+        f"{a}/{b}": {
+            "run": run_s[a]["median"] / run_s[b]["median"],
+            "compile": compile_s[a]["total"] / compile_s[b]["total"],
+        }
+        for a, b in pairs
+    }
+    return {
+        "settings": {
+            "env": config.env_name,
+            "seeds": seeds,
+            "total_timesteps": config.num_iterations * config.steps_per_iteration,
+            "num_envs": config.num_envs,
+            "num_steps": config.num_steps,
+            "reps": reps,
+            "compile_reps": compile_reps,
+        },
+        "compile_s": compile_s,
+        "run_s": run_s,
+        "ratios": ratios,
+        "final_return": {k: _tail(_returns(k, v)) for k, v in returns.items()},
+    }
+
+
+def _tail(returns: np.ndarray, window: int = 10) -> list[float]:
+    """Per run, the mean of the last ``window`` finite iteration returns."""
+    out = []
+    for curve in np.asarray(returns, np.float64).reshape(returns.shape[0], -1):
+        finite = curve[np.isfinite(curve)]
+        out.append(float(np.mean(finite[-window:])) if finite.size else float("nan"))
+    return out
+
+
+def format_training(result: dict[str, Any]) -> str:
+    """The comparison as a small text table."""
+    s = result["settings"]
+    lines = [
+        f"PPO end to end ({s['env']}, {s['num_envs']} envs x {s['num_steps']} steps, "
+        f"{s['total_timesteps']:,} steps, {s['seeds']} seed(s) under one vmap; medians of "
+        f"{s['compile_reps']} fresh compiles and {s['reps']} runs, interleaved):",
+        f"  {'program':<14}{'trace':>7}{'lower':>7}{'XLA':>7}{'compile':>9}{'run':>8}"
+        "  final return",
+    ]
+    for name in PROGRAMS:
+        c, r = result["compile_s"][name], result["run_s"][name]["median"]
+        final = ", ".join(f"{x:.0f}" for x in result["final_return"].get(name, []))
+        lines.append(
+            f"  {name:<14}{c['trace']:>6.2f}s{c['lower']:>6.2f}s{c['compile']:>6.2f}s"
+            f"{c['total']:>8.2f}s{r:>7.2f}s  {final}"
+        )
+    for pair, ratio in result["ratios"].items():
+        lines.append(f"  {pair}: run {ratio['run']:.2f}x, compile {ratio['compile']:.2f}x")
+    return "\n".join(lines)

@@ -1,0 +1,60 @@
+"""The PPO end-to-end comparison (jaxsample.bench.training) and its
+PureJaxRL-equivalent peer (jaxsample.bench.purejaxrl)."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from jaxsample.algos import ppo
+from jaxsample.bench import purejaxrl, training
+
+TINY = ppo.PPOConfig(
+    num_envs=2, num_steps=8, total_timesteps=64, hidden_sizes=(8,), update_epochs=1,
+    num_minibatches=2,
+)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_comparison_times_three_programs_and_train_equals_reference_run() -> None:
+    result = training.training_comparison(TINY, seeds=2, reps=2, compile_reps=1, chunks=2)
+    assert result["settings"]["total_timesteps"] == 64 and result["settings"]["seeds"] == 2
+    for name in training.PROGRAMS:
+        stages = result["compile_s"][name]
+        assert all(stages[s] > 0 for s in training.STAGES)
+        assert stages["total"] == pytest.approx(sum(stages[s] for s in training.STAGES))
+        assert len(result["run_s"][name]["all"]) == 2
+        assert len(result["final_return"][name]) == 2
+    ratio = result["ratios"]["train/purejaxrl"]
+    run = result["run_s"]["train"]["median"] / result["run_s"]["purejaxrl"]["median"]
+    assert ratio["run"] == pytest.approx(run)
+    # The train command's one program and reference_run train the same runs.
+    np.testing.assert_allclose(
+        result["final_return"]["train"], result["final_return"]["reference_run"], rtol=1e-6
+    )
+    table = training.format_training(result)
+    assert all(name in table for name in training.PROGRAMS) and "train/reference_run" in table
+
+
+@pytest.mark.slow
+def test_the_purejaxrl_peer_learns_cartpole() -> None:
+    config = ppo.PPOConfig(total_timesteps=100_000)
+    trainer = ppo.make_train(config)
+    train = purejaxrl.make_train(config, trainer.env, trainer.env_params)
+    keys = jax.random.split(jax.random.key(0), 2)
+    returns = np.asarray(purejaxrl.mean_returns(jax.jit(jax.vmap(train))(keys)["metrics"]))
+    assert returns.shape == (2, config.num_iterations)
+    first, last = np.nanmean(returns[:, :10]), np.nanmean(returns[:, -10:])
+    assert first < 40 and last > 100, (first, last)  # random play lasts ~22 steps
+
+
+def test_the_peer_takes_discrete_actions_and_the_comparison_feedforward_ppo() -> None:
+    import gymnax
+
+    env, params = gymnax.make("Pendulum-v1")
+    with pytest.raises(TypeError, match="Discrete"):
+        purejaxrl.make_train(ppo.PPOConfig(), env, params)
+    with pytest.raises(ValueError, match="recurrent"):
+        training.training_comparison(ppo.PPOConfig(recurrent=True))
+    assert math.isnan(training._tail(np.full((1, 3), np.nan))[0])

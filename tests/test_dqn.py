@@ -268,6 +268,7 @@ def test_same_key_same_result(tiny: dqn.Trainer, tiny_train, tiny_run):
     assert not _leaves_equal(a[0].params, c[0].params)
 
 
+@pytest.mark.slow  # op by op: every primitive of an iteration compiles (~18 s)
 def test_eager_iteration_matches_jit_and_does_not_retrace(tiny: dqn.Trainer):
     iteration = jax.jit(chex.assert_max_traces(tiny.iteration, n=1))
     state = jax.jit(tiny.init)(jax.random.key(1))  # one program, not op by op

@@ -57,4 +57,9 @@ def test_the_peer_takes_discrete_actions_and_the_comparison_feedforward_ppo() ->
         purejaxrl.make_train(ppo.PPOConfig(), env, params)
     with pytest.raises(ValueError, match="recurrent"):
         training.training_comparison(ppo.PPOConfig(recurrent=True))
+    for bad in ({"seeds": 0}, {"reps": 0}, {"compile_reps": 0}, {"chunks": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            training.training_comparison(TINY, **bad)
+    with pytest.raises(TypeError, match="PPOConfig"):
+        training.training_comparison({"num_envs": 4})
     assert math.isnan(training._tail(np.full((1, 3), np.nan))[0])

@@ -32,6 +32,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxsample._checks import check_int
 from jaxsample.algos import ppo, runner
 from jaxsample.bench import purejaxrl
 from jaxsample.bench.measure import interleave
@@ -104,9 +105,14 @@ def training_comparison(
       ``purejaxrl``, for run time and total compile time (lower is better).
     """
     config = ppo.PPOConfig() if config is None else config
+    if not isinstance(config, ppo.PPOConfig):
+        raise TypeError(f"config must be a PPOConfig, got {type(config).__name__}")
+    for name, value in (("seeds", seeds), ("reps", reps), ("compile_reps", compile_reps)):
+        check_int(name, value, 1)
+    check_int("chunks", chunks, 1)
     if config.recurrent:
         raise ValueError("the PureJaxRL peer is feedforward: config.recurrent must be False")
-    every = max(1, config.num_iterations // max(chunks, 1))
+    every = max(1, config.num_iterations // chunks)
     stages: dict[str, list[dict[str, float]]] = {name: [] for name in PROGRAMS}
     compiled: dict[str, tuple[Any, tuple]] = {}
     cache_was = jax.config.jax_enable_compilation_cache

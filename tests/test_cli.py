@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import pytest
 
@@ -235,4 +236,7 @@ def test_bad_output_path_fails_before_any_work(tmp_path) -> None:
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert run.stdout == ""  # nothing started: no banner, no progress
-    assert run.stderr.strip().count("\n") == 0 and "--json" in run.stderr
+    # XLA's C++ logging may add lines of its own in the test session (its
+    # persistent cache warns about CPU features at a hit on some machines).
+    lines = [x for x in run.stderr.splitlines() if x and not re.match(r"[EWIF]\d{4} ", x)]
+    assert len(lines) == 1 and "--json" in lines[0], run.stderr

@@ -403,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="a small grid and the PPO comparison (~4 min on 2 CPU cores)",
+        help="a small grid and the PPO comparison (~5 min on 2 CPU cores)",
     )
     p.add_argument("--envs", nargs="+", default=None, help="gymnax or <suite>/<env> names")
     p.add_argument(

@@ -63,3 +63,18 @@ def test_the_peer_takes_discrete_actions_and_the_comparison_feedforward_ppo() ->
     with pytest.raises(TypeError, match="PPOConfig"):
         training.training_comparison({"num_envs": 4})
     assert math.isnan(training._tail(np.full((1, 3), np.nan))[0])
+
+
+@pytest.mark.slow
+def test_the_peer_flattens_image_observations() -> None:
+    import gymnax
+
+    env, params = gymnax.make("Breakout-MinAtar")
+    config = ppo.PPOConfig(
+        env_name="Breakout-MinAtar", num_envs=4, num_steps=8, total_timesteps=64,
+        update_epochs=1, num_minibatches=2,
+    )  # fmt: skip
+    out = jax.jit(purejaxrl.make_train(config, env, params))(jax.random.key(0))
+    kernel = out["runner_state"][0]["params"]["Dense_0"]["kernel"]
+    assert kernel.shape == (10 * 10 * 4, 64)  # the [10, 10, 4] image, flattened
+    assert purejaxrl.mean_returns(out["metrics"]).shape == (config.num_iterations,)

@@ -6,7 +6,8 @@ with a discrete action space, structured as that file is (one ``train(key)``
 closure of nested ``lax.scan`` s), so that its compile and run times are those
 of the program a user would write by hand:
 
-* the network: separate actor and critic MLPs (``config.hidden_sizes``, tanh),
+* the network: separate actor and critic MLPs (``config.hidden_sizes``, tanh)
+  on the flattened observation (PureJaxRL's ``FlattenObservationWrapper``),
   orthogonal initialization (``sqrt(2)`` hidden, 0.01 policy head, 1.0 value
   head), zero biases; a categorical policy from the logits;
 * the rollout: ``lax.scan`` over ``config.num_steps`` of the network's forward
@@ -79,6 +80,13 @@ def make_train(
     def schedule(count: jax.Array) -> jax.Array:
         return c.lr * (1.0 - (count // (M * E)) / num_updates)
 
+    obs_shape = env.observation_space(env_params).shape
+
+    def apply(params: Any, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        # PureJaxRL's FlattenObservationWrapper: [..., *obs] -> [..., prod(obs)].
+        lead = obs.shape[: obs.ndim - len(obs_shape)]
+        return network.apply(params, obs.reshape((*lead, -1)).astype(jnp.float32))
+
     tx = optax.chain(
         optax.clip_by_global_norm(c.max_grad_norm),
         optax.adam(learning_rate=schedule if c.anneal_lr else c.lr, eps=c.adam_eps),
@@ -86,8 +94,7 @@ def make_train(
 
     def train(key: jax.Array) -> dict[str, Any]:
         key, k_init, k_reset, k_run = jax.random.split(key, 4)
-        obs_shape = env.observation_space(env_params).shape
-        params = network.init(k_init, jnp.zeros(obs_shape))
+        params = network.init(k_init, jnp.zeros((int(np.prod(obs_shape)),)))
         opt_state = tx.init(params)
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
             jax.random.split(k_reset, B), env_params
@@ -98,7 +105,7 @@ def make_train(
             def env_step(runner: tuple, _: Any) -> tuple[tuple, tuple]:
                 params, opt_state, env_state, last_obs, log, key = runner
                 key, k_act, k_step = jax.random.split(key, 3)
-                logits, value = network.apply(params, last_obs)
+                logits, value = apply(params, last_obs)
                 action = jax.random.categorical(k_act, logits)
                 log_prob = jnp.take_along_axis(
                     jax.nn.log_softmax(logits), action[:, None], axis=-1
@@ -119,7 +126,7 @@ def make_train(
             runner, traj = jax.lax.scan(env_step, runner, None, T)
             params, opt_state, env_state, last_obs, log, key = runner
             done, action, value, reward, log_prob, obs, info = traj
-            _, last_value = network.apply(params, last_obs)
+            _, last_value = apply(params, last_obs)
 
             def gae_step(carry: tuple, x: tuple) -> tuple[tuple, jax.Array]:
                 gae, next_value = carry
@@ -144,7 +151,7 @@ def make_train(
 
                     def loss_fn(p: Any, mb: tuple) -> tuple[jax.Array, tuple]:
                         obs, action, old_value, old_log_prob, gae, targets = mb
-                        logits, value = network.apply(p, obs)
+                        logits, value = apply(p, obs)
                         log_probs = jax.nn.log_softmax(logits)
                         log_prob = jnp.take_along_axis(log_probs, action[:, None], axis=-1)[:, 0]
                         clipped = old_value + (value - old_value).clip(-c.clip_eps, c.clip_eps)

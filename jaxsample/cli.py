@@ -179,6 +179,7 @@ def _sizes(tokens: Sequence[str] | None, flag: str) -> tuple[int, ...] | None:
 
 def _bench(args: argparse.Namespace) -> int:
     from jaxsample import bench
+    from jaxsample.bench import training
 
     overrides = {
         "envs": args.envs,
@@ -213,8 +214,6 @@ def _bench(args: argparse.Namespace) -> int:
     )
     result = bench.run_grid(spec, progress=lambda line: print("  " + line, flush=True))
     if args.quick if args.training is None else args.training:
-        from jaxsample.bench import training
-
         print("PPO end to end: train / reference_run / purejaxrl ...", flush=True)
         result["training"] = training.training_comparison()
     if args.compile_scaling:
@@ -226,8 +225,6 @@ def _bench(args: argparse.Namespace) -> int:
         }
     print(bench.format_table(result))
     if "training" in result:
-        from jaxsample.bench import training
-
         print(training.format_training(result["training"]))
     if args.compile_scaling:
         print(

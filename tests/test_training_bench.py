@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxsample.algos import ppo
+from jaxsample.algos import ppo, runner
 from jaxsample.bench import purejaxrl, training
 
 TINY = ppo.PPOConfig(
@@ -55,6 +55,8 @@ def test_the_peer_takes_discrete_actions_and_the_comparison_feedforward_ppo() ->
     env, params = gymnax.make("Pendulum-v1")
     with pytest.raises(TypeError, match="Discrete"):
         purejaxrl.make_train(ppo.PPOConfig(), env, params)
+    with pytest.raises(TypeError, match="PPOConfig"):
+        purejaxrl.make_train({"num_envs": 4}, env, params)
     with pytest.raises(ValueError, match="recurrent"):
         training.training_comparison(ppo.PPOConfig(recurrent=True))
     for bad in ({"seeds": 0}, {"reps": 0}, {"compile_reps": 0}, {"chunks": 0}):
@@ -62,7 +64,8 @@ def test_the_peer_takes_discrete_actions_and_the_comparison_feedforward_ppo() ->
             training.training_comparison(TINY, **bad)
     with pytest.raises(TypeError, match="PPOConfig"):
         training.training_comparison({"num_envs": 4})
-    assert math.isnan(training._tail(np.full((1, 3), np.nan))[0])
+    assert math.isnan(runner.final_returns(np.full((1, 3), np.nan))[0])
+    np.testing.assert_array_equal(runner.final_returns([[1.0, np.nan, 3.0]], window=1), [3.0])
 
 
 @pytest.mark.slow

@@ -63,11 +63,7 @@ class TrainingResult:
 
     def final_returns(self, window: int = 10) -> np.ndarray:
         """``[R]`` per-run mean of the last ``window`` finite iteration returns."""
-        out = []
-        for curve in self.returns:
-            finite = curve[np.isfinite(curve)]
-            out.append(float(np.mean(finite[-window:])) if len(finite) else math.nan)
-        return np.asarray(out)
+        return final_returns(self.returns, window)
 
     def summary(self, window: int = 10) -> dict[str, Any]:
         """The JSON-ready figures (``final_return`` is the mean over runs;
@@ -85,6 +81,16 @@ class TrainingResult:
             "compile_seconds": self.compile_seconds,
             "steps_per_second": run_steps * seeds / max(self.wall_seconds, 1e-9),
         }
+
+
+def final_returns(returns: Any, window: int = 10) -> np.ndarray:
+    """``[R]``: per run (row of ``returns`` ``[R, I]``), the mean of its last
+    ``window`` finite iteration returns (NaN when none is finite)."""
+    out = []
+    for curve in np.asarray(returns, np.float64).reshape(np.shape(returns)[0], -1):
+        finite = curve[np.isfinite(curve)]
+        out.append(float(np.mean(finite[-window:])) if len(finite) else math.nan)
+    return np.asarray(out)
 
 
 def _chunk_size(num_iterations: int, chunks: int) -> int:

@@ -69,6 +69,8 @@ def make_train(
     metrics hold ``returned_episode_returns`` and ``returned_episode``
     ``[num_iterations, num_steps, num_envs]``.
     """
+    if not isinstance(config, PPOConfig):
+        raise TypeError(f"config must be a PPOConfig, got {type(config).__name__}")
     space = env.action_space(env_params)
     if not isinstance(space, spaces.Discrete):
         raise TypeError(f"the PureJaxRL peer takes a Discrete action space, got {space}")

@@ -8,7 +8,8 @@ one ``jax.vmap``:
 * ``train`` — what ``jaxsample train`` compiles and runs
   (``runner.run_training(..., one_program=True)``): init and every iteration
   in ONE program that hands a progress event to the host (an ordered
-  ``io_callback``) every ``num_iterations / 20`` iterations;
+  ``io_callback``) every ``num_iterations / chunks`` iterations (20 events,
+  as the command gives);
 * ``reference_run`` — ``jit(vmap(trainer.train))``, the program
   ``ppo.reference_run`` times;
 * ``purejaxrl`` — :mod:`jaxsample.bench.purejaxrl`, PureJaxRL's ``ppo.py``
@@ -165,17 +166,10 @@ def training_comparison(
         "compile_s": compile_s,
         "run_s": run_s,
         "ratios": ratios,
-        "final_return": {k: _tail(_returns(k, v)) for k, v in returns.items()},
+        "final_return": {
+            k: runner.final_returns(_returns(k, v)).tolist() for k, v in returns.items()
+        },
     }
-
-
-def _tail(returns: np.ndarray, window: int = 10) -> list[float]:
-    """Per run, the mean of the last ``window`` finite iteration returns."""
-    out = []
-    for curve in np.asarray(returns, np.float64).reshape(returns.shape[0], -1):
-        finite = curve[np.isfinite(curve)]
-        out.append(float(np.mean(finite[-window:])) if finite.size else float("nan"))
-    return out
 
 
 def format_training(result: dict[str, Any]) -> str:

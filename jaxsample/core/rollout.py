@@ -411,11 +411,8 @@ class Sampler(SamplerOptions):
 
     def _steps_final(self) -> bool:
         """Whether the sparse store takes the step's own final observations."""
-        return (
-            self.final_observation == "sparse"
-            and self._pool is None
-            and not (self._recompute_final)
-        )
+        sparse = self.final_observation == "sparse"
+        return sparse and self._pool is None and not self._recompute_final
 
     def _store_truncated(
         self,

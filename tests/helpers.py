@@ -1,5 +1,6 @@
-"""What several test files share: the counter agent and its numpy value, and
-an env that crashes on demand (:func:`crashing`).
+"""What several test files share: the counter agent and its numpy value, an
+env that crashes on demand (:func:`crashing`), and the sampler's documented
+key schedule and auto-resetting step (:func:`step_key`, :func:`auto_step`).
 
 ``CounterAgent`` acts randomly (from its key, as RandomAgent does) and carries
 an int32 step counter as its recurrent state, starting at ``100 * env_rank``
@@ -66,3 +67,26 @@ def crashing(env: Any) -> Any:
             return self.env.step(action)
 
     return Crashing(env)
+
+
+def step_key(k_epoch: jax.Array, n: int, stream: int) -> jax.Array:
+    """The key of stream ``stream`` (0 agent, 1 env step, 2 reset, 3 episodic
+    reset) of an env's step ``n`` (in its first key epoch): ``fold_in(k_epoch,
+    4 n + stream)``, as jaxsample/core/keys.py's docstring says."""
+    return jax.random.fold_in(k_epoch, np.uint32(4 * n + stream))
+
+
+def auto_step(env: Any, env_params: Any, k_epoch: jax.Array, n: int, state: Any, action: Any):
+    """Step ``n`` of one env as the schedule says, with the env's own functions:
+    ``env.step_env`` with the step key, ``env.is_truncated``, and where the
+    step ends the episode ``env.reset_env`` with the reset key. Returns gymnax's
+    ``(obs, state, reward, terminated, truncated, info)`` with
+    ``info["final_observation"]``."""
+    obs, state, reward, terminated, info = env.step_env(
+        step_key(k_epoch, n, 1), state, action, env_params
+    )
+    truncated = env.is_truncated(state, env_params)
+    info = {**info, "terminated": terminated, "truncated": truncated, "final_observation": obs}
+    if bool(terminated) or bool(truncated):
+        obs, state = env.reset_env(step_key(k_epoch, n, 2), env_params)
+    return obs, state, reward, terminated, truncated, info

@@ -43,7 +43,7 @@ LIMIT = 13  # time limit: truncations and terminations both happen
 DECORRELATION = 8
 DISCOUNT = 0.9
 WS = (1.0, -0.5, 2.0)  # new agent params every batch
-KEY = jax.random.key(1234)
+KEY = jax.random.key(42)
 
 
 class StepCount(gym.Wrapper):
@@ -139,9 +139,9 @@ class SingleEnvpool:
 @jax.jit
 def agent_actions(k_run, steps):
     """CounterAgent's actions at the given steps of one env (its keys are
-    ``fold_in(k_run, 3 n)``, as the sampler's docstring says)."""
+    ``fold_in(k_run, 4 n)``, as the sampler's docstring says)."""
     space = gymnax.environments.spaces.Discrete(2)
-    return jax.vmap(lambda n: space.sample(jax.random.fold_in(k_run, 3 * n)))(steps)
+    return jax.vmap(lambda n: space.sample(jax.random.fold_in(k_run, 4 * n)))(steps)
 
 
 class RefEnv:
@@ -154,7 +154,7 @@ class RefEnv:
         seed = int(jax.random.bits(k_reset, dtype=jnp.uint32)) >> 1
         self.env = single_cls(seed)
         self.n = 0  # steps taken in all batches (one key epoch here)
-        # The agent's action at step n: sampled with fold_in(k_run, 3 n).
+        # The agent's action at step n: sampled with fold_in(k_run, 4 n).
         self.actions = agent_actions(self.k_run, np.arange(N_BATCHES * T, dtype=np.uint32))
         self.obs = self.env.first_reset()
         self._after_reset()

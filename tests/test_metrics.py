@@ -29,7 +29,7 @@ def batches(sampler: js.Sampler) -> list[js.Batch]:
     collect = jax.jit(sampler.collect)
     state = jax.jit(sampler.init)(jax.random.key(0), ())
     out = []
-    for _ in range(5):
+    for _ in range(8):  # ~23 episodes of a random CartPole agent: the window wraps
         state, batch = collect(state, ())
         out.append(batch)
     return out

@@ -4,7 +4,7 @@ The reference is a plain Python loop over ONE CartPole env at a time with
 gymnax's own ``step_env`` / ``is_truncated`` / ``reset``, re-deriving the key
 schedule of docs/design.md and applying the documented pool rule: at step
 ``n``, the ``m``-th env of block ``j`` (rank order) that ended gets
-``env.reset(split(fold_in(k_run[j G + m], 3 n + 1))[1])``. It checks every
+``env.reset(fold_in(k_run[j G + m], 4 n + 2))`` (the reset key of step ``n``). It checks every
 transition (nothing lost), the true final observations, terminated/truncated,
 TrajInfo and the resets, over two consecutive batches; the rule does not
 depend on ``R``, which another ``R`` shows bit for bit, and neither do the
@@ -78,9 +78,8 @@ def test_pooled_resets_follow_the_documented_rule(pooled) -> None:
     for n in range(2 * T):
         batch = batches[n // T]
         e, t = batch.samples.env, n % T
-        k_step, k_reset = zip(
-            *(jax.random.split(jax.random.fold_in(runs[r][2], 3 * n + 1)) for r in range(B)),
-            strict=True,
+        k_step, k_reset = (
+            [jax.random.fold_in(runs[r][2], 4 * n + s) for r in range(B)] for s in (1, 2)
         )
         ended = []
         for b in range(B):
@@ -126,8 +125,7 @@ def test_episodic_mode_pools_by_the_same_rule() -> None:
     assert np.asarray(batch.samples.env.done[-1]).all()
     for r in range(B):
         k_run = jax.random.split(jax.random.fold_in(jax.random.key(3), r), 3)[2]
-        k_env = jax.random.fold_in(k_run, 3 * (T * 0 + 5) + 1)
-        obs, _ = ENV.reset(jax.random.split(k_env)[1], PARAMS)
+        obs, _ = ENV.reset(jax.random.fold_in(k_run, 4 * (T * 0 + 5) + 2), PARAMS)
         close(state.observation[r], obs)
 
 

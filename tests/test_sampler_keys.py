@@ -64,11 +64,11 @@ def test_a_new_epoch_uses_new_keys() -> None:
     def data(key: jax.Array) -> np.ndarray:
         return np.asarray(jax.random.key_data(key))
 
-    for stream in (0, 1, 2):
+    for stream in (0, 1, 2, 3):
         last = step_key(keys, jnp.int32(0), stream)
         first_of_next = step_key(keys, jnp.int32(1), stream)
         np.testing.assert_array_equal(
-            data(last), data(jax.random.fold_in(k, np.uint32(3 * (EPOCH - 1) + stream)))
+            data(last), data(jax.random.fold_in(k, np.uint32(4 * (EPOCH - 1) + stream)))
         )
         np.testing.assert_array_equal(data(first_of_next), data(jax.random.fold_in(nxt, stream)))
         assert not np.array_equal(data(first_of_next), data(jax.random.fold_in(k, stream)))

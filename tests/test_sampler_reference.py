@@ -1,9 +1,11 @@
 """An independent reference for ``jaxsample.make_sampler``.
 
 The reference below steps ONE gymnax environment at a time, in a plain Python
-loop, with gymnax's own public ``env.reset`` / ``env.step`` (no vmap, no scan and
-no jaxsample code). It re-derives every per-env key from the schedule given in
-the docstring of ``jaxsample.sampler`` and implements the data conventions and
+loop, with gymnax's own ``env.reset`` / ``env.step`` / ``env.step_env`` /
+``env.reset_env`` (no vmap, no scan and no jaxsample code; the auto-reset
+step written out with the step and reset keys, ``helpers.auto_step``). It
+re-derives every per-env key from the schedule given in the docstring of
+``jaxsample.core.keys`` and implements the data conventions and
 reset modes of docs/design.md from scratch in numpy; every field of every ``Batch``
 the sampler returns is then compared with it, over several consecutive
 ``collect`` calls (so the stream must also continue exactly across batches).
@@ -19,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import CounterAgent, counter_value
+from helpers import CounterAgent, auto_step, counter_value
 
 import jaxsample as js
 
@@ -110,23 +112,24 @@ class RefEnv:
             self.prev_reward = float(reward)
 
     def key(self, n: int, stream: int) -> jax.Array:
-        """Key of stream (0 agent, 1 env, 2 episodic reset) for overall step n."""
+        """Key of stream (0 agent, 1 env step, 2 reset, 3 episodic reset) for
+        overall step n."""
         while self.epoch < n // EPOCH:  # a new key every EPOCH steps
             self.k_epoch = _split(self.k_epoch)[0]
             self.epoch += 1
-        return jax.random.fold_in(self.k_epoch, np.uint32(3 * (n % EPOCH) + stream))
+        return jax.random.fold_in(self.k_epoch, np.uint32(4 * (n % EPOCH) + stream))
 
     def start_batch(self, mode: str) -> int:
         """Returns the agent state at the start of the batch."""
         self.idle = False
         if mode == "episodic":
-            k_reset = self.key(self.n, 2)
+            k_reset = self.key(self.n, 3)
             self.obs, self.env_state = self.env.reset(k_reset, self.env_params)
             self._after_reset()
         return self.count
 
     def step(self, t: int, T: int, mode: str, w: float) -> dict[str, Any]:
-        k_agent, k_env = self.key(self.n, 0), self.key(self.n, 1)
+        k_agent, i = self.key(self.n, 0), self.n % EPOCH  # k_epoch: n's epoch now
         self.n += 1  # idle steps use up their keys too
         if self.idle:
             return None
@@ -134,8 +137,8 @@ class RefEnv:
         action = self.sample(k_agent)  # both agents sample the action space
         count = self.count
         value = counter_value(w, obs, self.prev_reward, count)
-        next_obs, env_state, reward, terminated, truncated, info = self.env.step(
-            k_env, self.env_state, action, self.env_params
+        next_obs, env_state, reward, terminated, truncated, info = auto_step(
+            self.env, self.env_params, self.k_epoch, i, self.env_state, action
         )
         reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
         if mode == "episodic" and t == T - 1 and not terminated:

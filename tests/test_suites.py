@@ -45,7 +45,8 @@ class Case:
 def navix_case() -> Case:
     import navix
 
-    raw = navix.make("Navix-Empty-5x5-v0", max_steps=LIMIT)
+    # RGB observations: rendered from the cache the adapter does not carry.
+    raw = navix.make("Navix-Empty-5x5-v0", max_steps=LIMIT, observation_fn=navix.observations.rgb)
 
     def step(key, ts, a):  # the public step: it never sees a done timestep here
         ts = raw.step(ts, a)
@@ -145,8 +146,8 @@ def _select(done, a, b):
 def reference(case: Case, key: jax.Array, actions: Any) -> dict[str, Any]:
     """A Python loop over time of the suite's own reset/step (vmapped over the
     ``B`` envs), with the sampler's keys: env ``b`` resets from
-    ``split(fold_in(key, b), 3)[0]``; step ``n`` uses ``fold_in(k_run, 3 n +
-    1)``, split into the step's key and the auto-reset's key."""
+    ``split(fold_in(key, b), 3)[0]``; step ``n`` steps with ``fold_in(k_run,
+    4 n + 1)`` and auto-resets with ``fold_in(k_run, 4 n + 2)``."""
     reset, step = jax.jit(jax.vmap(case.reset)), jax.jit(jax.vmap(case.step))
     select = jax.jit(jax.vmap(_select))
     keys = [jax.random.split(jax.random.fold_in(key, b), 3) for b in range(B)]
@@ -155,9 +156,12 @@ def reference(case: Case, key: jax.Array, actions: Any) -> dict[str, Any]:
     count = np.zeros(B, int)
     out: dict[str, list] = {k: [] for k in ("obs", "final", "reward", "term", "trunc")}
     for t in range(T):
-        k_env = jax.vmap(lambda k, t=t: jax.random.split(jax.random.fold_in(k, 3 * t + 1)))(k_run)
-        nobs, nstate, reward, term, trunc = step(k_env[:, 0], state, actions[t])
-        robs, rstate = reset(k_env[:, 1])
+        k_step, k_reset = (
+            jax.vmap(jax.random.fold_in, (0, None))(k_run, np.uint32(4 * t + s))
+            for s in (1, 2)
+        )
+        nobs, nstate, reward, term, trunc = step(k_step, state, actions[t])
+        robs, rstate = reset(k_reset)
         count += 1
         if case.limit is not None:
             trunc = np.asarray(trunc) | ((count >= case.limit) & ~np.asarray(term))

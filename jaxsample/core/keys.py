@@ -16,18 +16,23 @@ Samplers (the JAX sampler, :mod:`jaxsample.core.rollout`, and the host sampler,
 * each env counts its steps ``n`` (over all batches) in epochs of
   ``EPOCH = 2**30`` steps: ``k_run`` is the key of epoch 0 and
   ``split(k_epoch)[0]`` the key of the next epoch; ``i = n mod EPOCH``.
-* step ``n``: the agent acts with ``fold_in(k_epoch, 3 i)`` and the env steps
-  with ``env.step(fold_in(k_epoch, 3 i + 1), ...)`` (which auto-resets with
-  its own split of that key, as gymnax does) (:func:`step_key`). With pooled
-  resets (:mod:`jaxsample.core.resets`) the env steps with
-  ``env.step_env(k_step, ...)`` and a reset of that step is drawn from
-  ``k_reset``, where ``k_step, k_reset = split(fold_in(k_epoch, 3 i + 1))`` is
-  gymnax's own split (:func:`gymnax_step_keys`).
+* step ``n``: the agent acts with ``fold_in(k_epoch, 4 i)``; the env steps
+  with ``k_step = fold_in(k_epoch, 4 i + 1)`` and, where the step ends the
+  episode, resets with ``k_reset = fold_in(k_epoch, 4 i + 2)``
+  (:func:`step_key`): gymnax's auto-resetting ``env.step`` written out,
+  ``env.step_env(k_step, ...)`` then ``env.reset_env(k_reset)`` where done
+  (:meth:`jaxsample.core.step.EnvStepper.env_step`); pooled resets
+  (:mod:`jaxsample.core.resets`) draw the reset of that step from the same
+  ``k_reset``. An env that overrides gymnax's ``step`` (a wrapper with its own
+  auto-reset) is stepped as it is, ``env.step(k_step, ...)``.
 * ``"episodic"`` mode, at the start of a batch whose first step is ``n``: the
-  env restarts from ``env.reset(fold_in(k_epoch, 3 i + 2))``.
+  env restarts from ``env.reset(fold_in(k_epoch, 4 i + 3))``.
 
-Two ``fold_in`` per step are much cheaper than a per-env ``split``; the keys
-depend only on ``n``, so collecting ``2 x T`` steps gives the same samples as
+One ``fold_in`` per key is much cheaper than a per-env ``split``, and the
+sampler draws the keys of a whole batch in one hash before its scan
+(:func:`batch_step_keys`), with the env's one epoch key (a per-step key would
+cost twice as much), so nothing is hashed inside the scan. The keys depend only
+on ``n``, so collecting ``2 x T`` steps gives the same samples as
 ``T`` steps twice (in ``"auto"`` mode), and the epochs keep the uint32 counter
 from ever wrapping onto keys already used, however long the run.
 
@@ -43,9 +48,12 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-EPOCH = 2**30  # steps per key epoch: 3 * EPOCH fits in uint32
+from jaxsample.core.batched import any_in_batch
 
-AGENT, ENV, EPISODIC_RESET = 0, 1, 2  # the streams of a step's keys
+EPOCH = 2**30  # steps per key epoch: 4 * EPOCH - 1 fits in uint32
+
+AGENT, ENV, RESET, EPISODIC_RESET = 0, 1, 2, 3  # the streams of a step's keys
+STREAMS = 4
 
 
 class EpochKeys(struct.PyTreeNode):
@@ -100,16 +108,46 @@ def epoch_position(keys: EpochKeys, t: jax.Array) -> tuple[jax.Array, jax.Array]
 
 
 def step_key(keys: EpochKeys, t: jax.Array, stream: int) -> jax.Array:
-    """Key of stream ``stream`` (:data:`AGENT`, :data:`ENV` or
+    """Key of stream ``stream`` (:data:`AGENT`, :data:`ENV`, :data:`RESET` or
     :data:`EPISODIC_RESET`) of step ``t`` of the batch."""
     key, i = epoch_position(keys, t)
-    return jax.random.fold_in(key, 3 * i + stream)
+    return jax.random.fold_in(key, STREAMS * i + stream)
 
 
-def reset_key(keys: EpochKeys, t: jax.Array) -> jax.Array:
-    """The key of the reset that step ``t`` of the batch draws (gymnax's
-    ``split(k_env)[1]``; used by pooled resets)."""
-    return gymnax_step_keys(step_key(keys, t, ENV))[1]
+def batch_step_keys(
+    keys: EpochKeys, T: int, reset_keys: bool
+) -> tuple[jax.Array, jax.Array | tuple[jax.Array, jax.Array]]:
+    """One env's keys of every step of a ``T``-step batch, drawn at once (one
+    vectorized hash instead of one per step inside the scan).
+
+    A batch that stays in one key epoch (all but one batch in ``2**30`` steps)
+    hashes with the env's one epoch key; only where some env of the batch (of
+    any vmapped run) crosses into the next epoch is the key chosen per step.
+
+    Returns:
+      ``(k_agent, k_env)``, each ``[T]``: :func:`step_key`'s :data:`AGENT` and
+      :data:`ENV` keys of steps ``0 .. T-1``; with ``reset_keys``, ``k_env``
+      is the pair ``(k_step, k_reset)`` of the :data:`ENV` and :data:`RESET`
+      keys.
+    """
+    t = jnp.arange(T, dtype=jnp.uint32)
+    streams = jnp.asarray([AGENT, ENV, RESET] if reset_keys else [AGENT, ENV], jnp.uint32)
+
+    def within(keys: EpochKeys) -> jax.Array:  # no step leaves the epoch
+        data = STREAMS * (keys.step + t)[:, None] + streams[None, :]
+        fold = jax.vmap(jax.vmap(jax.random.fold_in, (None, 0)), (None, 0))
+        return jax.random.key_data(fold(keys.key, data))
+
+    def across(keys: EpochKeys) -> jax.Array:  # step_key, step by step
+        def at(t: jax.Array) -> jax.Array:
+            return jax.vmap(lambda s: jax.random.key_data(step_key(keys, t, s)))(streams)
+
+        return jax.vmap(at)(t)
+
+    crossing = keys.step + jnp.uint32(T) > EPOCH
+    data = jax.lax.cond(any_in_batch(crossing), across, within, keys)
+    k = jax.random.wrap_key_data(data, impl=jax.random.key_impl(keys.key))  # [T, streams]
+    return k[:, 0], (k[:, 1], k[:, 2]) if reset_keys else k[:, 1]
 
 
 def advance_epoch(keys: EpochKeys, T: int) -> tuple[jax.Array, jax.Array]:

@@ -11,8 +11,8 @@ from a pool (Craftax's optimistic resets, without sharing a reset):
   global ranks, ``[j G, (j + 1) G)``; a sampler (or a device's shard) holds
   whole blocks;
 * at each step, block ``j``'s pool holds the ``R`` resets that the envs of
-  ranks ``j G .. j G + R - 1`` would draw by default at that step (gymnax's
-  ``split(k_env)[1]``, the second half of their env key);
+  ranks ``j G .. j G + R - 1`` would draw by default at that step (with
+  their reset key of the step, :mod:`jaxsample.core.keys`);
 * the ``m``-th env of the block (in rank order) that ended at this step takes
   pool reset ``m``; if more than ``R`` ended, the envs past the ``R``-th take
   the reset their own key draws (computed, for the whole batch, inside a
@@ -22,7 +22,7 @@ So no reset state is ever given to two envs, every reset comes from a key no
 other reset of the run uses, and the keys depend only on global ranks and the
 step count: the samples are the same on 1 or n devices. Everything but *which*
 reset an ended env receives is exactly the default's: the step itself
-(``env.step_env`` with gymnax's ``split(k_env)[0]``), reward, terminated,
+(``env.step_env`` with the step key), reward, terminated,
 truncated, the true final observation and TrajInfo.
 
 :class:`ResetPool` is the batch-level part (it looks across the envs of a

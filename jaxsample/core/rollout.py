@@ -14,8 +14,10 @@ environments and scanned over ``T`` steps. What makes it fast:
   known time limit (truncations are rare) the cond recomputes them, so the
   common path never holds them; otherwise (truncations may come at most
   steps) it takes the step's own ``info["final_observation"]``;
-* two ``fold_in`` per step key (:mod:`jaxsample.core.keys`, which documents
-  the key schedule);
+* no key hashed inside the scan: the batch's step and reset keys are drawn
+  in one hash before it (:func:`jaxsample.core.keys.batch_step_keys`; the
+  module documents the key schedule), and gymnax's auto-reset step is written
+  out with them (:meth:`~jaxsample.core.step.EnvStepper.env_step`);
 * strong dtypes in the carry, so a second ``collect`` does not retrace.
 
 The sparse store holds ``K`` slots per env: ``ceil(T / limit)`` only for an env
@@ -231,11 +233,18 @@ class Sampler(SamplerOptions):
             lambda o: jnp.zeros((B, self._slots, *o.shape[1:]), o.dtype), state.observation
         )
         n_truncated = jnp.zeros((B,), jnp.int32)
-        step = jax.vmap(self._env_step, in_axes=(0, 0, None, None))
+        # Every key of the batch at once, [T, B]: the reset keys too, where
+        # the sampler resets (pooled) or writes gymnax's step out.
+        reset_keys = self._pool is not None or self._stepper.gymnax_step
+        step_keys = jax.vmap(K.batch_step_keys, in_axes=(0, None, None), out_axes=1)(
+            keys, T, reset_keys
+        )
+        step = jax.vmap(self._env_step, in_axes=(0, 0, 0, None, None))
 
-        def body(carry, t):
+        def body(carry, xs):
             state, slots, n_truncated = carry
-            new_state, out = step(state, keys, agent_params, t)
+            t, k_agent, k_env = xs
+            new_state, out = step(state, k_agent, k_env, agent_params, t)
             active = jnp.ones((B,), bool) if self.reset_mode == "auto" else out.valid
             self._stepper.check_actions_fit(out.action, active, state.env_rank, t, "batch step")
             if self.final_observation == "sparse":
@@ -243,7 +252,7 @@ class Sampler(SamplerOptions):
                     store, args = self._store, (new_state.observation,)
                 elif self._recompute_final:  # rare truncations: recompute in the cond
                     store = self._store_truncated
-                    args = (keys, t, state.env_state, out.action)
+                    args = (k_env, state.env_state, out.action)
                 else:  # truncations may be frequent: the step's own finals
                     store, args = self._store, (out.final_observation,)
                     out = out.replace(final_observation=())  # not stacked
@@ -261,9 +270,7 @@ class Sampler(SamplerOptions):
             if self._pool is not None:  # idle envs write done=False: not reset again
                 obs, env_state = self._pool.restart(
                     self._stepper.reset,
-                    lambda pos: jax.vmap(K.reset_key, in_axes=(0, None))(
-                        jax.tree.map(lambda k: k[pos], keys), t
-                    ),
+                    lambda pos: k_env[1][pos],  # the reset keys of the step
                     out.terminated | out.truncated,
                     new_state.observation,
                     new_state.env_state,
@@ -273,7 +280,7 @@ class Sampler(SamplerOptions):
 
         start = state
         (state, slots, _), out = jax.lax.scan(
-            body, (state, slots, n_truncated), jnp.arange(T, dtype=jnp.int32)
+            body, (state, slots, n_truncated), (jnp.arange(T, dtype=jnp.int32), *step_keys)
         )
         key, epoch_step = jax.vmap(K.advance_epoch, in_axes=(0, None))(keys, T)
         bootstrap = None
@@ -375,17 +382,24 @@ class Sampler(SamplerOptions):
         return s, keys
 
     def _env_step(
-        self, s: SamplerState, keys: K.EpochKeys, agent_params: PyTree, t: jax.Array
+        self,
+        s: SamplerState,
+        k_agent: jax.Array,
+        k_env: jax.Array | tuple[jax.Array, jax.Array],
+        agent_params: PyTree,
+        t: jax.Array,
     ) -> tuple[SamplerState, _StepOut]:
-        """One step of one env (unbatched): the core step, and what it writes."""
+        """One step of one env (unbatched) with the step's keys
+        (:func:`~jaxsample.core.keys.batch_step_keys`): the core step, and
+        what it writes."""
         truncate = None
         if self.reset_mode == "episodic":  # every batch is one T-step episode
             truncate = t == self.batch_spec.T - 1
         new, tr = self._stepper.step(
             s,
             self._stepper.agent_act(agent_params),
-            K.step_key(keys, t, K.AGENT),
-            K.step_key(keys, t, K.ENV),
+            k_agent,
+            k_env,
             truncate,
             auto_reset=self._pool is None,
         )
@@ -419,8 +433,7 @@ class Sampler(SamplerOptions):
         slots: PyTree,
         n_truncated: jax.Array,
         truncated: jax.Array,
-        keys: K.EpochKeys,
-        t: jax.Array,
+        k_env: jax.Array | tuple[jax.Array, jax.Array],
         env_state: PyTree,
         action: PyTree,
     ) -> tuple[PyTree, jax.Array]:
@@ -431,11 +444,7 @@ class Sampler(SamplerOptions):
         materializes the final observation next to the observation. ``K`` slots
         hold every truncation of a batch (:func:`~jaxsample.core.specs.truncation_bound`).
         """
-        k_env = jax.vmap(K.step_key, in_axes=(0, None, None))(keys, t, K.ENV)
-        env, params = self.env, self.env_params
-        final = jax.vmap(env.step, in_axes=(0, 0, 0, None))(k_env, env_state, action, params)[5][
-            "final_observation"
-        ]
+        final = jax.vmap(self._stepper.env_step)(k_env, env_state, action)[5]["final_observation"]
         return self._store(slots, n_truncated, truncated, final)
 
     def _store(

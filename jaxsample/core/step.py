@@ -21,6 +21,7 @@ strong, so a second ``collect`` does not retrace.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+from gymnax.environments.environment import Environment
 
 from jaxsample.agents.base import Agent
 from jaxsample.core.keys import gymnax_step_keys
@@ -199,12 +201,65 @@ class EnvStepper:
         del inputs
         return AgentStep(self.env_spec.action_space.sample(key), ()), state
 
+    @property
+    def gymnax_step(self) -> bool:
+        """Whether the env's ``step`` is gymnax's own auto-resetting step (not
+        overridden): then :meth:`env_step` may write it out with a step key
+        and a reset key of the caller's."""
+        return type(self.env).step is Environment.step
+
+    def env_step(
+        self, k_env: jax.Array | tuple[jax.Array, jax.Array], env_state: PyTree, action: PyTree
+    ) -> tuple[PyTree, PyTree, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        """One auto-resetting step: ``(obs, env_state, reward, terminated,
+        truncated, info)`` as gymnax's ``env.step`` returns them.
+
+        ``k_env`` is a key: ``env.step(k_env, env_state, action, env_params)``
+        (gymnax's step splits it into a step key and a reset key). Or it is
+        the pair ``(k_step, k_reset)``, for an env whose ``step`` is gymnax's
+        own (:attr:`gymnax_step`): gymnax's step written out with these keys
+        (``env.step_env`` with ``k_step``, ``env.reset_env`` with ``k_reset``
+        selected where done), so the caller draws them as it likes (the
+        sampler, a whole batch's at once) and nothing splits a key per step.
+        """
+        if not isinstance(k_env, tuple):
+            return self.env.step(k_env, env_state, action, self.env_params)
+        k_step, k_reset = k_env
+        obs_st, state_st, reward, terminated, truncated, info = self.env_step_no_reset(
+            k_step, env_state, action
+        )
+        done = jnp.logical_or(terminated, truncated)
+        obs_re, state_re = self.env.reset_env(k_reset, self.env_params)
+        select = functools.partial(jax.lax.select, done)
+        state = jax.tree.map(select, state_re, state_st)
+        obs = jax.tree.map(select, obs_re, obs_st)
+        return obs, state, reward, terminated, truncated, info
+
+    def env_step_no_reset(
+        self, k_step: jax.Array, env_state: PyTree, action: PyTree
+    ) -> tuple[PyTree, PyTree, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        """What gymnax's ``env.step`` does without its reset, with gymnax's
+        ``k_step`` (the first half of its split): ``env.step_env``,
+        ``env.is_truncated`` and the same info (``final_observation`` is the
+        returned observation); the env stays at its final state."""
+        obs, env_state, reward, terminated, info = self.env.step_env(
+            k_step, env_state, action, self.env_params
+        )
+        truncated = self.env.is_truncated(env_state, self.env_params)
+        info = {
+            **info,
+            "terminated": terminated,
+            "truncated": truncated,
+            "final_observation": obs,
+        }
+        return obs, env_state, reward, terminated, truncated, info
+
     def step(
         self,
         s: Any,
         act: ActFn,
         k_agent: jax.Array,
-        k_env: jax.Array,
+        k_env: jax.Array | tuple[jax.Array, jax.Array],
         truncate: jax.Array | None = None,
         auto_reset: bool = True,
     ) -> tuple[Any, Transition]:
@@ -214,12 +269,14 @@ class EnvStepper:
         Args:
           s: a struct with the fields of :class:`EnvCarry` (scalars).
           act: the agent's step (:meth:`agent_act` or :meth:`random_act`).
-          k_agent, k_env: this step's keys (the caller's key schedule).
+          k_agent, k_env: this step's keys (the caller's key schedule);
+            ``k_env`` a key or a ``(k_step, k_reset)`` pair (:meth:`env_step`).
           truncate: bool scalar: also truncate here unless terminated (the end
             of an ``"episodic"`` batch); None for never.
           auto_reset: True: gymnax's ``env.step`` (it resets where done).
-            False: what it does without the reset (``env.step_env`` with
-            gymnax's ``split(k_env)[0]``, ``env.is_truncated``, the same info):
+            False: what it does without the reset
+            (:meth:`env_step_no_reset` with ``k_step`` of the pair, or gymnax's
+            ``split(k_env)[0]`` of a key):
             the env's state and observation stay the final ones, for the
             caller to reset (:mod:`jaxsample.core.resets`).
 
@@ -232,20 +289,14 @@ class EnvStepper:
         agent_step, agent_state = act(inputs, s.agent_state, k_agent)
         action = agent_step.action
         if auto_reset:
-            obs, env_state, reward, terminated, truncated, info = self.env.step(
-                k_env, s.env_state, action, self.env_params
+            obs, env_state, reward, terminated, truncated, info = self.env_step(
+                k_env, s.env_state, action
             )
         else:
-            obs, env_state, reward, terminated, info = self.env.step_env(
-                gymnax_step_keys(k_env)[0], s.env_state, action, self.env_params
+            k_step = k_env[0] if isinstance(k_env, tuple) else gymnax_step_keys(k_env)[0]
+            obs, env_state, reward, terminated, truncated, info = self.env_step_no_reset(
+                k_step, s.env_state, action
             )
-            truncated = self.env.is_truncated(env_state, self.env_params)
-            info = {
-                **info,
-                "terminated": terminated,
-                "truncated": truncated,
-                "final_observation": obs,
-            }
         spec = (self.env_spec.observation, self.env_spec.env_state)
         obs, env_state = strong((obs, env_state), spec)
         reward = jnp.asarray(reward, jnp.float32)

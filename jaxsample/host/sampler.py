@@ -45,7 +45,7 @@ invalidates it, and the next ``collect`` says so: start again with ``init``.
 Randomness (the JAX sampler's schedule, docs/design.md): for the env of global rank
 ``r``, ``k_reset, k_decorrelate, k_run = split(fold_in(key, r), 3)``. The env's
 seed is 31 bits of ``k_reset`` (:func:`jaxsample.host.env_seeds`); the agent acts
-at the env's ``n``-th step with ``fold_in(k_epoch, 3 i)`` exactly as in the JAX
+at the env's ``n``-th step with ``fold_in(k_epoch, 4 i)`` exactly as in the JAX
 sampler (epochs of ``2**30`` steps), so the same agent gets the same keys from
 both; decorrelation is drawn on the host from 32 bits of ``k_decorrelate``
 (:func:`jaxsample.host.envs.decorrelation_plan`). The env's own randomness after its seeded reset

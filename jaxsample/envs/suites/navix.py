@@ -7,6 +7,13 @@ max_steps``), ``2`` a termination (goal reached, lava, ...). Navix's public
 ``_step`` (the step without that reset), so jaxsample's reset is the only one.
 The suite state is Navix's ``Timestep``; the step's randomness is Navix's own
 key in its state (seeded by ``reset``'s key).
+
+The state is carried without Navix's rendering cache (``state.cache``, the
+background tiles of the episode's grid, ~5 KB per env): the step rebuilds it
+from the grid (``RenderingCache.init``, what Navix's reset computes), so XLA
+drops it where the observation does not render (symbolic observations), and
+an auto-reset does not select a fresh cache against the carried one for every
+env at every step.
 """
 
 from __future__ import annotations
@@ -37,13 +44,16 @@ class NavixEnv(SuiteEnv):
 
     def suite_reset(self, key: jax.Array, params: Any) -> tuple[PyTree, PyTree]:
         ts = self.env.reset(key)
-        return ts.observation, ts
+        return ts.observation, _without_cache(ts)
 
     def suite_step(self, key: jax.Array, inner: PyTree, action: Any, params: Any) -> SuiteStep:
-        ts = self.env._step(inner, action)
+        from navix.rendering.cache import RenderingCache
+
+        cache = RenderingCache.init(inner.state.grid)
+        ts = self.env._step(inner.replace(state=inner.state.replace(cache=cache)), action)
         return SuiteStep(
             observation=ts.observation,
-            inner=ts,
+            inner=_without_cache(ts),
             reward=ts.reward,
             terminated=ts.step_type == _TERMINATION,
             truncated=ts.step_type == _TRUNCATION,
@@ -56,6 +66,11 @@ class NavixEnv(SuiteEnv):
     def observation_space(self, params: Any = None) -> spaces.Box:
         s = self.env.observation_space
         return box(s.minimum, s.maximum, s.shape, s.dtype)
+
+
+def _without_cache(ts: Any) -> Any:
+    """A Navix ``Timestep`` without its state's rendering cache (rebuilt by the step)."""
+    return ts.replace(state=ts.state.replace(cache=None))
 
 
 def from_navix(env: Any) -> NavixEnv:

@@ -157,8 +157,7 @@ def reference(case: Case, key: jax.Array, actions: Any) -> dict[str, Any]:
     out: dict[str, list] = {k: [] for k in ("obs", "final", "reward", "term", "trunc")}
     for t in range(T):
         k_step, k_reset = (
-            jax.vmap(jax.random.fold_in, (0, None))(k_run, np.uint32(4 * t + s))
-            for s in (1, 2)
+            jax.vmap(jax.random.fold_in, (0, None))(k_run, np.uint32(4 * t + s)) for s in (1, 2)
         )
         nobs, nstate, reward, term, trunc = step(k_step, state, actions[t])
         robs, rstate = reset(k_reset)

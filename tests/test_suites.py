@@ -14,6 +14,7 @@ terminated, with the true final observation.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -173,19 +174,24 @@ def reference(case: Case, key: jax.Array, actions: Any) -> dict[str, Any]:
 
 
 def check_against_reference(case: Case) -> js.Batch:
+    """The sampler's batch (default sparse final-observation store) equals the
+    reference; the adapter's time limit is known, so the store keeps
+    ``ceil(T / limit)`` slots per env, not ``T``."""
     agent = js.agents.RandomAgent(case.env.action_space(case.params))
-    sampler = js.make_sampler(
-        case.env, case.params, agent, js.BatchSpec(T, B), final_observation="dense"
-    )
+    sampler = js.make_sampler(case.env, case.params, agent, js.BatchSpec(T, B))
+    limit = js.sampler.known_time_limit(case.env, case.params)
+    assert limit is not None and sampler._slots == math.ceil(T / limit) < T
     key = jax.random.key(3)
     _, batch = jax.jit(sampler.collect)(sampler.init(key, ()), ())
     env = batch.samples.env
     ref = reference(case, key, batch.samples.agent.action)
     close = dict(rtol=1e-5, atol=1e-5)
-    for got, want in (
-        (env.observation, ref["obs"]),
-        (env.final_observation, ref["final"]),
-    ):
+    # the sparse store keeps every final observation but those of terminations
+    kept = jax.tree.map(
+        lambda f: np.where(ref["term"].reshape(ref["term"].shape + (1,) * (f.ndim - 2)), 0, f),
+        ref["final"],
+    )
+    for got, want in ((env.observation, ref["obs"]), (env.final_observation, kept)):
         jax.tree.map(lambda g, w: np.testing.assert_allclose(np.asarray(g), w, **close), got, want)
     np.testing.assert_allclose(env.reward, ref["reward"], **close)
     np.testing.assert_array_equal(env.terminated, ref["term"])
@@ -290,3 +296,30 @@ def test_cli_lists_and_collects_suite_envs(capsys) -> None:
             )
             == 0
         )
+
+
+def test_known_time_limits_come_from_the_suites_rules() -> None:
+    """Snake never truncates by itself (its time limit is a termination): no
+    adapter limit, no truncation, one slot. An adapter subclass that changes
+    the step without stating its rule has no known limit (T slots)."""
+    import jumanji
+
+    snake = suites.from_jumanji(jumanji.make("Snake-v1"))
+    assert js.sampler.known_time_limit(snake, suites.NoParams()) == math.inf
+    assert js.sampler.truncation_bound(snake, suites.NoParams(), 64) == 1
+    assert (
+        suites.from_jumanji(jumanji.make("Snake-v1"), episode_length=30).known_time_limit(
+            suites.NoParams()
+        )
+        == 30
+    )
+
+    class Custom(suites.JumanjiEnv):
+        def suite_step(self, key, inner, action, params):
+            return super().suite_step(key, inner, action, params)
+
+    custom = Custom(jumanji.make("Snake-v1"), episode_length=30)
+    assert js.sampler.known_time_limit(custom, suites.NoParams()) is None
+    assert js.sampler.truncation_bound(custom, suites.NoParams(), 64) == 64
+    maze = suites.from_jumanji(jumanji.make("Maze-v0"))  # its rule is not known here
+    assert js.sampler.known_time_limit(maze, suites.NoParams()) is None

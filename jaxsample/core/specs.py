@@ -295,10 +295,13 @@ def step_examples(
     )
 
 
-def known_time_limit(env: Any, env_params: Any) -> int | None:
+def known_time_limit(env: Any, env_params: Any) -> float | None:
     """The time limit of ``env`` where it is known for sure, else None.
 
-    Known only for an unmodified built-in gymnax env (its class is defined in
+    An env may declare it: a method ``known_time_limit(env_params)``, as the
+    suite adapters have (:class:`jaxsample.envs.suites.SuiteEnv`; ``math.inf``
+    for an env that never truncates). Otherwise it is known only for an
+    unmodified built-in gymnax env (its class is defined in
     the ``gymnax.environments`` package and keeps gymnax's ``step`` and
     ``is_truncated``: ``state.time`` advances 1 per step and truncates at
     ``params.max_steps_in_episode``), possibly under jaxsample's own wrappers
@@ -308,6 +311,9 @@ def known_time_limit(env: Any, env_params: Any) -> int | None:
     """
     while type(env) is MaskObservation:  # jaxsample's wrappers: the inner env's time
         env = env.env
+    declared = getattr(env, "known_time_limit", None)  # a suite adapter's own
+    if callable(declared):
+        return declared(env_params)
     cls = type(env)
     if not isinstance(env, Environment) or not cls.__module__.startswith("gymnax.environments."):
         return None

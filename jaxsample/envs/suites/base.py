@@ -13,13 +13,18 @@ A subclass implements :meth:`SuiteEnv.suite_reset` and
 :meth:`SuiteEnv.suite_step` for one env (no batch axis) and the two spaces.
 The adapter counts the steps of the episode (``SuiteState.time``) and, when
 given an ``episode_length``, truncates there; the suite's own truncation
-(e.g. a built-in time limit) is kept too. ``terminated`` and ``truncated`` are
+(e.g. a built-in time limit) is kept too. Where the suite's own truncation
+rule is known for sure (:meth:`SuiteEnv.suite_time_limit`, from the suite's
+source), the adapter's time limit is known (:meth:`SuiteEnv.known_time_limit`)
+and the sampler's sparse final-observation store holds ``ceil(T / limit)``
+slots per env instead of ``T``. ``terminated`` and ``truncated`` are
 exclusive, as in Brax's ``EpisodeWrapper`` and dm_env's ``discount``: a step
 that terminates is not truncated.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar, NamedTuple
 
 import jax
@@ -145,6 +150,33 @@ class SuiteEnv(Environment):
         """One step of the suite's own (non-auto-resetting) step."""
         raise NotImplementedError
 
+    def suite_time_limit(self, params: Any) -> float | None:
+        """The suite's own truncation rule where it is known for sure (read
+        from the suite's source, for the env classes the adapter knows):
+        ``math.inf`` if :meth:`suite_step` never truncates, ``L`` if it
+        truncates only where the episode's step count (0 after a reset, +1
+        per step) reaches ``L``; None (the default) if not known."""
+        return None
+
+    def known_time_limit(self, params: Any) -> float | None:
+        """The time limit of every truncation, where known for sure: the
+        smaller of ``episode_length`` and :meth:`suite_time_limit`
+        (``math.inf``: the env never truncates); None if the suite's rule is
+        unknown or a subclass changed the step without saying its own rule.
+        :func:`jaxsample.core.specs.known_time_limit` reads it."""
+        cls = type(self)
+        same_step = (
+            cls.step is Environment.step
+            and cls.step_env is SuiteEnv.step_env
+            and cls.is_truncated is SuiteEnv.is_truncated
+        )
+        if not same_step or _defining(cls, "suite_step") is not _defining(cls, "suite_time_limit"):
+            return None
+        own = self.suite_time_limit(params)
+        if own is None:
+            return None
+        return min(own, math.inf if self.episode_length is None else self.episode_length)
+
     # --- gymnax's Environment ----------------------------------------------
     @property
     def default_params(self) -> Any:
@@ -180,3 +212,8 @@ class SuiteEnv(Environment):
         if self.suite is None:
             return type(self).__name__
         return f"{self.suite}/{type(self.env).__name__}"
+
+
+def _defining(cls: type, name: str) -> type:
+    """The class of ``cls``'s MRO that defines attribute ``name``."""
+    return next(c for c in cls.__mro__ if name in c.__dict__)

@@ -12,6 +12,7 @@ jaxsample resets the env itself (no second, hidden reset).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -60,6 +61,11 @@ class BraxEnv(SuiteEnv):
             truncated=jnp.zeros((), bool),
             info=dict(state.metrics),
         )
+
+    def suite_time_limit(self, params: Any) -> float | None:
+        """A raw Brax env never truncates (its ``done`` is a termination): the
+        adapter's ``episode_length`` is the only time limit."""
+        return math.inf
 
     def action_space(self, params: Any = None) -> spaces.Box:
         return box(-1.0, 1.0, (self.env.action_size,), jnp.float32)

@@ -55,6 +55,14 @@ class CraftaxEnv(SuiteEnv):
         info = {k: v for k, v in info.items() if k != "discount"}
         return SuiteStep(obs, state, reward, terminated, truncated, info)
 
+    def suite_time_limit(self, params: Any) -> float | None:
+        """The adapter truncates where Craftax's ``state.timestep`` (0 after
+        ``reset``, +1 per ``step_env``) reaches ``params.max_timesteps``."""
+        try:
+            return int(params.max_timesteps)
+        except (TypeError, jax.errors.ConcretizationTypeError):  # traced params
+            return None
+
     def action_space(self, params: Any = None) -> spaces.Discrete:
         return spaces.Discrete(int(self.env.action_space(params).n))
 

@@ -12,6 +12,7 @@ recorded in ``env_info``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -69,6 +70,14 @@ class JumanjiEnv(SuiteEnv):
     def suite_step(self, key: jax.Array, inner: PyTree, action: Any, params: Any) -> SuiteStep:
         state, ts = self.env.step(inner, action)
         return dm_env_step(ts, state, dict(ts.extras))
+
+    def suite_time_limit(self, params: Any) -> float | None:
+        """Known for Snake: its ``step`` ends an episode only with
+        ``termination`` (its ``time_limit`` too), never ``truncation``
+        (``jumanji/environments/routing/snake/env.py``). Unknown for the others."""
+        from jumanji.environments.routing.snake import Snake
+
+        return math.inf if type(self.env) is Snake else None
 
     def action_space(self, params: Any = None) -> Any:
         return self._action_space

@@ -60,6 +60,18 @@ class NavixEnv(SuiteEnv):
             info={},
         )
 
+    def suite_time_limit(self, params: Any) -> float | None:
+        """Navix's ``Environment.termination`` truncates exactly where the
+        timestep's ``t`` (0 after ``reset``, +1 per ``_step``) reaches
+        ``max_steps``; known for envs that keep Navix's own ``_step`` and
+        ``termination``."""
+        from navix.environments.environment import Environment
+
+        cls = type(self.env)
+        if cls._step is not Environment._step or cls.termination is not Environment.termination:
+            return None
+        return int(self.env.max_steps)
+
     def action_space(self, params: Any = None) -> spaces.Discrete:
         return spaces.Discrete(len(self.env.action_set))
 

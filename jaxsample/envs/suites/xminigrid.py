@@ -52,6 +52,19 @@ class XMiniGridEnv(SuiteEnv):
         ts = self.env.step(params, inner, action)
         return dm_env_step(ts, ts, {})
 
+    def suite_time_limit(self, params: Any) -> float | None:
+        """XLand-MiniGrid's ``Environment.step`` truncates exactly where the
+        state's ``step_num`` (0 after ``reset``, +1 per step) equals
+        ``params.max_steps``; known for envs that keep that ``step``."""
+        from xminigrid.environment import Environment
+
+        if type(self.env).step is not Environment.step:
+            return None
+        try:
+            return int((params or self._default_params).max_steps)
+        except (TypeError, jax.errors.ConcretizationTypeError):  # traced params
+            return None
+
     def action_space(self, params: Any = None) -> spaces.Discrete:
         return spaces.Discrete(int(self.env.num_actions(params or self._default_params)))
 

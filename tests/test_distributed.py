@@ -77,7 +77,7 @@ def reference(references: dict, mode: str, agent: str) -> dict:
         pytest.param("auto", "random", 1, marks=pytest.mark.slow),
         pytest.param("auto", "random", 4, marks=pytest.mark.slow),
         pytest.param("auto", "recurrent", 4, marks=pytest.mark.slow),
-        ("wait", "recurrent", 4),
+        pytest.param("wait", "recurrent", 4, marks=pytest.mark.slow),  # 16 s
         ("episodic", "recurrent", 2),
         pytest.param("episodic", "recurrent", 4, marks=pytest.mark.slow),
     ],

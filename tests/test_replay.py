@@ -452,6 +452,7 @@ def test_add_is_in_place_and_does_not_retrace(
         assert state.data.env.observation.unsafe_buffer_pointer() == pointer
 
 
+@pytest.mark.slow  # op by op: ~7 s
 def test_eager_equals_jit(sampler: js.Sampler, batches: list[js.Batch]) -> None:
     rep = replay.uniform(sampler.examples, B, 8)
     eager = rep.init()

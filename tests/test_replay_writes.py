@@ -183,6 +183,7 @@ def test_prefill_is_the_random_policy_stream_and_continues_it() -> None:
         replay.prefill(object(), rep, None, None, params, 1)
 
 
+@pytest.mark.slow  # ~12 s: two devices, greedy agent
 def test_sharded_collect_random_acts_randomly_on_every_shard() -> None:
     """A sharded sampler's collect_random is the one-device one's (its shards
     must take the random policy too, not the agent)."""

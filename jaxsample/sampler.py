@@ -38,6 +38,7 @@ from jaxsample.core.specs import (
     env_spec,
     final_slots,
     known_time_limit,
+    recompute_finals,
     step_examples,
     truncation_bound,
 )
@@ -209,7 +210,7 @@ def make_sampler(
         _examples=examples,
         _stepper=EnvStepper(env, env_params, agent, env_s, state_spec, check_actions),
         _slots=final_slots(reset_mode, options["batch_spec"].T, time_limit),
-        _recompute_final=time_limit is not None,
+        _recompute_final=recompute_finals(env_s, time_limit),
         _pool=pool,
     )
     if mesh is None:

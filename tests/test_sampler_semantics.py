@@ -223,6 +223,25 @@ def test_sparse_store_equals_dense_store():
         assert isinstance(env_s.final_store, js.SparseFinalObservation)
 
 
+def test_sparse_store_recomputed_or_taken_from_the_step_is_the_same() -> None:
+    """With a known time limit the sparse store recomputes a truncated step's
+    final observation (observation larger than half the state) or keeps the
+    step's own (smaller): the same batches, bit for bit, either way."""
+    env, env_params = gymnax.make("CartPole-v1")
+    env_params = env_params.replace(max_steps_in_episode=5)  # truncations in most batches
+    agent = js.agents.RandomAgent(env.action_space(env_params))
+    sampler = js.make_sampler(env, env_params, agent, js.BatchSpec(16, 3))
+    assert sampler._recompute_final and sampler._slots == 4  # 16-byte obs, 20-byte state
+    other = dataclasses.replace(sampler, _recompute_final=False)
+    key = jax.random.key(2)
+    (sa, a), (sb, b) = (jax.jit(s.collect)(s.init(key, ()), ()) for s in (sampler, other))
+    assert np.asarray(a.samples.env.truncated).sum() >= 3
+    for x, y in zip(jax.tree.leaves((sa, a)), jax.tree.leaves((sb, b)), strict=True):
+        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
 class FastClockCartPole(CartPole):
     """CartPole whose ``state.time`` advances 3 per step: it truncates every
     ``limit / 3`` steps, 3x more often than gymnax's time limit suggests."""

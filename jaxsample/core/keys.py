@@ -123,6 +123,8 @@ def batch_step_keys(
     A batch that stays in one key epoch (all but one batch in ``2**30`` steps)
     hashes with the env's one epoch key; only where some env of the batch (of
     any vmapped run) crosses into the next epoch is the key chosen per step.
+    Each stream is its own hash, so XLA drops the keys that nothing uses (an
+    env whose step ignores its key, as CartPole's and Navix's do).
 
     Returns:
       ``(k_agent, k_env)``, each ``[T]``: :func:`step_key`'s :data:`AGENT` and
@@ -131,23 +133,22 @@ def batch_step_keys(
       keys.
     """
     t = jnp.arange(T, dtype=jnp.uint32)
-    streams = jnp.asarray([AGENT, ENV, RESET] if reset_keys else [AGENT, ENV], jnp.uint32)
+    crossing = any_in_batch(keys.step + jnp.uint32(T) > EPOCH)
+    impl = jax.random.key_impl(keys.key)
 
-    def within(keys: EpochKeys) -> jax.Array:  # no step leaves the epoch
-        data = STREAMS * (keys.step + t)[:, None] + streams[None, :]
-        fold = jax.vmap(jax.vmap(jax.random.fold_in, (None, 0)), (None, 0))
-        return jax.random.key_data(fold(keys.key, data))
+    def stream(s: int) -> jax.Array:  # [T]; one hash per stream, so an unused one is dropped
+        def within(keys: EpochKeys) -> jax.Array:  # no step leaves the epoch
+            fold = jax.vmap(jax.random.fold_in, (None, 0))
+            return jax.random.key_data(fold(keys.key, STREAMS * (keys.step + t) + s))
 
-    def across(keys: EpochKeys) -> jax.Array:  # step_key, step by step
-        def at(t: jax.Array) -> jax.Array:
-            return jax.vmap(lambda s: jax.random.key_data(step_key(keys, t, s)))(streams)
+        def across(keys: EpochKeys) -> jax.Array:  # step_key, step by step
+            return jax.vmap(lambda t: jax.random.key_data(step_key(keys, t, s)))(t)
 
-        return jax.vmap(at)(t)
+        data = jax.lax.cond(crossing, across, within, keys)
+        return jax.random.wrap_key_data(data, impl=impl)
 
-    crossing = keys.step + jnp.uint32(T) > EPOCH
-    data = jax.lax.cond(any_in_batch(crossing), across, within, keys)
-    k = jax.random.wrap_key_data(data, impl=jax.random.key_impl(keys.key))  # [T, streams]
-    return k[:, 0], (k[:, 1], k[:, 2]) if reset_keys else k[:, 1]
+    k_env = (stream(ENV), stream(RESET)) if reset_keys else stream(ENV)
+    return stream(AGENT), k_env
 
 
 def advance_epoch(keys: EpochKeys, T: int) -> tuple[jax.Array, jax.Array]:

@@ -328,8 +328,8 @@ CASES = {
     "auto-decorrelate-counter": Case("CartPole-v1", "auto", None, 30, True, "sparse"),
     # Limit 5 < T/2: up to ceil(T / 5) truncations per env per batch.
     "auto-limit5-decorrelate": Case("CartPole-v1", "auto", 5, 7, False, "sparse"),
-    # Limit 12: truncations and terminations, every true final obs kept.
-    "auto-limit12-dense": Case("CartPole-v1", "auto", 12, 0, True, "dense"),
+    # Limit 16: truncations and terminations, every true final obs kept.
+    "auto-limit16-dense": Case("CartPole-v1", "auto", 16, 0, True, "dense"),
     "wait-limit15-decorrelate": Case("CartPole-v1", "wait", 15, 20, True, "sparse"),
     "wait-limit16-dense": Case("CartPole-v1", "wait", 16, 0, False, "dense", B=6),
     "episodic-default-counter": Case("CartPole-v1", "episodic", None, 0, True, "sparse"),
@@ -393,7 +393,7 @@ def _run(name: str):
 # observations) are in the slow set.
 SLOW = {
     "auto-decorrelate-counter",
-    "auto-limit12-dense",
+    "auto-limit16-dense",
     "wait-limit16-dense",
     "episodic-limit15-dense",
     "breakout-auto",
@@ -448,7 +448,7 @@ def _auto_limit5(get) -> None:
 
 
 def _both_ends(get) -> None:
-    # Limits 12 and 16: both kinds of episode end (dense store: final obs on both).
+    # Limit 16: both kinds of episode end (dense store: final obs on both).
     assert get("terminated").any()
     assert get("truncated").any()
 
@@ -487,7 +487,7 @@ def _breakout(get) -> None:
 CLAIMS = {
     "auto-decorrelate-counter": _auto_decorrelate_counter,
     "auto-limit5-decorrelate": _auto_limit5,
-    "auto-limit12-dense": _both_ends,
+    "auto-limit16-dense": _both_ends,
     "wait-limit15-decorrelate": _wait_limit15,
     "wait-limit16-dense": _wait_limit16,
     "episodic-default-counter": _episodic_default,

@@ -223,6 +223,7 @@ def test_sparse_store_equals_dense_store():
         assert isinstance(env_s.final_store, js.SparseFinalObservation)
 
 
+@pytest.mark.slow  # two samplers' compiles; both paths also meet references in the default set
 def test_sparse_store_recomputed_or_taken_from_the_step_is_the_same() -> None:
     """With a known time limit the sparse store recomputes a truncated step's
     final observation (observation larger than half the state) or keeps the

@@ -30,24 +30,17 @@ from jaxsample.bench import measure, peers, system
 # observation 4 x float32, action int32, reward float32, done bool.
 CARTPOLE_STEP_BYTES = 4 * 4 + 4 + 4 + 1
 
-
-GRID_METHODS = ("bare", "random", "mlp", "gymnasium", "envpool")
+# One worker builds the module's grid (~9 s of compiles) for all its tests.
+pytestmark = pytest.mark.xdist_group("bench_grid")
 
 
 @pytest.fixture(scope="module")
 def grid() -> dict:
-    """The floor, the samplers with and without an MLP and the peers at two
-    tiny sizes; the peers only at the smaller one. (``pool`` and ``bare_mlp``
-    are the same kind of program as ``random`` and ``bare``: left out to keep
-    the default set's compile time down; ``test_cli.py``'s quick grid runs them.)"""
+    """Every method at two tiny sizes; the peers only at the smaller one. (B=4, T=4
+    are also the sizes of the other real runs here and in test_cli.py: the same
+    programs, so they come from JAX's compilation cache.)"""
     spec = bench.GridSpec(
-        envs=("CartPole-v1",),
-        Bs=(2, 4),
-        Ts=(4,),
-        methods=GRID_METHODS,
-        reps=3,
-        peer_max_B=2,
-        min_rep_seconds=0.0,
+        envs=("CartPole-v1",), Bs=(2, 4), Ts=(4,), reps=3, peer_max_B=2, min_rep_seconds=0.0
     )
     return bench.run_grid(spec)
 
@@ -78,8 +71,8 @@ def test_grid_cells_follow_from_their_repetitions(grid) -> None:
         ("CartPole-v1", 4, 4),
     ]
     small, large = grid["cells"]
-    assert list(small["methods"]) == list(GRID_METHODS)
-    assert list(large["methods"]) == [m for m in GRID_METHODS if m in bench.JAX_METHODS]
+    assert list(small["methods"]) == list(bench.METHODS)
+    assert list(large["methods"]) == list(bench.JAX_METHODS)
     assert sorted(
         (s["B"], s["method"]) for s in grid["skipped"] if "peer_max_B" in s["reason"]
     ) == [(4, "envpool"), (4, "gymnasium")]

@@ -28,6 +28,10 @@ from jaxsample.distributed import ShardedSampler, process_env_ranks, process_loc
 sys.path.insert(0, str(Path(__file__).parent))
 import distributed_worker as worker
 
+# One worker builds the module fixtures for all its tests.
+pytestmark = pytest.mark.xdist_group("test_distributed")
+
+
 WORKER = str(Path(__file__).parent / "distributed_worker.py")
 TIMEOUT = 240  # seconds per subprocess; they are killed past it
 

@@ -13,6 +13,9 @@ import pytest
 
 from jaxsample.algos import dqn
 
+# One worker builds the module fixtures for all its tests.
+pytestmark = pytest.mark.xdist_group("test_dqn")
+
 # A tiny run: 4 envs x 4 steps per iteration (12), learning from the 3rd (48 env
 # steps); the ring holds every step (48 per env). It runs on CartPole with a
 # time limit of 12 (SHORT), so its replayed steps hold many truncations.

@@ -23,6 +23,10 @@ import jaxsample as js
 from jaxsample import driver as jd
 from jaxsample.algos import dqn, drivers, ppo
 
+# One worker builds the module fixtures for all its tests.
+pytestmark = pytest.mark.xdist_group("test_driver")
+
+
 DEVICES = jax.devices()
 ACTOR, LEARNER, ACTOR2 = DEVICES[0], DEVICES[1], DEVICES[2]
 

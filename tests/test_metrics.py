@@ -17,6 +17,10 @@ from jaxsample.types import TrajInfo
 T, B, WINDOW = 16, 4, 7
 
 
+# One worker builds the module fixtures for all its tests.
+pytestmark = pytest.mark.xdist_group("test_metrics")
+
+
 @pytest.fixture(scope="module")
 def sampler() -> js.Sampler:
     env, params = gymnax.make("CartPole-v1")

@@ -14,6 +14,10 @@ B, C, L = 3, 8, 2
 ALPHA, BETA = 0.7, 0.5
 
 
+# One worker builds the module fixtures for all its tests.
+pytestmark = pytest.mark.xdist_group("test_prioritized_replay")
+
+
 @pytest.fixture(scope="module")
 def examples() -> Samples:
     return cartpole_examples()

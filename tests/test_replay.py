@@ -19,6 +19,10 @@ from jaxsample.types import AgentSamples, EnvSamples, Samples
 T, B = 5, 3
 
 
+# One worker builds the module fixtures for all its tests.
+pytestmark = pytest.mark.xdist_group("test_replay")
+
+
 def cartpole_examples() -> Samples:
     """``examples`` of a CartPole sampler with a random agent (no bootstrap value)."""
     env, params = gymnax.make("CartPole-v1")

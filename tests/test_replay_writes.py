@@ -16,6 +16,10 @@ from jaxsample.types import Samples
 B, C = 4, 6
 
 
+# One worker builds the module fixtures for all its tests.
+pytestmark = pytest.mark.xdist_group("test_replay_writes")
+
+
 @pytest.fixture(scope="module")
 def examples() -> Samples:
     return cartpole_examples()

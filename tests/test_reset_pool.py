@@ -23,6 +23,8 @@ import jaxsample as js
 
 T, B, G = 32, 8, 4
 ENV, PARAMS = gymnax.make("CartPole-v1")
+# One worker builds the module fixtures for all its tests.
+pytestmark = pytest.mark.xdist_group("test_reset_pool")
 AGENT = js.agents.RandomAgent(ENV.action_space(PARAMS))
 
 

@@ -11,6 +11,9 @@ import pytest
 import jaxsample as js
 from jaxsample.traj_info import COUNT_MAX, TrajAccumulator
 
+# One worker builds the module fixtures for all its tests.
+pytestmark = pytest.mark.xdist_group("test_traj_info")
+
 
 def test_accumulator_counts_saturate_instead_of_wrapping() -> None:
     acc = TrajAccumulator.zeros().replace(

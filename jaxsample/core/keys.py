@@ -29,8 +29,8 @@ Samplers (the JAX sampler, :mod:`jaxsample.core.rollout`, and the host sampler,
   env restarts from ``env.reset(fold_in(k_epoch, 4 i + 3))``.
 
 One ``fold_in`` per key is much cheaper than a per-env ``split``, and the
-sampler draws the keys of a whole batch in one hash before its scan
-(:func:`batch_step_keys`), with the env's one epoch key (a per-step key would
+sampler draws the keys of a whole batch before its scan, one hash per stream
+with the env's one epoch key (:func:`batch_step_keys`; a per-step key would
 cost twice as much), so nothing is hashed inside the scan. The keys depend only
 on ``n``, so collecting ``2 x T`` steps gives the same samples as
 ``T`` steps twice (in ``"auto"`` mode), and the epochs keep the uint32 counter
@@ -117,8 +117,8 @@ def step_key(keys: EpochKeys, t: jax.Array, stream: int) -> jax.Array:
 def batch_step_keys(
     keys: EpochKeys, T: int, reset_keys: bool
 ) -> tuple[jax.Array, jax.Array | tuple[jax.Array, jax.Array]]:
-    """One env's keys of every step of a ``T``-step batch, drawn at once (one
-    vectorized hash instead of one per step inside the scan).
+    """One env's keys of every step of a ``T``-step batch, drawn at once (a
+    vectorized hash per stream instead of hashes at every step of the scan).
 
     A batch that stays in one key epoch (all but one batch in ``2**30`` steps)
     hashes with the env's one epoch key; only where some env of the batch (of

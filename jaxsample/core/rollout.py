@@ -11,11 +11,14 @@ environments and scanned over ``T`` steps. What makes it fast:
   (:func:`jaxsample.core.assemble.assemble`);
 * the sparse final-observation store writes the true final observations
   inside a ``lax.cond`` only at steps where some env truncates; for an env of
-  known time limit (truncations are rare) the cond recomputes them, so the
-  common path never holds them; otherwise (truncations may come at most
-  steps) it takes the step's own ``info["final_observation"]``;
-* no key hashed inside the scan: the batch's step and reset keys are drawn
-  in one hash before it (:func:`jaxsample.core.keys.batch_step_keys`; the
+  known time limit (truncations are rare) whose observation is larger than
+  half its state, the cond recomputes them, so the common path never holds
+  them; otherwise (truncations may come at most steps, or the state is the
+  bigger operand to carry into the cond,
+  :func:`jaxsample.core.specs.recompute_finals`) it takes the step's own
+  ``info["final_observation"]``;
+* no key hashed inside the scan: the batch's agent, step and reset keys are
+  drawn before it, one hash per stream (:func:`jaxsample.core.keys.batch_step_keys`; the
   module documents the key schedule), and gymnax's auto-reset step is written
   out with them (:meth:`~jaxsample.core.step.EnvStepper.env_step`);
 * strong dtypes in the carry, so a second ``collect`` does not retrace.

@@ -238,8 +238,8 @@ class EnvStepper:
     def env_step_no_reset(
         self, k_step: jax.Array, env_state: PyTree, action: PyTree
     ) -> tuple[PyTree, PyTree, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
-        """What gymnax's ``env.step`` does without its reset, with gymnax's
-        ``k_step`` (the first half of its split): ``env.step_env``,
+        """What gymnax's ``env.step`` does without its reset, with the step
+        key ``k_step`` (the key ``step_env`` gets): ``env.step_env``,
         ``env.is_truncated`` and the same info (``final_observation`` is the
         returned observation); the env stays at its final state."""
         obs, env_state, reward, terminated, info = self.env.step_env(

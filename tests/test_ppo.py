@@ -194,7 +194,11 @@ def collected(recurrent: bool):
 jit_final_values = jax.jit(ppo.final_values, static_argnums=0)
 
 
-@pytest.mark.parametrize("recurrent", [False, True], ids=["feedforward", "recurrent"])
+@pytest.mark.parametrize(
+    "recurrent",
+    [False, pytest.param(True, marks=pytest.mark.slow)],  # recurrent: ~6 s more
+    ids=["feedforward", "recurrent"],
+)
 def test_final_values_are_next_values_and_truncation_values(recurrent):
     trainer, state, batch = collected(recurrent)
     agent, params, samples = trainer.agent, state.params, batch.samples

@@ -4,6 +4,7 @@ import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from gymnax.environments import environment, spaces
 
 import jaxsample as js
@@ -36,6 +37,7 @@ class DictCartPole(environment.Environment):
         return self.inner.action_space(params)
 
 
+@pytest.mark.slow  # ~9 s; the Jumanji reference test keeps pytree observations in the default set
 def test_dict_observations_match_the_flat_env() -> None:
     flat_env, params = gymnax.make("CartPole-v1")
     params = params.replace(max_steps_in_episode=9)  # several truncations per batch

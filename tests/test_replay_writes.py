@@ -143,6 +143,7 @@ def test_subset_write_errors_name_the_argument(examples: Samples) -> None:
 # ----------------------------------------------------------- initial collect
 
 
+@pytest.mark.slow  # ~9 s
 def test_prefill_is_the_random_policy_stream_and_continues_it() -> None:
     """prefill with an epsilon-greedy sampler stores exactly what a RandomAgent
     sampler with the same key collects (uniform actions from the same keys),

@@ -323,3 +323,14 @@ def test_known_time_limits_come_from_the_suites_rules() -> None:
     assert js.sampler.truncation_bound(custom, suites.NoParams(), 64) == 64
     maze = suites.from_jumanji(jumanji.make("Maze-v0"))  # its rule is not known here
     assert js.sampler.known_time_limit(maze, suites.NoParams()) is None
+
+    class Delegating:  # a wrapper in PureJaxRL's style: it may truncate on its own
+        def __init__(self, env):
+            self._env = env
+
+        def __getattr__(self, name):
+            return getattr(self._env, name)
+
+    wrapped = Delegating(snake)
+    assert wrapped.known_time_limit(suites.NoParams()) == math.inf  # reachable, yet
+    assert js.sampler.known_time_limit(wrapped, suites.NoParams()) is None

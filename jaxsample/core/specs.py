@@ -298,7 +298,7 @@ def step_examples(
 def known_time_limit(env: Any, env_params: Any) -> float | None:
     """The time limit of ``env`` where it is known for sure, else None.
 
-    An env may declare it: a method ``known_time_limit(env_params)``, as the
+    An env's class may declare it: a method ``known_time_limit(env_params)``, as the
     suite adapters have (:class:`jaxsample.envs.suites.SuiteEnv`; ``math.inf``
     for an env that never truncates). Otherwise it is known only for an
     unmodified built-in gymnax env (its class is defined in
@@ -311,9 +311,11 @@ def known_time_limit(env: Any, env_params: Any) -> float | None:
     """
     while type(env) is MaskObservation:  # jaxsample's wrappers: the inner env's time
         env = env.env
-    declared = getattr(env, "known_time_limit", None)  # a suite adapter's own
+    # Declared by the env's own class: not through a wrapper's __getattr__
+    # (a wrapper may truncate more often than the env it delegates to).
+    declared = getattr(type(env), "known_time_limit", None)
     if callable(declared):
-        return declared(env_params)
+        return declared(env, env_params)
     cls = type(env)
     if not isinstance(env, Environment) or not cls.__module__.startswith("gymnax.environments."):
         return None
@@ -358,7 +360,7 @@ def recompute_finals(spec: EnvSpec, time_limit: float | None) -> bool:
     return 2 * nbytes(spec.observation) > nbytes(spec.env_state)
 
 
-def final_slots(reset_mode: str, T: int, time_limit: int | None) -> int:
+def final_slots(reset_mode: str, T: int, time_limit: float | None) -> int:
     """``K``, the slots per env of the sparse final-observation store: 1 where
     an env ends at most one episode per batch (``"wait"``, ``"episodic"``),
     ``ceil(T / time_limit)`` for a known time limit, else ``T``."""

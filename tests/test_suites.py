@@ -203,13 +203,13 @@ def check_against_reference(case: Case) -> js.Batch:
 
 # In the default set (what CI runs, under 5 minutes): the adapters whose
 # reference test costs ~6-13 s of CPU (Jumanji: pytree observations). The
-# others cost 12 s (XLand-MiniGrid), ~40 s (Craftax-Classic), ~60 s (Brax MJX).
+# others cost 12 s (XLand-MiniGrid), ~40 s (Craftax-Classic), ~60 s (Brax MJX),
+# ~100 s (Craftax-Symbolic).
 FAST = {"navix": navix_case, "jumanji": jumanji_case}
 SLOW = {
     "xminigrid": xminigrid_case,
-    # Craftax-Symbolic goes through the same adapter code as Classic; its step
-    # takes over 25 minutes to compile on a 2-core CPU, so it is not in the suite.
     "craftax-classic": craftax_case,
+    "craftax-symbolic": lambda: craftax_case("Craftax-Symbolic-v1"),
     "brax-mjx": brax_case,
 }
 

@@ -193,37 +193,61 @@ class TrajAccumulator:
         )
 
 
-def summarize(traj_infos: TrajInfo) -> dict[str, jax.Array]:
+STATS = ("mean", "std", "min", "max")
+
+
+def summarize(
+    traj_infos: TrajInfo,
+    fields: Sequence[str] | None = None,
+    stats: Sequence[str] = STATS,
+) -> dict[str, jax.Array]:
     """Statistics over the completed trajectories of ``traj_infos``; jittable.
 
     Args:
       traj_infos: a :class:`TrajInfo` with fields of any common shape (``[T, B]``
         from a batch, ``[N]`` from an evaluator); only entries whose
         ``completed`` is True count.
+      fields: the fields to summarize (default: ``length``,
+        ``episode_return``, ``discounted_return``, ``nonzero_rewards`` and
+        each user field, ``traj_infos.extra``, that is a scalar per step).
+      stats: which of ``"mean"``, ``"std"``, ``"min"``, ``"max"`` (default
+        all; a trainer's per-iteration metrics ask for the means only, which
+        keeps its program small).
 
     Returns:
-      A dict of float32 scalars: ``n_trajectories`` and, for each of
-      ``length``, ``episode_return``, ``discounted_return``,
-      ``nonzero_rewards`` and each user field (``traj_infos.extra``) that is a
-      scalar per step (a bool field's mean is a rate), its ``_mean``, ``_std``,
-      ``_min`` and ``_max``. The statistics are NaN when no trajectory
+      A dict of float32 scalars: ``n_trajectories`` and, for each field, its
+      ``_mean``, ``_std``, ``_min`` and ``_max`` (those of ``stats``; a bool
+      field's mean is a rate). The statistics are NaN when no trajectory
       completed.
     """
+    unknown = set(stats) - set(STATS)
+    if unknown:
+        raise ValueError(f"stats must be among {STATS}, got {sorted(unknown)}")
     mask = jnp.asarray(traj_infos.completed, bool)
     n = jnp.sum(mask, dtype=jnp.float32)
     nan = jnp.float32(jnp.nan)
     out = {"n_trajectories": n}
     extra = getattr(traj_infos, "extra", {})
-    named = [(name, getattr(traj_infos, name)) for name in _FIELDS] + list(extra.items())
+    available = {**{name: getattr(traj_infos, name) for name in _FIELDS}, **extra}
+    if fields is None:
+        fields = list(available)
+    missing = [name for name in fields if name not in available]
+    if missing:
+        raise ValueError(f"fields: no trajectory field {missing}; there are {list(available)}")
+    named = [(name, available[name]) for name in fields]
+    some = n > 0
     for name, value in named:
         x = jnp.asarray(value).astype(jnp.float32)
         if x.shape != mask.shape:  # a user field that is not a scalar per step
             continue
         mean = jnp.sum(jnp.where(mask, x, 0.0)) / jnp.maximum(n, 1.0)
-        var = jnp.sum(jnp.where(mask, (x - mean) ** 2, 0.0)) / jnp.maximum(n, 1.0)
-        some = n > 0
-        out[f"{name}_mean"] = jnp.where(some, mean, nan)
-        out[f"{name}_std"] = jnp.where(some, jnp.sqrt(var), nan)
-        out[f"{name}_min"] = jnp.where(some, jnp.min(jnp.where(mask, x, jnp.inf)), nan)
-        out[f"{name}_max"] = jnp.where(some, jnp.max(jnp.where(mask, x, -jnp.inf)), nan)
+        if "mean" in stats:
+            out[f"{name}_mean"] = jnp.where(some, mean, nan)
+        if "std" in stats:
+            var = jnp.sum(jnp.where(mask, (x - mean) ** 2, 0.0)) / jnp.maximum(n, 1.0)
+            out[f"{name}_std"] = jnp.where(some, jnp.sqrt(var), nan)
+        if "min" in stats:
+            out[f"{name}_min"] = jnp.where(some, jnp.min(jnp.where(mask, x, jnp.inf)), nan)
+        if "max" in stats:
+            out[f"{name}_max"] = jnp.where(some, jnp.max(jnp.where(mask, x, -jnp.inf)), nan)
     return out

@@ -683,6 +683,21 @@ def test_summarize_matches_numpy():
     _check_summary(jax.tree.map(lambda x: np.asarray(x).reshape(-1), stacked))
 
 
+def test_summarize_some_fields_and_stats():
+    _, _, batches = run("sparse")
+    ti = batches[0].traj_infos
+    expected = _np_summary(ti)
+    got = jax.jit(lambda t: js.summarize(t, ("episode_return", "length"), ("mean", "max")))(ti)
+    want = ["n_trajectories", "episode_return_mean", "episode_return_max"]
+    assert set(got) == {*want, "length_mean", "length_max"}
+    for k in got:
+        np.testing.assert_allclose(float(got[k]), expected[k], rtol=1e-5, atol=1e-5, err_msg=k)
+    with pytest.raises(ValueError, match="stats must be among"):
+        js.summarize(ti, stats=("median",))
+    with pytest.raises(ValueError, match=r"fields: no trajectory field \['lives'\]"):
+        js.summarize(ti, fields=("lives",))
+
+
 def test_summarize_without_completed_trajectories_is_nan():
     _, _, batches = run("sparse")
     ti = batches[0].traj_infos.replace(completed=np.zeros((T, B), bool))

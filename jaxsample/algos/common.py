@@ -199,7 +199,7 @@ def episode_metrics(batch: Batch, metrics: StepMetrics) -> dict[str, jax.Array]:
     ``n_episodes`` (this batch's completed episodes; NaN means when none),
     ``average_return``, ``average_episode_length`` (last ``metrics_window``
     episodes)."""
-    episodes = summarize(batch.traj_infos)
+    episodes = summarize(batch.traj_infos, ("episode_return", "length"), ("mean",))
     summary = metrics.summary()
     return {
         "env_steps": summary["environment_steps"],

@@ -132,19 +132,25 @@ def batch_step_keys(
       is the pair ``(k_step, k_reset)`` of the :data:`ENV` and :data:`RESET`
       keys.
     """
-    t = jnp.arange(T, dtype=jnp.uint32)
+    n = keys.step + jnp.arange(T, dtype=jnp.uint32)  # < 2 * EPOCH: no uint32 wrap
     crossing = any_in_batch(keys.step + jnp.uint32(T) > EPOCH)
     impl = jax.random.key_impl(keys.key)
+    fold = jax.vmap(jax.random.fold_in, (None, 0))
 
     def stream(s: int) -> jax.Array:  # [T]; one hash per stream, so an unused one is dropped
-        def within(keys: EpochKeys) -> jax.Array:  # no step leaves the epoch
-            fold = jax.vmap(jax.random.fold_in, (None, 0))
-            return jax.random.key_data(fold(keys.key, STREAMS * (keys.step + t) + s))
+        # STREAMS * n + s wraps (uint32) past the epoch onto the next epoch's
+        # STREAMS * (n - EPOCH) + s, as STREAMS * EPOCH == 2**32: both epochs'
+        # keys hash the same counters, in kernels of the same shape (XLA
+        # compiles one for the three hashes).
+        counter = jnp.uint32(STREAMS) * n + jnp.uint32(s)
 
-        def across(keys: EpochKeys) -> jax.Array:  # step_key, step by step
-            return jax.vmap(lambda t: jax.random.key_data(step_key(keys, t, s)))(t)
+        def hash_with(key: jax.Array) -> jax.Array:
+            return jax.random.key_data(fold(key, counter))
 
-        data = jax.lax.cond(crossing, across, within, keys)
+        def across() -> jax.Array:  # some env of the batch enters the next epoch
+            return jnp.where((n >= EPOCH)[:, None], hash_with(keys.next_key), hash_with(keys.key))
+
+        data = jax.lax.cond(crossing, across, lambda: hash_with(keys.key))
         return jax.random.wrap_key_data(data, impl=impl)
 
     k_env = (stream(ENV), stream(RESET)) if reset_keys else stream(ENV)

@@ -8,7 +8,7 @@ the same ``T`` steps of ``B`` environments done by each method of ``METHODS``:
   (:func:`~jaxsample.bench.measure.bare_rollout`);
 * ``"random"`` — ``sampler.collect`` with a :class:`~jaxsample.agents.RandomAgent`
   and the default options (what :func:`overhead` measures);
-* ``"pool"`` — ``"random"`` with cheap resets (``reset_pool=16``, at most the
+* ``"pool"`` — ``"random"`` with cheap resets (``reset_pool=8``, at most the
   default block, README "Cheap resets");
 * ``"bare_mlp"`` — the hand-written floor of a learning agent: PureJaxRL's
   rollout, ``lax.scan`` over the MLP's forward pass and ``vmap(env.step)``

@@ -16,7 +16,7 @@ METHODS = JAX_METHODS + PEER_METHODS
 #: The method the ratios are relative to.
 FLOOR = "bare"
 #: The pool of the ``"pool"`` method: ``reset_pool`` (at most the block).
-POOL_SIZE = 16
+POOL_SIZE = 8
 #: ``method: its own floor`` for the ratios that answer a user's question
 #: (:func:`~jaxsample.bench.report.key_ratios`).
 KEY_RATIOS = {"random": "bare", "pool": "bare", "mlp": "bare_mlp"}

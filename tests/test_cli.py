@@ -82,6 +82,7 @@ def test_bench_quick_runs_the_quick_grid_into_default_files(tmp_path, monkeypatc
             "settings": {"env": "CartPole-v1", "seeds": 1, "total_timesteps": 499_712,
                          "num_envs": 4, "num_steps": 128, "reps": 1, "compile_reps": 1},
             "compile_s": dict.fromkeys(training.PROGRAMS, stages),
+            "size": {key: {"jaxpr_eqns": 9, "hlo_fusions": 5} for key in training.PROGRAMS},
             "run_s": {key: {"median": 4.0, "all": [4.0]} for key in training.PROGRAMS},
             "ratios": {"train/purejaxrl": {"run": 0.97, "compile": 1.03}},
             "final_return": {key: [500.0] for key in training.PROGRAMS},

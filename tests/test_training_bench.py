@@ -35,6 +35,12 @@ def test_the_comparison_times_three_programs_and_train_equals_reference_run() ->
     )
     table = training.format_training(result)
     assert all(name in table for name in training.PROGRAMS) and "train/reference_run" in table
+    # The sizes are the programs' own: the same on a fresh trace and compile.
+    for name, (fn, args) in training._programs(TINY, 2, 1).items():
+        traced = fn.trace(*args)
+        size = training.program_size(traced.jaxpr, traced.lower().compile().as_text())
+        assert size == result["size"][name] and min(size.values()) > 0, name
+    assert result["size"]["train"]["jaxpr_eqns"] > result["size"]["purejaxrl"]["jaxpr_eqns"]
 
 
 @pytest.mark.slow

@@ -68,8 +68,9 @@ def _returns(name: str, out: Any) -> np.ndarray:
     return np.asarray(metrics).T if name == "train" else np.asarray(metrics)
 
 
-def _compile_once(fn: Any, args: tuple) -> tuple[Any, dict[str, float]]:
-    """Trace, lower and compile ``fn`` for ``args``, each stage timed."""
+def _compile_once(fn: Any, args: tuple) -> tuple[Any, dict[str, float], dict[str, int]]:
+    """Trace, lower and compile ``fn`` for ``args``, each stage timed; and the
+    program's size (:func:`program_size`)."""
     t0 = time.perf_counter()
     traced = fn.trace(*args)
     t1 = time.perf_counter()
@@ -77,7 +78,30 @@ def _compile_once(fn: Any, args: tuple) -> tuple[Any, dict[str, float]]:
     t2 = time.perf_counter()
     compiled = lowered.compile()
     t3 = time.perf_counter()
-    return compiled, {"trace": t1 - t0, "lower": t2 - t1, "compile": t3 - t2}
+    seconds = {"trace": t1 - t0, "lower": t2 - t1, "compile": t3 - t2}
+    return compiled, seconds, program_size(traced.jaxpr, compiled.as_text())
+
+
+def program_size(jaxpr: Any, hlo: str) -> dict[str, int]:
+    """``{"jaxpr_eqns", "hlo_fusions"}``: the equations of a closed jaxpr,
+    nested ones included (what tracing and lowering walk), and the fusions of
+    the XLA-optimized HLO text (on CPU, about one compiled kernel each). Unlike
+    the times, these are the same on every run, so they show a change of the
+    program's compile cost on a machine too noisy to time it."""
+
+    def count(j: Any) -> int:
+        n = 0
+        for eqn in j.eqns:
+            n += 1
+            for param in eqn.params.values():
+                for sub in param if isinstance(param, (tuple, list)) else (param,):
+                    if isinstance(sub, jax.extend.core.ClosedJaxpr):
+                        n += count(sub.jaxpr)
+                    elif isinstance(sub, jax.extend.core.Jaxpr):
+                        n += count(sub)
+        return n
+
+    return {"jaxpr_eqns": count(jaxpr.jaxpr), "hlo_fusions": hlo.count(" fusion(")}
 
 
 def training_comparison(
@@ -100,7 +124,8 @@ def training_comparison(
 
     Returns:
       ``{"settings", "compile_s": {program: {stage: median, "total": median,
-      "all": [totals]}}, "run_s": {program: {"median", "all"}}, "ratios",
+      "all": [totals]}}, "size": {program: {"jaxpr_eqns", "hlo_fusions"}}
+      (:func:`program_size`), "run_s": {program: {"median", "all"}}, "ratios",
       "final_return": {program: [R]}}``; ``ratios`` holds ``train`` over
       ``reference_run`` and over ``purejaxrl``, and ``reference_run`` over
       ``purejaxrl``, for run time and total compile time (lower is better).
@@ -115,6 +140,7 @@ def training_comparison(
         raise ValueError("the PureJaxRL peer is feedforward: config.recurrent must be False")
     every = max(1, config.num_iterations // chunks)
     stages: dict[str, list[dict[str, float]]] = {name: [] for name in PROGRAMS}
+    size: dict[str, dict[str, int]] = {}
     compiled: dict[str, tuple[Any, tuple]] = {}
     cache_was = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", False)
@@ -124,7 +150,7 @@ def training_comparison(
             programs = _programs(config, seeds, every)
             for name in PROGRAMS if r % 2 == 0 else PROGRAMS[::-1]:
                 fn, args = programs[name]
-                exe, seconds = _compile_once(fn, args)
+                exe, seconds, size[name] = _compile_once(fn, args)
                 stages[name].append(seconds)
                 compiled[name] = (exe, args)
     finally:
@@ -164,6 +190,7 @@ def training_comparison(
             "compile_reps": compile_reps,
         },
         "compile_s": compile_s,
+        "size": size,
         "run_s": run_s,
         "ratios": ratios,
         "final_return": {
@@ -180,14 +207,16 @@ def format_training(result: dict[str, Any]) -> str:
         f"{s['total_timesteps']:,} steps, {s['seeds']} seed(s) under one vmap; medians of "
         f"{s['compile_reps']} fresh compiles and {s['reps']} runs, interleaved):",
         f"  {'program':<14}{'trace':>7}{'lower':>7}{'XLA':>7}{'compile':>9}{'run':>8}"
-        "  final return",
+        f"{'eqns':>7}{'fusions':>9}  final return",
     ]
     for name in PROGRAMS:
         c, r = result["compile_s"][name], result["run_s"][name]["median"]
+        size = result["size"][name]
         final = ", ".join(f"{x:.0f}" for x in result["final_return"].get(name, []))
         lines.append(
             f"  {name:<14}{c['trace']:>6.2f}s{c['lower']:>6.2f}s{c['compile']:>6.2f}s"
-            f"{c['total']:>8.2f}s{r:>7.2f}s  {final}"
+            f"{c['total']:>8.2f}s{r:>7.2f}s{size['jaxpr_eqns']:>7}{size['hlo_fusions']:>9}"
+            f"  {final}"
         )
     for pair, ratio in result["ratios"].items():
         lines.append(f"  {pair}: run {ratio['run']:.2f}x, compile {ratio['compile']:.2f}x")

@@ -32,6 +32,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.extend.core import ClosedJaxpr, Jaxpr
 
 from jaxsample._checks import check_int
 from jaxsample.algos import ppo, runner
@@ -95,9 +96,9 @@ def program_size(jaxpr: Any, hlo: str) -> dict[str, int]:
             n += 1
             for param in eqn.params.values():
                 for sub in param if isinstance(param, (tuple, list)) else (param,):
-                    if isinstance(sub, jax.extend.core.ClosedJaxpr):
+                    if isinstance(sub, ClosedJaxpr):
                         n += count(sub.jaxpr)
-                    elif isinstance(sub, jax.extend.core.Jaxpr):
+                    elif isinstance(sub, Jaxpr):
                         n += count(sub)
         return n
 

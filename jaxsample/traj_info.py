@@ -209,7 +209,8 @@ def summarize(
         ``completed`` is True count.
       fields: the fields to summarize (default: ``length``,
         ``episode_return``, ``discounted_return``, ``nonzero_rewards`` and
-        each user field, ``traj_infos.extra``, that is a scalar per step).
+        each user field, ``traj_infos.extra``, that is a scalar per step; a
+        field named here must be one).
       stats: which of ``"mean"``, ``"std"``, ``"min"``, ``"max"`` (default
         all; a trainer's per-iteration metrics ask for the means only, which
         keeps its program small).
@@ -229,6 +230,7 @@ def summarize(
     out = {"n_trajectories": n}
     extra = getattr(traj_infos, "extra", {})
     available = {**{name: getattr(traj_infos, name) for name in _FIELDS}, **extra}
+    asked = fields is not None
     if fields is None:
         fields = list(available)
     missing = [name for name in fields if name not in available]
@@ -239,6 +241,11 @@ def summarize(
     for name, value in named:
         x = jnp.asarray(value).astype(jnp.float32)
         if x.shape != mask.shape:  # a user field that is not a scalar per step
+            if asked:
+                raise ValueError(
+                    f"fields: {name!r} is not a scalar per step (shape {list(x.shape)}, "
+                    f"completed {list(mask.shape)}): it has no summary"
+                )
             continue
         mean = jnp.sum(jnp.where(mask, x, 0.0)) / jnp.maximum(n, 1.0)
         if "mean" in stats:

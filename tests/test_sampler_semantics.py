@@ -696,6 +696,10 @@ def test_summarize_some_fields_and_stats():
         js.summarize(ti, stats=("median",))
     with pytest.raises(ValueError, match=r"fields: no trajectory field \['lives'\]"):
         js.summarize(ti, fields=("lives",))
+    with_vector = ti.replace(extra={"vec": np.zeros((T, B, 3), np.float32)})
+    assert "vec_mean" not in js.summarize(with_vector)  # by default: skipped, as documented
+    with pytest.raises(ValueError, match="fields: 'vec' is not a scalar per step"):
+        js.summarize(with_vector, fields=("vec",))
 
 
 def test_summarize_without_completed_trajectories_is_nan():

@@ -36,7 +36,13 @@ jax.config.update("jax_debug_nans", False)
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Run the tests marked slow first, learning runs (the longest) before the
-    other slow ones; stable order otherwise."""
+    other slow ones, then the default set's long tests (marked ``long``), so
+    the workers do not wait on one long test at the end; stable order
+    otherwise."""
     items.sort(
-        key=lambda item: (item.get_closest_marker("slow") is None, "learns" not in item.name)
+        key=lambda item: (
+            item.get_closest_marker("slow") is None,
+            "learns" not in item.name,
+            item.get_closest_marker("long") is None,
+        )
     )

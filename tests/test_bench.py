@@ -45,6 +45,7 @@ def grid() -> dict:
     return bench.run_grid(spec)
 
 
+@pytest.mark.long
 def test_grid_result_follows_the_schema(grid, tmp_path) -> None:
     jsonschema.validate(grid, bench.RESULT_SCHEMA)
     path = tmp_path / "bench.json"

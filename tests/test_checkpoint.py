@@ -63,6 +63,7 @@ def test_sampler_state_resumes_the_same_stream(tmp_path, reset_mode: str) -> Non
     _assert_identical(got, expected)
 
 
+@pytest.mark.long
 def test_ppo_resumes_to_the_same_parameters(tmp_path) -> None:
     config = ppo.PPOConfig(
         num_envs=4,

@@ -144,12 +144,26 @@ def _select(done, a, b):
     return jax.tree.map(lambda x, y: jax.lax.select(done, x, y), a, b)
 
 
+def _strong(tree: Any) -> Any:
+    """``tree`` without weak types: a suite's reset and step return some
+    fields weakly typed and others not, and a jitted step called with states of
+    both kinds would compile once for each (~6 s each for Craftax)."""
+
+    def strong(x: jax.Array) -> jax.Array:
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return x
+        return jax.lax.convert_element_type(x, x.dtype)
+
+    return jax.tree.map(strong, tree)
+
+
 def reference(case: Case, key: jax.Array, actions: Any) -> dict[str, Any]:
     """A Python loop over time of the suite's own reset/step (vmapped over the
     ``B`` envs), with the sampler's keys: env ``b`` resets from
     ``split(fold_in(key, b), 3)[0]``; step ``n`` steps with ``fold_in(k_run,
     4 n + 1)`` and auto-resets with ``fold_in(k_run, 4 n + 2)``."""
-    reset, step = jax.jit(jax.vmap(case.reset)), jax.jit(jax.vmap(case.step))
+    reset = jax.jit(lambda k: _strong(jax.vmap(case.reset)(k)))
+    step = jax.jit(lambda k, s, a: _strong(jax.vmap(case.step)(k, s, a)))
     select = jax.jit(jax.vmap(_select))
     keys = [jax.random.split(jax.random.fold_in(key, b), 3) for b in range(B)]
     k_run = jnp.stack([k[2] for k in keys])
@@ -182,7 +196,7 @@ def check_against_reference(case: Case) -> js.Batch:
     limit = js.sampler.known_time_limit(case.env, case.params)
     assert limit is not None and sampler._slots == math.ceil(T / limit) < T
     key = jax.random.key(3)
-    _, batch = jax.jit(sampler.collect)(sampler.init(key, ()), ())
+    _, batch = jax.jit(lambda k: sampler.collect(sampler.init(k, ()), ()))(key)
     env = batch.samples.env
     ref = reference(case, key, batch.samples.agent.action)
     close = dict(rtol=1e-5, atol=1e-5)
@@ -201,20 +215,26 @@ def check_against_reference(case: Case) -> js.Batch:
     return batch
 
 
-# In the default set (what CI runs, under 5 minutes): the adapters whose
-# reference test costs ~6-13 s of CPU (Jumanji: pytree observations). The
-# others cost 12 s (XLand-MiniGrid), ~40 s (Craftax-Classic), ~60 s (Brax MJX),
-# ~100 s (Craftax-Symbolic).
-FAST = {"navix": navix_case, "jumanji": jumanji_case}
-SLOW = {
+# In the default set (what CI runs, under 5 minutes): every adapter, Brax on
+# its spring backend and Craftax on Craftax-Classic (~10-30 s of CPU each here,
+# most of it XLA compiling the suite's step and reset twice: in the sampler's
+# program and in the reference's). The same adapters on the heavier programs
+# run in the slow set: Brax on MJX (~40 s) and Craftax-Symbolic (~75 s).
+FAST = {
+    "navix": navix_case,
+    "jumanji": jumanji_case,
     "xminigrid": xminigrid_case,
+    "brax-spring": lambda: brax_case("spring"),
     "craftax-classic": craftax_case,
+}
+SLOW = {
     "craftax-symbolic": lambda: craftax_case("Craftax-Symbolic-v1"),
     "brax-mjx": brax_case,
 }
 
 
 @pytest.mark.parametrize("name", sorted(FAST))
+@pytest.mark.long
 def test_batch_equals_the_suites_own_loop(name: str) -> None:
     # navix's own code broadcasts ranks implicitly (conftest raises on that)
     with jax.numpy_rank_promotion("allow"):
@@ -296,6 +316,35 @@ def test_cli_lists_and_collects_suite_envs(capsys) -> None:
             )
             == 0
         )
+
+
+def test_brax_adapter_takes_its_observation_size_without_running_reset() -> None:
+    """Brax's ``observation_size`` property runs ``reset`` eagerly (an MJX
+    reset op by op took ~25 s); the adapter reads the shape abstractly and
+    refuses an observation that is not one flat vector."""
+    from brax import envs
+
+    raw = envs.get_environment("inverted_pendulum", backend="spring")
+
+    class NoEagerReset(type(raw)):
+        @property
+        def observation_size(self):
+            raise AssertionError("observation_size evaluated")
+
+    raw.__class__ = NoEagerReset
+    env = suites.from_brax(raw, 50)
+    want = jax.eval_shape(raw.reset, jax.random.PRNGKey(0)).obs.shape
+    assert env.observation_space(suites.NoParams()).shape == want == (4,)
+    assert env.action_space(suites.NoParams()).shape == (1,)
+
+    class DictObs(type(raw)):
+        def reset(self, rng):
+            state = super().reset(rng)
+            return state.replace(obs={"state": state.obs})
+
+    raw.__class__ = DictObs
+    with pytest.raises(TypeError, match="one flat observation vector"):
+        suites.from_brax(raw, 50)
 
 
 def test_known_time_limits_come_from_the_suites_rules() -> None:

@@ -36,8 +36,10 @@ class BraxEnv(SuiteEnv):
     suite = "brax"
 
     def __init__(self, env: Any, episode_length: int = 1000) -> None:
+        # looked up on the class: Brax's observation_size is a property that
+        # runs reset eagerly (an MJX reset op by op takes ~25 s on a CPU)
         for name in ("reset", "step", "observation_size", "action_size"):
-            if not hasattr(env, name):
+            if not hasattr(type(env), name):
                 raise TypeError(f"env must be a Brax env (brax.envs.base.Env), got {env!r}")
         if hasattr(env, "env"):
             raise TypeError(
@@ -46,6 +48,12 @@ class BraxEnv(SuiteEnv):
                 "the reset itself"
             )
         super().__init__(check_episode_length(episode_length, required=True), env)
+        obs = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs
+        if not isinstance(obs, jax.ShapeDtypeStruct) or obs.ndim != 1:
+            raise TypeError(
+                f"env must return one flat observation vector, got {obs!r} from its reset"
+            )
+        self._observation_size = obs.shape[0]
 
     def suite_reset(self, key: jax.Array, params: Any) -> tuple[PyTree, PyTree]:
         state = self.env.reset(key)
@@ -71,7 +79,7 @@ class BraxEnv(SuiteEnv):
         return box(-1.0, 1.0, (self.env.action_size,), jnp.float32)
 
     def observation_space(self, params: Any = None) -> spaces.Box:
-        return box(-jnp.inf, jnp.inf, (self.env.observation_size,), jnp.float32)
+        return box(-jnp.inf, jnp.inf, (self._observation_size,), jnp.float32)
 
 
 def from_brax(env: Any, episode_length: int = 1000) -> BraxEnv:

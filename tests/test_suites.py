@@ -383,3 +383,29 @@ def test_known_time_limits_come_from_the_suites_rules() -> None:
     wrapped = Delegating(snake)
     assert wrapped.known_time_limit(suites.NoParams()) == math.inf  # reachable, yet
     assert js.sampler.known_time_limit(wrapped, suites.NoParams()) is None
+
+
+@pytest.mark.slow
+def test_the_benchmarks_own_loop_stores_what_the_gymnax_floor_stores() -> None:
+    """``jaxsample.bench.suites.own_rollout`` (the suite's own auto-resetting
+    loop the sampler is timed against) stores, as the gymnax floor does, the
+    observation each action was taken on, the action, the reward and the
+    episode's end: here equal to Navix's own reset and step driven by the
+    stored actions, over episodes that end inside the batch."""
+    import navix
+
+    from jaxsample.bench.suites import own_rollout
+
+    raw = navix.make("Navix-Empty-5x5-v0", max_steps=5)
+    env, params = suites.from_navix(raw), suites.NoParams()
+    steps, key = 12, jax.random.key(0)
+    plan = own_rollout(env, params, steps, 2)
+    with jax.numpy_rank_promotion("allow"):
+        _, (obs, action, reward, done) = jax.jit(plan.fn)(jax.jit(plan.init)(key))
+        ts = jax.vmap(raw.reset)(jax.random.split(key, 2))
+        for t in range(steps):
+            np.testing.assert_array_equal(obs[t], ts.observation)
+            ts = jax.vmap(raw.step)(ts, action[t])
+            np.testing.assert_array_equal(reward[t], ts.reward)
+            np.testing.assert_array_equal(done[t], ts.is_done())
+    assert done.dtype == bool and done.sum() >= 2

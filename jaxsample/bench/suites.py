@@ -6,8 +6,9 @@ times, interleaved in one process (:func:`~jaxsample.bench.measure.measure`),
 ``lax.scan(vmap(step))`` of the suite's OWN auto-resetting step with random
 actions (Brax ``AutoResetWrapper(EpisodeWrapper(env))``, Jumanji
 ``AutoResetWrapper``, Navix's ``step``, XLand-MiniGrid's
-``GymAutoResetWrapper``, Craftax's ``auto_reset=True`` env). ``ratio`` is the
-sampler's throughput over the bare loop's (>= 1: the sampler is faster).
+``GymAutoResetWrapper``, Craftax's ``auto_reset=True`` env), storing what
+the gymnax floor stores (:func:`own_rollout`). ``ratio`` is the sampler's
+throughput over the bare loop's (>= 1: the sampler is faster).
 The suites' own auto-resets compute a reset at every step and select it
 (``jnp.where``) or branch per env (Navix's ``lax.cond``, a select under
 vmap); the sampler's gymnax step does the same select. Run
@@ -39,70 +40,102 @@ DEFAULT_ENVS = (
 
 
 def _own_step(env: Any, params: Any) -> tuple[Callable, Callable, Callable]:
-    """``(reset(key) -> state, step(key, state, action) -> out, view(out) ->
-    (state, obs, reward))`` of the suite's own auto-resetting env, for one env:
-    ``step`` is the suite's step, ``view`` picks the next state, observation
-    and reward out of what it returns."""
+    """``(reset(key) -> (state, obs), step(key, state, action) -> out,
+    view(out) -> (state, obs, reward, done))`` of the suite's own
+    auto-resetting env, for one env: ``step`` is the suite's step, ``view``
+    picks the next state, observation, reward and episode end out of what it
+    returns."""
     inner = env.env if hasattr(env, "env") else None
     if isinstance(env, suites.BraxEnv):
         from brax.envs.wrappers.training import AutoResetWrapper, EpisodeWrapper
 
         own = AutoResetWrapper(EpisodeWrapper(inner, env.episode_length, 1))
-        return own.reset, lambda k, s, a: own.step(s, a), lambda s: (s, s.obs, s.reward)
+
+        def brax_reset(key: jax.Array) -> tuple[Any, Any]:
+            s = own.reset(key)
+            return s, s.obs
+
+        return brax_reset, lambda k, s, a: own.step(s, a), lambda s: (s, s.obs, s.reward, s.done)
     if isinstance(env, suites.JumanjiEnv):
         from jumanji.wrappers import AutoResetWrapper
 
         own = AutoResetWrapper(inner)
+
+        def jumanji_reset(key: jax.Array) -> tuple[Any, Any]:
+            state, ts = own.reset(key)
+            return state, ts.observation
+
         return (
-            lambda k: own.reset(k)[0],
+            jumanji_reset,
             lambda k, s, a: own.step(s, a),
-            lambda out: (out[0], out[1].observation, out[1].reward),
+            lambda out: (out[0], out[1].observation, out[1].reward, out[1].last()),
         )
     if isinstance(env, suites.NavixEnv):
-        return inner.reset, lambda k, ts, a: inner.step(ts, a), _timestep_view
+        return (
+            _timestep_reset(inner.reset),
+            lambda k, ts, a: inner.step(ts, a),
+            lambda ts: (ts, ts.observation, ts.reward, ts.is_done()),
+        )
     if isinstance(env, suites.XMiniGridEnv):
         from xminigrid.wrappers import GymAutoResetWrapper
 
         own = GymAutoResetWrapper(inner)
         return (
-            lambda k: own.reset(params, k),
+            _timestep_reset(lambda k: own.reset(params, k)),
             lambda k, ts, a: own.step(params, ts, a),
-            _timestep_view,
+            lambda ts: (ts, ts.observation, ts.reward, ts.last()),
         )
     if isinstance(env, suites.CraftaxEnv):
         from craftax.craftax_env import make_craftax_env_from_name
 
         own = make_craftax_env_from_name(inner.name.replace("-NoAutoReset", ""), auto_reset=True)
+
+        def craftax_reset(key: jax.Array) -> tuple[Any, Any]:
+            obs, state = own.reset(key, params)
+            return state, obs
+
         return (
-            lambda k: own.reset(k, params)[1],
+            craftax_reset,
             lambda k, s, a: own.step(k, s, a, params),
-            lambda out: (out[1], out[0], out[2]),  # (obs, state, reward, done, info)
+            lambda out: (out[1], out[0], out[2], out[3]),  # (obs, state, reward, done, info)
         )
     raise TypeError(f"no suite's own step for {type(env).__name__}")
 
 
-def _timestep_view(ts: Any) -> tuple[Any, Any, Any]:
-    """The view of a step that returns the next timestep (Navix, XLand-MiniGrid)."""
-    return ts, ts.observation, ts.reward
+def _timestep_reset(reset: Callable) -> Callable:
+    """``reset(key) -> (timestep, observation)`` of a reset that returns the
+    first timestep (Navix, XLand-MiniGrid)."""
+
+    def timestep_reset(key: jax.Array) -> tuple[Any, Any]:
+        ts = reset(key)
+        return ts, ts.observation
+
+    return timestep_reset
 
 
 def own_rollout(env: Any, params: Any, T: int, B: int) -> JaxPlan:
     """The bare ``scan(vmap(step))`` of the suite's own auto-resetting step,
-    random actions, storing observation, action and reward ``[T, B]``."""
+    random actions, storing what the gymnax floor
+    (:func:`~jaxsample.bench.measure.bare_rollout`) stores: the observation
+    each action was taken on (carried from the step before, as a policy's
+    rollout carries it), the action, the reward and the episode's end ``[T,
+    B]``."""
     reset, step, view = _own_step(env, params)
     space = env.action_space(params)
     vstep = jax.vmap(lambda k, s, a: view(step(k, s, a)))
 
     def init(key: jax.Array):
-        return key, jax.vmap(reset)(jax.random.split(key, B))
+        state, obs = jax.vmap(reset)(jax.random.split(key, B))
+        return key, state, obs
 
     def run(carry):
         def body(c, _):
-            key, state = c
+            key, state, obs = c
             key, k_action, k_step = jax.random.split(key, 3)
             action = jax.vmap(space.sample)(jax.random.split(k_action, B))
-            state, obs, reward = vstep(jax.random.split(k_step, B), state, action)
-            return (key, state), (obs, action, jnp.asarray(reward, jnp.float32))
+            state, next_obs, reward, done = vstep(jax.random.split(k_step, B), state, action)
+            out = (obs, action, jnp.asarray(reward, jnp.float32), jnp.asarray(done, bool))
+            return (key, state, next_obs), out
 
         return jax.lax.scan(body, carry, None, T)
 

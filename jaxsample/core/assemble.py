@@ -1,12 +1,14 @@
 """The assembly of a batch: ``[T, B]`` step outputs -> ``(state, Batch)``.
 
-Both samplers produce, per step, only what the env and the agent output
+Both samplers produce, per step, what the env and the agent output
 (observation, reward, terminated, truncated, env_info, action, agent_info,
 ``valid``); the JAX sampler inside its ``lax.scan``, the host sampler in host
 buffers. Everything that follows from these is computed here, once, over whole
 ``[T, B]`` arrays (which keeps the JAX sampler's scanned body small):
-``done``, the ``prev_action``/``prev_reward`` shift, ``TrajInfo`` (a scan per
-env over its accumulator), the final-observation store and ``bootstrap_value``.
+``done``, the ``prev_action``/``prev_reward`` shift, the final-observation
+store, ``bootstrap_value``, and ``TrajInfo`` (a scan per env over its
+accumulator) unless the caller has it already: the JAX sampler updates the
+accumulators in its own scan, where they cost less than a second loop.
 """
 
 from __future__ import annotations
@@ -105,12 +107,14 @@ def assemble(
     final: Any,
     bootstrap_value: jax.Array | None,
     traj_done: str | None = None,
+    traj_infos: TrajInfo | None = None,
 ) -> tuple[TrajAccumulator, Batch]:
     """The :class:`~jaxsample.types.Batch` of ``T`` steps of ``B`` envs.
 
     Args:
       discount: for ``TrajInfo.discounted_return``.
-      traj: ``[B]`` accumulators at the start of the batch.
+      traj: ``[B]`` accumulators at the start of the batch; after it when
+        ``traj_infos`` is given.
       observation, reward, terminated, truncated, valid, env_info, action,
         agent_info: ``[T, B, ...]`` step outputs (zeros on invalid steps).
       initial_state: ``[B, ...]`` the agent's state at the batch start.
@@ -121,6 +125,8 @@ def assemble(
       bootstrap_value: ``[B]`` or None.
       traj_done: the ``env_info`` key that ends a trajectory (None: every
         episode end does; :func:`~jaxsample.traj_info.trajectory_end`).
+      traj_infos: ``[T, B]`` TrajInfo the caller computed per step, with
+        ``traj`` the accumulators after the batch; None: computed here.
       The user's TrajInfo fields are ``traj.fields``.
 
     Returns:
@@ -131,11 +137,14 @@ def assemble(
     """
     ended = terminated | truncated
     done = ended | ~valid
-    steps = None
-    if traj.fields:
-        steps = TrajStep(observation, action, reward, terminated, truncated, env_info, agent_info)
-    traj_end = trajectory_end(ended, truncated, env_info, traj_done)
-    traj, traj_infos = batch_trajectories(discount, traj, reward, traj_end, valid, steps)
+    if traj_infos is None:
+        steps = None
+        if traj.fields:
+            steps = TrajStep(
+                observation, action, reward, terminated, truncated, env_info, agent_info
+            )
+        traj_end = trajectory_end(ended, truncated, env_info, traj_done)
+        traj, traj_infos = batch_trajectories(discount, traj, reward, traj_end, valid, steps)
 
     def previous(first: jax.Array, x: jax.Array) -> jax.Array:
         """``x[t - 1]``, zeros (the null action / reward) after an episode end,

@@ -5,10 +5,19 @@ One ``collect`` call is one XLA program: the per-env step
 (:class:`~jaxsample.core.step.EnvStepper`, unbatched) is vmapped over ``B``
 environments and scanned over ``T`` steps. What makes it fast:
 
-* the scanned body holds only what the env and the agent output
-  (:class:`_StepOut`); ``done``, ``prev_action``/``prev_reward`` and TrajInfo
-  are computed after the scan over whole ``[T, B]`` arrays
-  (:func:`jaxsample.core.assemble.assemble`);
+* the scanned body holds what the env and the agent output and the step's
+  TrajInfo (:class:`_StepOut`); ``done`` and the ``prev_action``/
+  ``prev_reward`` fields are computed after the scan over whole ``[T, B]``
+  arrays (:func:`jaxsample.core.assemble.assemble`). On a CPU a step of a
+  cheap env costs what its kernels cost to launch, not their arithmetic, so
+  TrajInfo's few element-wise updates go into the step's own kernels rather
+  than into a second ``T``-step loop after the scan (1.04x the throughput at
+  ``B = 64``, measured on Navix);
+* an agent that does not read ``prev_action``/``prev_reward`` (a reading of
+  its jaxpr, :meth:`~jaxsample.core.step.EnvStepper.reads_previous`: a
+  feed-forward policy, the random agent) gets neither carried through the
+  scan; the state's are set from the batch's last step after it (1.1x at
+  ``B = 1024`` on Navix);
 * the sparse final-observation store writes the true final observations
   inside a ``lax.cond`` only at steps where some env truncates; for an env of
   known time limit (truncations are rare) whose observation is larger than
@@ -46,7 +55,7 @@ from jaxsample.core.resets import ResetPool, where_envs
 from jaxsample.core.specs import FromParams, recorded_info
 from jaxsample.core.step import EnvStepper, RandomPolicyStepper, hold_idle, track
 from jaxsample.traj_info import TrajAccumulator, TrajStep, trajectory_end
-from jaxsample.types import AgentInputs, Batch, PyTree, Samples
+from jaxsample.types import AgentInputs, Batch, PyTree, Samples, TrajInfo
 
 
 @struct.dataclass
@@ -97,6 +106,7 @@ class _StepOut(struct.PyTreeNode):
     agent_info: PyTree
     agent_state: PyTree  # () unless store_agent_state
     valid: jax.Array  # () in "auto" mode, where every step is valid
+    traj_info: TrajInfo  # the step's TrajInfo
 
 
 def check_state(state: Any, B: int) -> None:
@@ -178,7 +188,7 @@ class Sampler(SamplerOptions):
             moved, tr = stepper.step(
                 s, stepper.random_act, k_action, k_env, auto_reset=pool is None
             )
-            return moved.replace(traj=self._track(s, tr)), tr.done
+            return moved.replace(traj=self._track(s, tr)[0]), tr.done
 
         def body(i: jax.Array, s: SamplerState) -> SamplerState:
             moved, done = jax.vmap(random_step, in_axes=(0, 0, None))(s, k_steps, i)
@@ -242,12 +252,15 @@ class Sampler(SamplerOptions):
         step_keys = jax.vmap(K.batch_step_keys, in_axes=(0, None, None), out_axes=1)(
             keys, T, reset_keys
         )
-        step = jax.vmap(self._env_step, in_axes=(0, 0, 0, None, None))
+        # An agent that does not read prev_action/prev_reward gets none carried
+        # through the scan: they are set from the batch's last step after it.
+        track_previous = self._stepper.reads_previous(self._stepper.agent_act(agent_params))
+        step = jax.vmap(self._env_step, in_axes=(0, 0, 0, None, None, None))
 
         def body(carry, xs):
             state, slots, n_truncated = carry
             t, k_agent, k_env = xs
-            new_state, out = step(state, k_agent, k_env, agent_params, t)
+            new_state, out = step(state, k_agent, k_env, agent_params, t, track_previous)
             active = jnp.ones((B,), bool) if self.reset_mode == "auto" else out.valid
             self._stepper.check_actions_fit(out.action, active, state.env_rank, t, "batch step")
             if self.final_observation == "sparse":
@@ -286,13 +299,16 @@ class Sampler(SamplerOptions):
             body, (state, slots, n_truncated), (jnp.arange(T, dtype=jnp.int32), *step_keys)
         )
         key, epoch_step = jax.vmap(K.advance_epoch, in_axes=(0, None))(keys, T)
+        if not track_previous:
+            state = self._previous_after(state, out)
         bootstrap = None
         if self.bootstrap_value:
             inputs = AgentInputs(state.observation, state.prev_action, state.prev_reward)
             bootstrap = bootstrap_values(self.agent, agent_params, inputs, state.agent_state)
         traj, batch = assemble(
             discount=self.discount,
-            traj=start.traj,
+            traj=state.traj,
+            traj_infos=out.traj_info,
             observation=out.observation,
             reward=out.reward,
             terminated=out.terminated,
@@ -350,8 +366,9 @@ class Sampler(SamplerOptions):
         """This sampler with another per-env step (same options and state)."""
         return dataclasses.replace(self, _stepper=stepper)
 
-    def _track(self, s: SamplerState, tr: Any) -> TrajAccumulator:
-        """The accumulator after a decorrelation step ``tr`` of one env from ``s``."""
+    def _track(self, s: SamplerState, tr: Any) -> tuple[TrajAccumulator, TrajInfo]:
+        """The accumulator after the step ``tr`` of one env from ``s``, and the
+        step's TrajInfo."""
         step = None
         if self.traj_fields:
             step = TrajStep(
@@ -364,7 +381,7 @@ class Sampler(SamplerOptions):
                 agent_info=tr.agent_info,
             )
         ended = trajectory_end(tr.done, tr.truncated, tr.info, self.traj_done)
-        return track(s.traj, tr.reward, ended, self.discount, step)[0]
+        return track(s.traj, tr.reward, ended, self.discount, step)
 
     def _start_batch(self, s: SamplerState) -> tuple[SamplerState, K.EpochKeys]:
         """Per env, at the start of ``collect``: the step keys, and resets.
@@ -391,10 +408,12 @@ class Sampler(SamplerOptions):
         k_env: jax.Array | tuple[jax.Array, jax.Array],
         agent_params: PyTree,
         t: jax.Array,
+        track_previous: bool = True,
     ) -> tuple[SamplerState, _StepOut]:
         """One step of one env (unbatched) with the step's keys
         (:func:`~jaxsample.core.keys.batch_step_keys`): the core step, and
-        what it writes."""
+        what it writes (``track_previous``: :meth:`EnvStepper.step
+        <jaxsample.core.step.EnvStepper.step>`'s)."""
         truncate = None
         if self.reset_mode == "episodic":  # every batch is one T-step episode
             truncate = t == self.batch_spec.T - 1
@@ -405,7 +424,10 @@ class Sampler(SamplerOptions):
             k_env,
             truncate,
             auto_reset=self._pool is None,
+            track_previous=track_previous,
         )
+        traj, traj_info = self._track(s, tr)  # TrajInfo per step, in the scan
+        new = new.replace(traj=traj)
         out = _StepOut(
             observation=s.observation,
             reward=tr.reward,
@@ -419,12 +441,32 @@ class Sampler(SamplerOptions):
             agent_info=tr.agent_info,
             agent_state=s.agent_state if self.store_agent_state else (),
             valid=jnp.ones((), bool) if self.reset_mode != "auto" else (),
+            traj_info=traj_info,
         )
         if self.reset_mode != "auto":
             # An idle env (finished earlier in this batch) keeps its state and
             # writes zeros with valid=False (done is held True after the scan).
             new, out = hold_idle(s, new, tr.done, out)
         return new, out
+
+    def _previous_after(self, state: SamplerState, out: _StepOut) -> SamplerState:
+        """``state`` with the ``prev_action``/``prev_reward`` after a batch whose
+        steps did not carry them: the last step's action and reward, the null
+        action and 0 where it ended the episode (or the env was idle: it
+        ended earlier in the batch, and its state was kept since)."""
+        done = out.terminated[-1] | out.truncated[-1]
+        if self.reset_mode != "auto":
+            done = done | ~out.valid[-1]
+
+        def last(null: jax.Array, x: jax.Array) -> jax.Array:
+            cond = done.reshape(done.shape + (1,) * (x.ndim - 2))
+            null = jnp.broadcast_to(jnp.asarray(null, x.dtype), x.shape[1:])
+            return jnp.where(cond, null, x[-1])
+
+        return state.replace(
+            prev_action=jax.tree.map(last, self._stepper.env_spec.null_action, out.action),
+            prev_reward=last(jnp.float32(0), out.reward),
+        )
 
     def _steps_final(self) -> bool:
         """Whether the sparse store takes the step's own final observations."""

@@ -33,6 +33,7 @@ from gymnax.environments.environment import Environment
 
 from jaxsample.agents.base import Agent
 from jaxsample.core.keys import gymnax_step_keys
+from jaxsample.core.liveness import reads_inputs
 from jaxsample.core.specs import EnvSpec, act_checked, initial_agent_state, strong
 from jaxsample.traj_info import TrajAccumulator, TrajStep
 from jaxsample.types import AgentInputs, AgentStep, PyTree, TrajInfo
@@ -196,6 +197,20 @@ class EnvStepper:
             t,
         )
 
+    def reads_previous(self, act: ActFn) -> bool:
+        """Whether ``act`` may read its inputs' ``prev_action`` or
+        ``prev_reward`` (a conservative reading of its jaxpr,
+        :func:`~jaxsample.core.liveness.reads_inputs`; nothing runs)."""
+        spec = self.env_spec
+
+        def act_on(prev_action: PyTree, prev_reward: jax.Array, obs: PyTree, state: PyTree):
+            inputs = AgentInputs(obs, prev_action, prev_reward)
+            return act(inputs, state, jax.random.key(0))
+
+        reward = jax.ShapeDtypeStruct((), jnp.float32)
+        args = (spec.null_action, reward, spec.observation, self.agent_state_spec)
+        return reads_inputs(act_on, args, which=(0, 1))
+
     def random_act(self, inputs: AgentInputs, state: PyTree, key: jax.Array):
         """Uniformly random actions (decorrelation); the agent state is kept."""
         del inputs
@@ -262,6 +277,7 @@ class EnvStepper:
         k_env: jax.Array | tuple[jax.Array, jax.Array],
         truncate: jax.Array | None = None,
         auto_reset: bool = True,
+        track_previous: bool = True,
     ) -> tuple[Any, Transition]:
         """One step of one env: ``act`` with ``k_agent``, ``env.step`` with
         ``k_env``, and the agent's inputs restarted where the episode ended.
@@ -279,6 +295,9 @@ class EnvStepper:
             ``split(k_env)[0]`` of a key):
             the env's state and observation stay the final ones, for the
             caller to reset (:mod:`jaxsample.core.resets`).
+          track_previous: False: ``prev_action`` and ``prev_reward`` are left
+            as they are (for an ``act`` that does not read them,
+            :meth:`reads_previous`; the caller sets them after its steps).
 
         Returns:
           ``(s.replace(...), transition)``: ``s`` after the step (the env's
@@ -308,10 +327,13 @@ class EnvStepper:
         new = s.replace(
             env_state=env_state,
             observation=obs,
-            prev_action=tree_where(done, self.env_spec.null_action, action),
-            prev_reward=jnp.where(done, jnp.float32(0), reward),
             agent_state=tree_where(done, self.initial_agent_state(s.env_rank), agent_state),
         )
+        if track_previous:
+            new = new.replace(
+                prev_action=tree_where(done, self.env_spec.null_action, action),
+                prev_reward=jnp.where(done, jnp.float32(0), reward),
+            )
         # Positional, in field order: action, agent_info, reward, terminated,
         # truncated, done, info.
         out = Transition(action, agent_step.agent_info, reward, terminated, truncated, done, info)

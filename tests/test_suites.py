@@ -409,3 +409,19 @@ def test_the_benchmarks_own_loop_stores_what_the_gymnax_floor_stores() -> None:
             np.testing.assert_array_equal(reward[t], ts.reward)
             np.testing.assert_array_equal(done[t], ts.is_done())
     assert done.dtype == bool and done.sum() >= 2
+
+
+@pytest.mark.slow
+def test_the_suite_benchmark_reports_the_sampler_with_and_without_pooled_resets() -> None:
+    """``suite_overhead`` times the default sampler, the sampler with
+    ``reset_pool`` and the suite's own loop in one process; the ratios are the
+    own loop's seconds over each sampler's."""
+    from jaxsample.bench.suites import suite_overhead
+
+    with jax.numpy_rank_promotion("allow"):
+        r = suite_overhead("navix/Navix-Empty-5x5-v0", T=4, B=16, reps=1)
+    assert r["reset_pool"] == 8
+    for name in ("sampler", "pool", "own"):
+        assert r[f"{name}_s"] > 0 and r[f"{name}_sps"] == pytest.approx(4 * 16 / r[f"{name}_s"])
+    assert r["ratio"] == pytest.approx(r["own_s"] / r["sampler_s"])
+    assert r["pool_ratio"] == pytest.approx(r["own_s"] / r["pool_s"])

@@ -8,7 +8,9 @@ actions (Brax ``AutoResetWrapper(EpisodeWrapper(env))``, Jumanji
 ``AutoResetWrapper``, Navix's ``step``, XLand-MiniGrid's
 ``GymAutoResetWrapper``, Craftax's ``auto_reset=True`` env), storing what
 the gymnax floor stores (:func:`own_rollout`). ``ratio`` is the sampler's
-throughput over the bare loop's (>= 1: the sampler is faster).
+throughput over the bare loop's (>= 1: the sampler is faster); ``pool_ratio``
+the same for the sampler with cheap resets (``reset_pool``, as ``jaxsample
+bench``'s ``"pool"`` method), which avoids the auto-reset's every-step reset.
 The suites' own auto-resets compute a reset at every step and select it
 (``jnp.where``) or branch per env (Navix's ``lax.cond``, a select under
 vmap); the sampler's gymnax step does the same select. Run
@@ -26,6 +28,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxsample.bench.measure import JaxPlan, measure, random_plan
+from jaxsample.bench.schema import POOL_SIZE
+from jaxsample.core.resets import default_block
 from jaxsample.envs import suites
 
 __all__ = ["DEFAULT_ENVS", "own_rollout", "suite_overhead"]
@@ -143,12 +147,15 @@ def own_rollout(env: Any, params: Any, T: int, B: int) -> JaxPlan:
 
 
 def suite_overhead(name: str, *, T: int, B: int, reps: int = 5, seed: int = 0) -> dict:
-    """Median seconds per call of the sampler and of the suite's own loop,
-    steps per second of both, and ``ratio`` (sampler / own throughput)."""
+    """Median seconds per call of the sampler (default options, and with
+    ``reset_pool``) and of the suite's own loop, steps per second of each,
+    ``ratio`` (sampler / own throughput) and ``pool_ratio`` (pooled / own)."""
     env, params = suites.make(name)
     key = jax.random.key(seed)
+    pool = min(POOL_SIZE, default_block(B))
     programs = {
         "sampler": random_plan(env, params, T, B).build(key),
+        "pool": random_plan(env, params, T, B, reset_pool=pool).build(key),
         "own": own_rollout(env, params, T, B).build(key),
     }
     times, _ = measure(programs, reps=reps, min_rep_seconds=0.2)
@@ -157,11 +164,15 @@ def suite_overhead(name: str, *, T: int, B: int, reps: int = 5, seed: int = 0) -
         "env": name,
         "B": B,
         "T": T,
+        "reset_pool": pool,
         "sampler_s": med["sampler"],
+        "pool_s": med["pool"],
         "own_s": med["own"],
         "sampler_sps": T * B / med["sampler"],
+        "pool_sps": T * B / med["pool"],
         "own_sps": T * B / med["own"],
         "ratio": med["own"] / med["sampler"],
+        "pool_ratio": med["own"] / med["pool"],
     }
 
 
@@ -172,14 +183,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--T", type=int, default=128)
     p.add_argument("--reps", type=int, default=5)
     args = p.parse_args(argv)
-    print("| env | B | T | sampler steps/s | suite's own steps/s | ratio |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| env | B | T | sampler steps/s | with reset_pool | suite's own steps/s "
+        "| ratio | with reset_pool |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for name in args.envs:
         with jax.numpy_rank_promotion("allow"):
             r = suite_overhead(name, T=args.T, B=args.B, reps=args.reps)
         print(
-            f"| {name} | {args.B} | {args.T} | {r['sampler_sps']:,.0f} | {r['own_sps']:,.0f} "
-            f"| {r['ratio']:.2f} |",
+            f"| {name} | {args.B} | {args.T} | {r['sampler_sps']:,.0f} | {r['pool_sps']:,.0f} "
+            f"| {r['own_sps']:,.0f} | {r['ratio']:.2f} | {r['pool_ratio']:.2f} |",
             flush=True,
         )
 

@@ -86,17 +86,14 @@ def test_batches_and_state_equal_those_of_an_agent_that_reads_them(reset_mode):
             env, env_params, agent, js.BatchSpec(12, 6), reset_mode=reset_mode
         )
 
-        @jax.jit
-        def run(key, sampler=sampler):
-            state = sampler.init(key, ())
-            batches, states = [], []
-            for _ in range(3):
-                state, batch = sampler.collect(state, ())
-                batches.append(batch)
-                states.append(state)
-            return batches, states
-
-        runs[name] = run(jax.random.key(3))
+        collect = jax.jit(sampler.collect)
+        state = jax.jit(sampler.init)(jax.random.key(3), ())
+        batches, states = [], []
+        for _ in range(3):  # consecutive batches: each starts from the last one's state
+            state, batch = collect(state, ())
+            batches.append(batch)
+            states.append(state)
+        runs[name] = (batches, states)
     got, want = runs["random"], runs["reads"]
     ends = sum(int(np.asarray(b.samples.env.done).sum()) for b in want[0])
     assert ends > 6  # episodes end inside batches, where the previous action restarts

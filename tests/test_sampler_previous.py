@@ -31,6 +31,8 @@ def test_reads_inputs_follows_the_data_not_the_arguments():
     # ...a branch or an effect that takes it is (conservatively).
     assert reads_inputs(lambda a, b: jax.lax.cond(a[0] > 0, lambda: a, lambda: b), [F32, F32], [1])
     assert reads_inputs(lambda a, b: (jax.debug.print("{}", b), a)[1], [F32, F32], [1])
+    # A constant output (a literal in the jaxpr) reads nothing.
+    assert not reads_inputs(lambda a, b: (a, 1.0), [F32, F32], [1])
     # Pytree arguments: any leaf counts.
     tree = (F32, {"x": F32})
     assert reads_inputs(lambda a, b: a + b[0], [F32, tree], [1])

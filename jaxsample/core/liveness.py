@@ -28,8 +28,8 @@ _CALLS = ("jit", "pjit", "closed_call", "core_call")
 def _live_inputs(jaxpr: Any, live_outputs: Sequence[bool]) -> list[bool]:
     """Per input variable of ``jaxpr`` (a ``Jaxpr``): whether an output marked
     in ``live_outputs`` depends on it (conservatively)."""
-    live = {v for v, on in zip(jaxpr.outvars, live_outputs, strict=True) if on}
-    live = {v for v in live if isinstance(v, jex.Var)}
+    outs = zip(jaxpr.outvars, live_outputs, strict=True)
+    live = {v for v, on in outs if on and isinstance(v, jex.Var)}  # not a constant output
     for eqn in reversed(jaxpr.eqns):
         outs = [v in live for v in eqn.outvars]
         if not (any(outs) or eqn.effects):

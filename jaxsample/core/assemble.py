@@ -69,6 +69,14 @@ def batch_trajectories(
     return run(discount, acc, *inputs)
 
 
+def restart_where(done: jax.Array, x: jax.Array) -> jax.Array:
+    """``x`` with zeros (the null action, a 0 reward: what the agent sees as
+    its previous ones after an episode end) where ``done``; ``done``'s axes
+    lead ``x``'s."""
+    cond = done.reshape(done.shape + (1,) * (x.ndim - done.ndim))
+    return jnp.where(cond, jnp.zeros_like(x), x)
+
+
 def final_store(mode: str, next_observation: PyTree, stored: PyTree) -> Any:
     """The batch's final-observation store: ``"sparse"``: a
     :class:`~jaxsample.types.SparseFinalObservation` of ``next_observation``
@@ -149,8 +157,7 @@ def assemble(
     def previous(first: jax.Array, x: jax.Array) -> jax.Array:
         """``x[t - 1]``, zeros (the null action / reward) after an episode end,
         ``first`` at ``t = 0``."""
-        cond = done[:-1].reshape(done[:-1].shape + (1,) * (x.ndim - 2))
-        shifted = jnp.where(cond, jnp.zeros_like(x[:-1]), x[:-1])
+        shifted = restart_where(done[:-1], x[:-1])
         return jnp.concatenate([jnp.asarray(first, x.dtype)[None], shifted], axis=0)
 
     samples = Samples(

@@ -22,7 +22,7 @@ from jax.extend import core as jex
 
 __all__ = ["reads_inputs"]
 
-_CALLS = ("jit", "pjit", "closed_call", "core_call")
+_CALLS = ("jit", "pjit", "closed_call")  # "pjit": older JAX's name of jit
 
 
 def _live_inputs(jaxpr: Any, live_outputs: Sequence[bool]) -> list[bool]:

@@ -48,7 +48,7 @@ from flax import struct
 
 from jaxsample._checks import check_key
 from jaxsample.core import keys as K
-from jaxsample.core.assemble import assemble, bootstrap_values, final_store
+from jaxsample.core.assemble import assemble, bootstrap_values, final_store, restart_where
 from jaxsample.core.batched import any_in_batch
 from jaxsample.core.options import SamplerOptions
 from jaxsample.core.resets import ResetPool, where_envs
@@ -453,19 +453,14 @@ class Sampler(SamplerOptions):
         """``state`` with the ``prev_action``/``prev_reward`` after a batch whose
         steps did not carry them: the last step's action and reward, the null
         action and 0 where it ended the episode (or the env was idle: it
-        ended earlier in the batch, and its state was kept since)."""
+        ended earlier in the batch, and its state was kept since) — the batch's
+        ``prev_*`` shift (:func:`~jaxsample.core.assemble.assemble`) one step on."""
         done = out.terminated[-1] | out.truncated[-1]
         if self.reset_mode != "auto":
             done = done | ~out.valid[-1]
-
-        def last(null: jax.Array, x: jax.Array) -> jax.Array:
-            cond = done.reshape(done.shape + (1,) * (x.ndim - 2))
-            null = jnp.broadcast_to(jnp.asarray(null, x.dtype), x.shape[1:])
-            return jnp.where(cond, null, x[-1])
-
         return state.replace(
-            prev_action=jax.tree.map(last, self._stepper.env_spec.null_action, out.action),
-            prev_reward=last(jnp.float32(0), out.reward),
+            prev_action=jax.tree.map(lambda x: restart_where(done, x[-1]), out.action),
+            prev_reward=restart_where(done, out.reward[-1]),
         )
 
     def _steps_final(self) -> bool:

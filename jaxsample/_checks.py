@@ -24,10 +24,13 @@ def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -
 def check_key(key: Any) -> None:
     """Raise unless ``key`` is one typed PRNG key (``jax.random.key(seed)``)."""
     if not (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)):
-        raise TypeError(
-            f"key must be a typed PRNG key from jax.random.key(seed), got {type(key).__name__}"
-            f"{getattr(key, 'dtype', '')}"
-        )
+        dtype = getattr(key, "dtype", None)
+        got = type(key).__name__
+        if dtype is not None:
+            got = f"a {type(key).__name__} of dtype {dtype} and shape {tuple(np.shape(key))}"
+        raw = dtype is not None and np.dtype(dtype) == np.uint32 and np.shape(key)[-1:] == (2,)
+        hint = " (a raw jax.random.PRNGKey: use jax.random.key(seed))" if raw else ""
+        raise TypeError(f"key must be a typed PRNG key from jax.random.key(seed), got {got}{hint}")
     if key.shape != ():
         raise ValueError(f"key must be a single key (shape ()), got shape {key.shape}")
 

@@ -14,6 +14,7 @@ import json
 import math
 import sys
 import time
+import typing
 from collections.abc import Sequence
 
 import jax
@@ -342,6 +343,24 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
     p.set_defaults(func=_eval)
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A subcommand's parser: a bad flag value (an int flag given ``abc``, a
+    choice not offered, a missing required flag) is a :class:`UsageError`, one
+    line naming the flag, not the usage block."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        raise UsageError(message)
+
+
+def _did_you_mean(flag: str, parser: argparse.ArgumentParser) -> str:
+    """`` (did you mean --lr?)`` for a misspelled flag, else ``""``."""
+    import difflib
+
+    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    close = difflib.get_close_matches(flag.split("=")[0], options, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
     """Shows each flag's default, except ``None``: those flags' help says what
     applies (the config's default, after ``--config``)."""
@@ -361,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "its checkpoint, time a sampler, or benchmark a grid (jaxsample COMMAND --help).",
     )
     parser.add_argument("--version", action="version", version=f"jaxsample {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     try:
         algo = _train_algo(argv[1:]) if argv[:1] == ["train"] else "ppo"
     except UsageError as e:
@@ -435,7 +454,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=_bench)
 
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # one line, naming the closest flag of that subcommand
+            known = sub.choices[args.command]
+            raise UsageError(
+                f"unrecognized arguments: {' '.join(extra)}" + _did_you_mean(extra[0], known)
+            )
     except UsageError as e:  # a bad value of a generated train flag
         print(f"jaxsample {argv[0]}: error: {e}", file=sys.stderr)
         raise

@@ -15,12 +15,17 @@ folder and runs the greedy evaluator per run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import importlib.metadata
 import json
 import os
+import signal
+import sys
 import textwrap
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -114,42 +119,110 @@ def _record(algo: str, config: Any, s: dict[str, Any], sweep: dict[str, list]) -
     )
 
 
+def _differences(saved: dict[str, Any], record: dict[str, Any]) -> list[str]:
+    """Every setting that differs: ``name: saved X, now Y`` (config fields one by one)."""
+    out = []
+    for key, value in record.items():
+        have = saved.get(key)
+        if key == "config" and isinstance(have, dict) and isinstance(value, dict):
+            for name in value.keys() | have.keys():
+                if have.get(name) != value.get(name):
+                    out.append(f"{name}: saved {have.get(name)!r}, now {value.get(name)!r}")
+        elif have != value:
+            out.append(f"{key}: saved {have!r}, now {value!r}")
+    return sorted(out)
+
+
+def _short(error: BaseException) -> str:
+    """One line of an exception: its type and the first line of its message."""
+    text = str(error).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(error).__name__}: {first[:160]}" if first else type(error).__name__
+
+
+def read_run(directory: str, flag: str) -> tuple[dict[str, Any] | None, int | None]:
+    """``(run.json's record or None, latest checkpoint step or None)`` of a
+    train checkpoint folder; a damaged folder is a ``UsageError`` naming it
+    and what is wrong (nothing in it is changed)."""
+    from jaxsample import checkpoint
+
+    where = f"{flag} {directory!r}"
+    try:
+        step = checkpoint.latest_step(directory) if os.path.isdir(directory) else None
+    except Exception as e:  # an unreadable folder
+        raise UsageError(f"{where}: its checkpoints cannot be listed ({_short(e)})") from None
+    path = os.path.join(directory, "run.json")
+    if not os.path.isfile(path):
+        return None, step
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UsageError(
+            f"{where}: run.json is damaged ({_short(e)}); repair it or give another folder"
+        ) from None
+    keys = ("algo", "config", "seed", "seeds", "sweep")
+    if not isinstance(record, dict) or not all(k in record for k in keys):
+        raise UsageError(
+            f"{where}: run.json is not the record of `jaxsample train` (needs "
+            f"{', '.join(keys)}); repair it or give another folder"
+        )
+    return record, step
+
+
+def restore_run(directory: str, flag: str, like: Any, step: int) -> tuple[Any, dict[str, Any]]:
+    """``(state, metrics history)`` of step ``step``; a damaged checkpoint is
+    a ``UsageError`` naming the folder, the step and what is wrong."""
+    from jaxsample import checkpoint
+
+    where = f"{flag} {directory!r}"
+    try:
+        state = checkpoint.restore(directory, like, step=step)
+    except Exception as e:  # orbax's errors are long tracebacks
+        raise UsageError(
+            f"{where}: the checkpoint of iteration {step} cannot be read ({_short(e)}); "
+            "repair or remove that step folder, or give another folder"
+        ) from None
+    path = os.path.join(directory, "metrics.npz")
+    try:
+        with np.load(path) as saved_metrics:
+            history = {k: saved_metrics[k][:, :step] for k in saved_metrics.files}
+        if any(v.shape[1] != step for v in history.values()):
+            raise ValueError(f"it holds fewer than {step} iterations")
+    except Exception as e:
+        raise UsageError(
+            f"{where}: metrics.npz is damaged or missing ({_short(e)}); give another folder"
+        ) from None
+    return state, history
+
+
 def _restore_or_start(
     directory: str, record: dict[str, Any], trainer: Any, keys: Any, hparams: Any
 ) -> tuple[Any, dict[str, np.ndarray]] | None:
     """``(state, history)`` of the latest checkpoint in ``directory``, or None
-    (then ``run.json`` is written). Different settings: a ``UsageError``."""
-    from jaxsample import checkpoint
-
-    path = os.path.join(directory, "run.json")
-    step = checkpoint.latest_step(directory) if os.path.isdir(directory) else None
-    if step is not None and not os.path.isfile(path):
+    (then ``run.json`` is written). Different settings, or a damaged folder:
+    a ``UsageError`` (nothing in the folder is changed)."""
+    flag = "--checkpoint-dir"
+    saved, step = read_run(directory, flag)
+    if step is not None and saved is None:
         raise UsageError(
-            f"--checkpoint-dir {directory!r} holds checkpoints without the run.json of "
+            f"{flag} {directory!r} holds checkpoints without the run.json of "
             "`jaxsample train`: give another folder"
         )
     if step is not None:
-        with open(path) as f:
-            saved = json.load(f)
-        for key in record:
-            if saved.get(key) != record[key]:
-                if key == "config":
-                    diff = [k for k in record[key] if saved[key].get(k) != record[key][k]]
-                    key = f"config ({', '.join(diff)})"
-                raise UsageError(
-                    f"--checkpoint-dir {directory!r} holds a run with other settings: {key} "
-                    "differs (give the same arguments to resume, or another folder)"
-                )
+        diff = _differences(saved, record)
+        if diff:
+            raise UsageError(
+                f"{flag} {directory!r} holds a run with other settings: {'; '.join(diff)} "
+                "(give the same arguments to resume, or another folder)"
+            )
     else:  # nothing saved yet: (re)start with these settings
         os.makedirs(directory, exist_ok=True)
-        with open(path, "w") as f:
+        with open(os.path.join(directory, "run.json"), "w") as f:
             json.dump(record, f, indent=2)
         return None
     like = jax.eval_shape(jax.vmap(trainer.init), keys, hparams)
-    state = checkpoint.restore(directory, like, step=step)
-    with np.load(os.path.join(directory, "metrics.npz")) as saved_metrics:
-        history = {k: saved_metrics[k][:, :step] for k in saved_metrics.files}
-    return state, history
+    return restore_run(directory, flag, like, step)
 
 
 def _saver(directory: str) -> Any:
@@ -174,6 +247,7 @@ def train(args: argparse.Namespace) -> int:
 
     file_values = load_config_file(args.config) if args.config else {}
     s = _settings(args, file_values)
+    csv_given = bool(args.csv)
     if not args.csv:
         args.csv = os.path.splitext(args.json)[0] + ".csv" if args.json else "train.csv"
     for path, flag in ((args.json, "--json"), (args.plot, "--plot"), (args.csv, "--csv")):
@@ -206,9 +280,19 @@ def train(args: argparse.Namespace) -> int:
     )
     fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(config).items())
     print(textwrap.fill(f"config: {type(config).__name__}({fields})", 100, subsequent_indent="  "))
+    if not csv_given:
+        print(f"every metric goes to {os.path.abspath(args.csv)} (--csv to choose)")
+    complete = False
     if resume is not None:
-        done = next(iter(resume[1].values())).shape[1]
-        print(f"resuming from {args.checkpoint_dir} at iteration {done}")
+        done = next(iter(resume[1].values())).shape[1] if resume[1] else 0
+        complete = done >= n
+        if complete:
+            print(
+                f"{args.checkpoint_dir} holds this run complete ({done} of {n} iterations): "
+                "nothing left to train; writing its results"
+            )
+        else:
+            print(f"resuming from {args.checkpoint_dir} at iteration {done}")
     logs = MetricLogs(
         args.csv,
         seeds,
@@ -227,7 +311,9 @@ def train(args: argparse.Namespace) -> int:
     if resume is not None and resume[1]:
         logs.write(resume[1], per_iteration)
     display = LiveDisplay()
-    try:
+    with _ctrl_c() as stop, contextlib.ExitStack() as cleanup:
+        cleanup.callback(logs.close)
+        cleanup.callback(display.close)
         result = runner.run_training(
             trainer,
             key,
@@ -241,13 +327,15 @@ def train(args: argparse.Namespace) -> int:
             resume=resume,
             on_chunk=on_chunk,
             one_program=resume is None and saver is None,
+            stop=stop.is_set,
         )
-    finally:
-        display.close()
-        logs.close()
-    print(f"compiled in {result.compile_seconds:.1f} s")
-    print(runner.summary_table(result, labels=logs.names))
-    print(f"wrote {args.csv} (every metric, per run and iteration)")
+    groups = _groups(settings)
+    if not result.interrupted:
+        if not complete:
+            print(f"compiled in {result.compile_seconds:.1f} s")
+        print(runner.summary_table(result, labels=logs.names, groups=groups))
+        print(f"wrote {args.csv} (every metric, per run and iteration)")
+    written = [args.csv]
     if args.json:
         extra = {
             **record,
@@ -261,13 +349,63 @@ def train(args: argparse.Namespace) -> int:
             **environment(),
         }
         runner.write_json(result, args.json, extra)
-        print(f"wrote {args.json}")
+        written.append(args.json)
+        if not result.interrupted:
+            print(f"wrote {args.json}")
     if args.plot:
         masked = " (velocities masked)" if s["mask_velocity"] else ""
         title = f"{s['algo']} on {s['env']}{masked}"
-        runner.plot(result, args.plot, title, labels=logs.names)
-        print(f"wrote {args.plot}")
+        if result.interrupted:
+            title += f" (interrupted at {len(result.env_steps)} of {n} iterations)"
+        runner.plot(result, args.plot, title, labels=logs.names, groups=groups)
+        written.append(args.plot)
+        if not result.interrupted:
+            print(f"wrote {args.plot}")
+    if result.interrupted:
+        done = len(result.env_steps)
+        saved = f", checkpoint {args.checkpoint_dir} at iteration {done}" if saver else ""
+        print(
+            f"interrupted (Ctrl-C) after {done} of {n} iterations: wrote "
+            f"{', '.join(written)}{saved}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 130
     return 0
+
+
+@contextlib.contextmanager
+def _ctrl_c() -> Iterator[threading.Event]:
+    """An event set by the first Ctrl-C (SIGINT) while the block runs: the
+    training stops early and keeps what it trained. A second Ctrl-C kills
+    the process at once (the default action). Outside the main thread no
+    handler can be installed: the event is then never set."""
+    stop = threading.Event()
+
+    def first(signum: int, frame: Any) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    try:
+        previous = signal.signal(signal.SIGINT, first)
+    except ValueError:  # not the main thread
+        yield stop
+        return
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _groups(settings: list[dict[str, float]]) -> dict[str, list[int]] | None:
+    """``{setting label: run indices}`` of a sweep (its seeds), else None."""
+    if not settings or not settings[0]:
+        return None
+    out: dict[str, list[int]] = {}
+    for r, setting in enumerate(settings):
+        label = " ".join(f"{k}={v:g}" for k, v in setting.items())
+        out.setdefault(label, []).append(r)
+    return out
 
 
 def evaluate(args: argparse.Namespace) -> int:

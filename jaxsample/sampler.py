@@ -28,7 +28,7 @@ from jaxsample.core.options import (
     check_env,
     check_options,
 )
-from jaxsample.core.resets import check_reset_pool
+from jaxsample.core.resets import check_reset_pool, default_block
 from jaxsample.core.rollout import Sampler, SamplerState
 from jaxsample.core.specs import (
     FromParams,
@@ -152,7 +152,10 @@ def make_sampler(
       fit the action space, or whose state or agent_info changes structure.
     """
     if mesh is not None:
-        check_mesh(mesh, mesh_axis, check_int("batch_spec.B", getattr(batch_spec, "B", None), 1))
+        B = check_int("batch_spec.B", getattr(batch_spec, "B", None), 1)
+        shards = check_mesh(mesh, mesh_axis, B)
+        if reset_pool and reset_pool_block is None:  # the default is per device
+            reset_pool_block = default_block(B // shards)
     options = check_options(
         agent,
         batch_spec,

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -46,6 +47,8 @@ class TrainingResult:
       final_state: the vmapped trainer state.
       metrics: every per-iteration metric of the trainer, numpy ``[R, I]``.
       start_iteration: iterations restored from a checkpoint (not timed here).
+      interrupted: the run was stopped early (``run_training``'s ``stop``):
+        ``env_steps``, ``returns`` and ``metrics`` hold the iterations run.
     """
 
     env_steps: np.ndarray
@@ -55,6 +58,7 @@ class TrainingResult:
     final_state: Any
     metrics: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     start_iteration: int = 0
+    interrupted: bool = False
 
     @property
     def total_steps(self) -> int:
@@ -67,16 +71,17 @@ class TrainingResult:
 
     def summary(self, window: int = 10) -> dict[str, Any]:
         """The JSON-ready figures (``final_return`` is the mean over runs;
-        ``steps_per_second`` counts the steps run here, all runs)."""
+        ``num_runs`` counts the runs, seeds x swept settings; ``steps_per_second``
+        counts the steps run here, all runs)."""
         finals = self.final_returns(window)
-        seeds = self.returns.shape[0]
+        seeds = self.returns.shape[0]  # runs: seeds x swept settings
         per_iteration = self.total_steps / max(len(self.env_steps), 1)
         run_steps = (len(self.env_steps) - self.start_iteration) * per_iteration
         return {
             "final_return": float(np.nanmean(finals)) if np.isfinite(finals).any() else None,
             "final_return_per_seed": [None if not math.isfinite(x) else x for x in finals],
             "total_steps": self.total_steps,
-            "seeds": seeds,
+            "num_runs": seeds,
             "wall_seconds": self.wall_seconds,
             "compile_seconds": self.compile_seconds,
             "steps_per_second": run_steps * seeds / max(self.wall_seconds, 1e-9),
@@ -130,31 +135,68 @@ def _program(trainer: Any, what: int | str | tuple, *args: Any) -> Any:
     return cache[key]
 
 
+#: Seconds between two checks of ``stop`` inside the one program (the host
+#: callback's answer sets the iteration of the next check from the measured
+#: time per iteration, so a stop is seen within about this long).
+STOP_CHECK_SECONDS = 0.2
+
+
 def one_program(
-    trainer: Any, n: int, every: int, holder: list[Callable[..., None]]
-) -> Callable[[Any, Any], tuple[Any, dict[str, jax.Array]]]:
+    trainer: Any, n: int, every: int, holder: list[Callable[..., Any]]
+) -> Callable[[Any, Any], tuple[Any, dict[str, jax.Array], jax.Array]]:
     """The whole vmapped run as one function of ``(keys, hparams)``: init, then
-    a ``lax.scan`` over ``n`` iterations of ``vmap(trainer.iteration)`` that
-    hands ``(iteration, metrics [R])`` to ``holder[0]`` on the host (an ordered
-    ``io_callback``) after every ``every``-th iteration and the last one.
-    Returns ``(state, metrics)``, metrics ``[n, R]``."""
+    a ``lax.while_loop`` over up to ``n`` iterations of
+    ``vmap(trainer.iteration)`` that hands ``(iteration, metrics [R])`` to
+    ``holder[0]`` on the host (an ordered ``io_callback``) after every
+    ``every``-th iteration and the last one.
+
+    After the first iteration, and then at the iteration it names, it asks
+    ``holder[1](iteration)`` (when ``holder`` has a second entry) for the
+    iteration of the next check: a negative answer stops the run there (what
+    Ctrl-C does in ``jaxsample train``). The iterations run are the same
+    computations as a ``lax.scan``'s, so an uninterrupted run is bit-identical.
+
+    Returns ``(state, metrics, done)``: metrics ``[n, R]`` (rows from ``done``
+    on are zeros: not run), ``done`` the iterations run (``n`` unless stopped).
+    """
     from jax.experimental import io_callback
 
     def host(i: Any, metrics: Any) -> None:
         holder[0](i, metrics)
 
-    def program(keys: Any, hparams: Any) -> tuple[Any, dict[str, jax.Array]]:
-        state = jax.vmap(trainer.init)(keys, hparams)
+    def check(i: Any) -> np.ndarray:
+        return np.int32(holder[1](int(i)) if len(holder) > 1 else n)
 
-        def body(state: Any, i: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
-            state, metrics = jax.vmap(trainer.iteration)(state)
+    def program(keys: Any, hparams: Any) -> tuple[Any, dict[str, jax.Array], jax.Array]:
+        state = jax.vmap(trainer.init)(keys, hparams)
+        step = jax.vmap(trainer.iteration)
+        shapes = jax.eval_shape(step, state)[1]
+        buffers = jax.tree.map(lambda s: jnp.zeros((n, *s.shape), s.dtype), shapes)
+
+        def go_on(carry: tuple) -> jax.Array:
+            i, _, _, next_check = carry
+            return (i < n) & (next_check >= 0)
+
+        def body(carry: tuple) -> tuple:
+            i, state, buffers, next_check = carry
+            state, metrics = step(state)
+            buffers = jax.tree.map(
+                lambda b, m: jax.lax.dynamic_update_index_in_dim(b, m, i, 0), buffers, metrics
+            )
             due = ((i + 1) % every == 0) | (i == n - 1)
             jax.lax.cond(
                 due, lambda: io_callback(host, None, i, metrics, ordered=True), lambda: None
             )
-            return state, metrics
+            next_check = jax.lax.cond(
+                i + 1 == next_check,
+                lambda: io_callback(check, jax.ShapeDtypeStruct((), jnp.int32), i, ordered=True),
+                lambda: next_check,
+            )
+            return i + 1, state, buffers, next_check
 
-        return jax.lax.scan(body, state, np.arange(n, dtype=np.int32))
+        start = (jnp.zeros((), jnp.int32), state, buffers, jnp.ones((), jnp.int32))
+        done, state, buffers, _ = jax.lax.while_loop(go_on, body, start)
+        return state, buffers, done
 
     return program
 
@@ -244,6 +286,7 @@ def run_training(
     resume: tuple[Any, dict[str, np.ndarray]] | None = None,
     on_chunk: Callable[[Any, int, dict[str, np.ndarray]], None] | None = None,
     one_program: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> TrainingResult:
     """Train ``seeds`` seeds (x the ``hparams`` settings) at once under ``jax.vmap``.
 
@@ -276,6 +319,11 @@ def run_training(
         iteration's ``average_return`` metric where the trainer has one, else
         of ``returns_of``; ``recent_loss``: of its ``loss``), and ``on_chunk``
         runs once, at the end.
+      stop: a function the run asks whether to stop early (e.g. set by a
+        Ctrl-C handler): in one program, from inside it about every
+        :data:`STOP_CHECK_SECONDS` (the program then ends after the current
+        iteration); in chunks, after each chunk (and its ``on_chunk``). The
+        result then holds the iterations run, with ``interrupted=True``.
     """
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
@@ -286,7 +334,7 @@ def run_training(
         if resume is not None:
             raise ValueError("one_program=True starts a run; resume runs in chunks")
         args = (keys, hparams, num_iterations, steps_per_iteration, chunk)
-        return _run_one_program(trainer, *args, returns_of, progress, on_chunk)
+        return _run_one_program(trainer, *args, returns_of, progress, on_chunk, stop)
     history: dict[str, list[np.ndarray]] = {}
     start = 0
     if resume is not None:
@@ -320,9 +368,14 @@ def run_training(
             recent = _summary_of(merged, returns_of, chunk)
             args = (done, start, num_iterations, steps_per_iteration, runs, wall, begin, recent)
             progress(_running_event(*args))
+        if stop is not None and done < num_iterations and stop():
+            break
     merged = {k: np.concatenate(v, axis=1) for k, v in history.items()}
     seconds = (compile_seconds, wall)
-    return _result(merged, returns_of, steps_per_iteration, seconds, state, start_iteration=start)
+    return _result(
+        merged, returns_of, steps_per_iteration, seconds, state, start_iteration=start,
+        interrupted=done < num_iterations,
+    )  # fmt: skip
 
 
 def _run_one_program(
@@ -335,6 +388,7 @@ def _run_one_program(
     returns_of: Callable[[Any], Any],
     progress: Callable[[dict[str, Any]], None] | None,
     on_chunk: Callable[[Any, int, dict[str, np.ndarray]], None] | None,
+    stop: Callable[[], bool] | None = None,
 ) -> TrainingResult:
     """:func:`run_training` with ``one_program=True``."""
     runs = int(keys.shape[0])
@@ -354,16 +408,59 @@ def _run_one_program(
         args = (int(i) + 1, 0, num_iterations, steps_per_iteration, runs, seconds, begin, recent)
         progress(_running_event(*args))
 
-    holder[0] = report if progress is not None else (lambda i, m: None)
+    def check(i: int) -> int:
+        """The iteration count of the next stop check, or -1: stop now."""
+        if stop():
+            return -1
+        per_iteration = (time.perf_counter() - t0) / (i + 1)
+        ahead = int(min(STOP_CHECK_SECONDS / max(per_iteration, 1e-9), num_iterations))
+        return min(i + 1 + max(1, ahead), np.iinfo(np.int32).max)
+
+    holder[:] = [report if progress is not None else (lambda i, m: None)]
+    if stop is not None:
+        holder.append(check)
     try:
-        state, metrics = jax.block_until_ready(compiled(keys, hparams))
+        if stop is None:
+            out = jax.block_until_ready(compiled(keys, hparams))
+        else:
+            out = _call_interruptibly(compiled, keys, hparams)
     finally:
-        holder[0] = lambda i, m: None
+        holder[:] = [lambda i, m: None]
+    state, metrics, done = out
     wall = time.perf_counter() - t0
-    merged = {k: np.asarray(v).reshape(num_iterations, runs).T for k, v in metrics.items()}
+    done = int(done)
+    merged = {k: np.asarray(v)[:done].reshape(done, runs).T for k, v in metrics.items()}
     if on_chunk is not None:
-        on_chunk(state, num_iterations, merged)
-    return _result(merged, returns_of, steps_per_iteration, (compile_seconds, wall), state)
+        on_chunk(state, done, merged)
+    seconds = (compile_seconds, wall)
+    return _result(
+        merged, returns_of, steps_per_iteration, seconds, state, interrupted=done < num_iterations
+    )
+
+
+def _call_interruptibly(fn: Callable[..., Any], *args: Any) -> Any:
+    """``block_until_ready(fn(*args))`` in a worker thread while the main thread
+    waits in short sleeps, so that its signal handlers (Ctrl-C) run while the
+    program runs: a program with host callbacks runs synchronously on CPU,
+    and a main thread blocked in it would run no Python signal handler."""
+    import threading
+
+    out: list[Any] = []
+    error: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            out.append(jax.block_until_ready(fn(*args)))
+        except BaseException as e:  # re-raised in the caller's thread
+            error.append(e)
+
+    worker = threading.Thread(target=work, name="jaxsample-train", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+    if error:
+        raise error[0]
+    return out[0]
 
 
 def print_progress(stream: TextIO | None = None) -> Callable[[dict[str, Any]], None]:
@@ -392,30 +489,70 @@ def print_progress(stream: TextIO | None = None) -> Callable[[dict[str, Any]], N
     return show
 
 
+def _mean(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else math.nan
+
+
+def group_stats(finals: np.ndarray, groups: dict[str, Sequence[int]]) -> dict[str, dict]:
+    """Per group of runs (a swept setting's seeds): ``mean``, ``std``, ``min``,
+    ``max`` of their finite final returns and ``n`` (NaN where none is finite)."""
+    out = {}
+    for label, runs in groups.items():
+        values = np.asarray(finals, np.float64)[list(runs)]
+        finite = values[np.isfinite(values)]
+        if not finite.size:
+            finite = np.asarray([math.nan])
+        out[label] = {
+            "n": int(np.isfinite(finite).sum()),
+            "mean": float(finite.mean()),
+            "std": float(finite.std()),
+            "min": float(finite.min()),
+            "max": float(finite.max()),
+        }
+    return out
+
+
 def summary_table(
-    result: TrainingResult, window: int = 10, labels: Sequence[str] | None = None
+    result: TrainingResult,
+    window: int = 10,
+    labels: Sequence[str] | None = None,
+    groups: dict[str, Sequence[int]] | None = None,
 ) -> str:
-    """A plain-text table: one row per run (``labels``, default its index), then the mean."""
+    """A plain-text table: one row per run (``labels``, default its index),
+    then with ``groups`` (``{setting: run indices}``, a sweep) one row per
+    setting (mean +- std and range over its seeds), then the mean."""
     finals = result.final_returns(window)
     labels = [str(i) for i in range(len(finals))] if labels is None else list(labels)
-    width = max(6, *(len(x) for x in labels))
+    width = max(6, *(len(x) for x in labels), *(len(g) for g in groups or {}))
     lines = [f"{'seed':>{width}} {'final return':>14}"]
     for name, x in zip(labels, finals, strict=True):
         lines.append(f"{name:>{width}} {x:>14.1f}")
-    lines.append(
-        f"{'mean':>{width}} {np.nanmean(finals) if np.isfinite(finals).any() else math.nan:>14.1f}"
-    )
+    if groups:
+        lines.append(f"{'setting':>{width}} {'mean':>14} {'std':>7} {'min..max':>15} seeds")
+        for label, g in group_stats(finals, groups).items():
+            span = f"{g['min']:.1f}..{g['max']:.1f}"
+            lines.append(
+                f"{label:>{width}} {g['mean']:>14.1f} {g['std']:>7.1f} {span:>15} {g['n']}"
+            )
+    lines.append(f"{'mean':>{width}} {_mean(finals):>14.1f}")
     s = result.summary(window)
-    lines.append(
-        f"{s['total_steps']:,} steps per seed, {s['steps_per_second']:,.0f} steps/s "
-        f"(all seeds), run {s['wall_seconds']:.1f} s, compile {s['compile_seconds']:.1f} s"
-    )
+    if result.start_iteration >= len(result.env_steps):
+        lines.append(f"{s['total_steps']:,} steps per seed, restored (no iteration left to run)")
+    else:
+        lines.append(
+            f"{s['total_steps']:,} steps per seed, {s['steps_per_second']:,.0f} steps/s "
+            f"(all seeds), run {s['wall_seconds']:.1f} s, compile {s['compile_seconds']:.1f} s"
+        )
     return "\n".join(lines)
 
 
 def write_json(result: TrainingResult, path: str, extra: dict[str, Any] | None = None) -> None:
-    """Write ``result.summary()``, ``extra`` and the curves, as JSON."""
-    data = {**(extra or {}), **result.summary()}
+    """Write ``result.summary()``, ``extra`` (its keys win) and the curves, as
+    JSON, with ``interrupted`` (stopped early) and ``completed_iterations``."""
+    data = {**result.summary(), **(extra or {})}
+    data["interrupted"] = bool(result.interrupted)
+    data["completed_iterations"] = len(result.env_steps)
     data["curve"] = {
         "env_steps": result.env_steps.tolist(),
         "returns": [[None if not math.isfinite(x) else x for x in row] for row in result.returns],
@@ -429,11 +566,17 @@ SMOOTHING = 10
 
 
 def plot(
-    result: TrainingResult, path: str, title: str = "", labels: Sequence[str] | None = None
+    result: TrainingResult,
+    path: str,
+    title: str = "",
+    labels: Sequence[str] | None = None,
+    groups: dict[str, Sequence[int]] | None = None,
 ) -> None:
     """A PNG learning curve: each run's per-iteration returns (faint) and their
     running mean over the last :data:`SMOOTHING` iterations with episodes; with
-    several runs, the mean of those in black."""
+    several runs, the mean of those in black. With ``groups`` (``{setting:
+    run indices}``, a sweep) one line per setting instead: the mean over its
+    seeds of their running means, shaded from their minimum to maximum."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -443,7 +586,21 @@ def plot(
     x = result.env_steps
     labels = [f"seed {i}" for i in range(len(result.returns))] if labels is None else labels
     several = len(result.returns) > 1
-    for name, curve in zip(labels, result.returns, strict=True):
+    if groups:
+        smooth = np.stack([_smooth(c, SMOOTHING) for c in result.returns])
+        for label, runs in groups.items():
+            part = smooth[list(runs)]
+            with warnings.catch_warnings():  # all-NaN columns before the first episode
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean = np.nanmean(part, axis=0)
+                low, high = np.nanmin(part, axis=0), np.nanmax(part, axis=0)
+            line = ax.plot(x, mean, lw=1.8, label=f"{label} (mean of {len(runs)})")[0]
+            ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, lw=0)
+        several = False
+        labels, curves = [], []
+    else:
+        curves = result.returns
+    for name, curve in zip(labels, curves, strict=True):
         line = ax.plot(x, _smooth(curve, SMOOTHING), lw=0.9 if several else 1.8, label=name)[0]
         ax.plot(x, curve, lw=0.5, alpha=0.25, color=line.get_color())
     if several:
@@ -452,10 +609,15 @@ def plot(
             mean = np.nanmean(np.stack([_smooth(c, SMOOTHING) for c in result.returns]), axis=0)
         ax.plot(x, mean, lw=2.2, color="black", label="mean")
     ax.set_xlabel("environment steps (per run)")
-    ax.set_ylabel(f"episode return\n(faint: per iteration; line: mean of last {SMOOTHING})")
+    if groups:
+        ax.set_ylabel(
+            f"episode return (mean of last {SMOOTHING})\n(line: mean over seeds; band: min..max)"
+        )
+    else:
+        ax.set_ylabel(f"episode return\n(faint: per iteration; line: mean of last {SMOOTHING})")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    if len(result.returns) <= 10:
+    if len(groups or result.returns) <= 10:
         ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path)

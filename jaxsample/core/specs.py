@@ -93,9 +93,18 @@ def env_spec(env: Any, env_params: Any, *, same_observation: bool = False) -> En
     ``same_observation``) if ``step``'s observation differs from ``reset``'s."""
     space = env.action_space(env_params)
     key = jax.random.key(0)
-    obs_spec, env_state_spec = jax.eval_shape(env.reset, key, env_params)
-    act_spec = action_spec(space)
-    step_spec = jax.eval_shape(env.step, key, env_state_spec, act_spec, env_params)
+    try:
+        obs_spec, env_state_spec = jax.eval_shape(env.reset, key, env_params)
+        act_spec = action_spec(space)
+        step_spec = jax.eval_shape(env.step, key, env_state_spec, act_spec, env_params)
+    except ValueError as e:
+        if "vmap was requested to map its argument" not in str(e):
+            raise
+        raise TypeError(
+            f"env must be ONE environment ({type(env).__name__}.reset/step vmap over a batch "
+            "of keys inside, a batched env?): pass the unbatched env, the sampler vmaps it "
+            "over batch_spec.B itself"
+        ) from None
     if not (isinstance(step_spec, tuple) and len(step_spec) == 6):
         raise TypeError(
             "env.step must return (obs, state, reward, terminated, truncated, info) "
@@ -106,7 +115,10 @@ def env_spec(env: Any, env_params: Any, *, same_observation: bool = False) -> En
         raise TypeError("env.step's info must be a dict with 'final_observation' (gymnax >= 1.0)")
     for i, name in ((2, "reward"), (3, "terminated"), (4, "truncated")):
         if step_spec[i].shape != ():
-            raise ValueError(f"env.step's {name} must be a scalar, got shape {step_spec[i].shape}")
+            raise ValueError(
+                f"env.step's {name} must be a scalar, got shape {step_spec[i].shape} (a batched "
+                "env? pass ONE environment: the sampler vmaps it over batch_spec.B itself)"
+            )
     if same_observation:
         check_same(
             "env.step observation",
@@ -232,12 +244,18 @@ class FromParams:
         self._derive = derive
         self._what, self._factory = what, factory
         self._value = None if agent_params is None else derive(agent_params)
+        self._params = agent_params
 
     def of(self, agent_params: PyTree) -> Any:
         """The derived value, derived now from ``agent_params`` (checking the
-        agent with them) if it is not known yet."""
+        agent with them) if it is not known yet; parameters of another
+        structure than the known ones raise a ``TypeError`` naming
+        ``agent_params``."""
         if self._value is None:
             self._value = self._derive(agent_params)
+            self._params = agent_params
+        else:
+            check_same_params(self._params, agent_params)
         return self._value
 
     def get(self) -> Any:
@@ -250,6 +268,41 @@ class FromParams:
                 "or jax.ShapeDtypeStruct) to it, or call init(key, agent_params) first."
             )
         return self._value
+
+
+def _param_leaves(tree: PyTree) -> dict[str, tuple[int, ...]]:
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {jax.tree_util.keystr(p) or "(the root)": tuple(np.shape(x)) for p, x in leaves}
+
+
+def check_same_params(known: PyTree, given: PyTree) -> None:
+    """Raise a ``TypeError`` naming ``agent_params`` unless ``given`` has the
+    structure and leaf shapes of ``known`` (e.g. ``()`` for a learning agent:
+    otherwise the agent fails deep inside the rollout)."""
+    if not jax.tree.leaves(known) and not jax.tree.leaves(given):
+        return  # e.g. () and None: no parameters either way
+    if jax.tree.structure(known) == jax.tree.structure(given):
+        want, have = _param_leaves(known), _param_leaves(given)
+        for (path, shape), other in zip(want.items(), have.values(), strict=True):
+            if shape != other:
+                raise TypeError(
+                    f"agent_params{path if path != '(the root)' else ''} has shape {other}, "
+                    f"but the agent's parameters have shape {shape} there (from agent.init or "
+                    "agent_params=): parameters of another configuration?"
+                )
+        return
+    want, have = _param_leaves(known), _param_leaves(given)
+    if not have:
+        got = f"{given!r}"[:60] + " (no arrays)"
+    else:
+        got = f"{len(have)} array(s) at {', '.join(list(have)[:3])}"
+    missing = [p for p in want if p not in have]
+    raise TypeError(
+        f"agent_params do not have the structure of the agent's parameters (from agent.init "
+        f"or agent_params=): expected {len(want)} array(s)"
+        + (f", e.g. at {', '.join(missing[:3])}" if missing else "")
+        + f"; got {got}. Pass the parameters from agent.init(key, observation)."
+    )
 
 
 def initial_agent_state(agent: Agent, state_spec: PyTree, rank: jax.Array) -> PyTree:

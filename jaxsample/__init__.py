@@ -10,7 +10,8 @@ of them are submodules to import explicitly: :mod:`jaxsample.algos` (PPO, DQN,
 actor/learner runtime).
 """
 
-from jaxsample import agents, distributed, envs, host, metrics, replay
+from jaxsample import agents, compile_cache, distributed, envs, host, metrics, replay
+from jaxsample.compile_cache import enable_compile_cache
 from jaxsample.evaluation import EvalStats, Evaluator, make_evaluator
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import Sampler, SamplerState, make_sampler
@@ -48,7 +49,9 @@ __all__ = [
     "TrajStep",
     "__version__",
     "agents",
+    "compile_cache",
     "distributed",
+    "enable_compile_cache",
     "envs",
     "host",
     "make_evaluator",

@@ -17,8 +17,17 @@ FAST_XLA = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_pass
 os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count=4 {FAST_XLA}")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The cache lives in the user's cache folder, so a second run (another checkout
-# included) is warm; a fresh machine starts cold and fills it.
-_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "jaxsample" / "jax-tests"
+# included) is warm; a fresh machine starts cold and fills it. One folder per
+# xdist worker: JAX writes an entry in place (no lock unless the cache has a
+# size bound, whose eviction scan would cost each write a pass over thousands
+# of entries), so two workers compiling one program at once could read each
+# other's half-written file. A worker's subprocesses run while it waits.
+_CACHE = (
+    Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    / "jaxsample"
+    / "jax-tests"
+    / os.environ.get("PYTEST_XDIST_WORKER", "main")
+)
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_CACHE))
 # Every program is kept, the tiny ones too (a flax init outside jit compiles
 # each op): the default set runs warm in under 2 minutes on 2 cores (2 min 20 s

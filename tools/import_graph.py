@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent / "jaxsample"
 
 #: lowest first
 LAYERS: list[tuple[str, ...]] = [
-    ("jaxsample._checks", "jaxsample.types"),
+    ("jaxsample._checks", "jaxsample.types", "jaxsample.compile_cache"),
     (
         "jaxsample.traj_info",
         "jaxsample.metrics",

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 from gymnax.environments import spaces
 
 from jaxsample.agents.base import Stateless
+from jaxsample.agents.initializers import orthogonal
 from jaxsample.types import AgentInputs, AgentStep, PyTree
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -219,7 +220,7 @@ def orthogonal_dense(features: int, scale: float, name: str | None = None) -> nn
     """A dense layer with CleanRL's init: orthogonal kernel (``scale``), zero bias."""
     return nn.Dense(
         features,
-        kernel_init=nn.initializers.orthogonal(scale),
+        kernel_init=orthogonal(scale),
         bias_init=nn.initializers.zeros,
         name=name,
     )

@@ -39,6 +39,7 @@ from jaxsample.agents.actor_critic import (
     flatten_observation,
 )
 from jaxsample.agents.base import null_action
+from jaxsample.agents.initializers import orthogonal
 from jaxsample.types import AgentInputs, AgentStep, PyTree
 
 _CELLS = ("gru", "lstm")
@@ -59,9 +60,13 @@ class RecurrentActorCriticNet(nn.Module):
     ) -> tuple[PyTree, jax.Array, jax.Array | None, jax.Array]:
         x = MLPTorso(self.encoder_sizes, self.activation, name="encoder")(x)
         if self.cell == "gru":
-            cell = nn.GRUCell(features=self.hidden_size, name="cell")
+            cell = nn.GRUCell(
+                features=self.hidden_size, recurrent_kernel_init=orthogonal(), name="cell"
+            )
         else:
-            cell = nn.OptimizedLSTMCell(features=self.hidden_size, name="cell")
+            cell = nn.OptimizedLSTMCell(
+                features=self.hidden_size, recurrent_kernel_init=orthogonal(), name="cell"
+            )
         carry, y = cell(carry, x)
         return carry, *self.heads(self, y, y)
 

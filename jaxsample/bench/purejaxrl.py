@@ -9,7 +9,8 @@ of the program a user would write by hand:
 * the network: separate actor and critic MLPs (``config.hidden_sizes``, tanh)
   on the flattened observation (PureJaxRL's ``FlattenObservationWrapper``),
   orthogonal initialization (``sqrt(2)`` hidden, 0.01 policy head, 1.0 value
-  head), zero biases; a categorical policy from the logits;
+  head; flax's, drawn per seed as jaxsample's agents draw it:
+  :mod:`jaxsample.agents.initializers`), zero biases; a categorical policy from the logits;
 * the rollout: ``lax.scan`` over ``config.num_steps`` of the network's forward
   pass on ``[B, obs]``, ``vmap(env.step)`` with ``split(key, B)``, the episode
   return and length tracked in the carry (PureJaxRL's ``LogWrapper``), every
@@ -37,9 +38,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax.linen.initializers import constant, orthogonal
+from flax.linen.initializers import constant
 from gymnax.environments import spaces
 
+from jaxsample.agents.initializers import orthogonal
 from jaxsample.algos.configs import PPOConfig
 
 

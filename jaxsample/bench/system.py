@@ -98,5 +98,5 @@ def system_info() -> dict[str, Any]:
         "cpu_affinity": affinity,
         "cpu_model": _cpu_model(),
         "host_memory_bytes": _host_memory_bytes(),
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }

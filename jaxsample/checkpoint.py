@@ -31,8 +31,13 @@ restoring silently.
 
 ``restore`` places every array like the corresponding leaf of ``like``: a
 concrete ``jax.Array`` or a ``jax.ShapeDtypeStruct`` with a ``sharding``
-(e.g. the state of a sharded sampler) is restored onto that sharding; numpy
-leaves come back as numpy arrays.
+(e.g. the state of a sharded sampler) is restored onto that sharding; a
+``ShapeDtypeStruct`` without one (what ``jax.eval_shape`` returns) onto JAX's
+default device, whatever devices the checkpoint was saved from (a state saved
+sharded over 2 devices restores in a 1-device process); numpy leaves come
+back as numpy arrays. To restore onto a mesh from an abstract target, give
+its leaves that sharding (for a sharded sampler's state, every leaf:
+``sampler.state_sharding``).
 
 Host-env states (:class:`jaxsample.host.HostSamplerState`) refer to a live
 host environment that cannot be rewound, so they cannot be checkpointed.
@@ -101,17 +106,30 @@ def _to_storable(tree: PyTree) -> PyTree:
     return jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
 
 
+def _default_sharding() -> jax.sharding.Sharding:
+    """Where an array lands without a placement: JAX's default device."""
+    device = jax.config.jax_default_device
+    if device is None or isinstance(device, str):
+        device = jax.devices(device)[0] if isinstance(device, str) else jax.devices()[0]
+    return jax.sharding.SingleDeviceSharding(device)
+
+
 def _abstract(x: Any) -> Any:
-    """The orbax restore target of one leaf of ``like``."""
+    """The orbax restore target of one leaf of ``like``: its sharding, or JAX's
+    default device for a leaf without one (a ``jax.eval_shape`` result), never
+    the devices the checkpoint was saved from (they may not exist here)."""
     if _is_key(x):
         spec = jax.eval_shape(jax.random.key_data, jax.ShapeDtypeStruct(x.shape, x.dtype))
         sharding = getattr(x, "sharding", None)
         if isinstance(x, jax.Array):
             sharding = jax.random.key_data(x).sharding
-        return jax.ShapeDtypeStruct(spec.shape, spec.dtype, sharding=sharding)
+        return jax.ShapeDtypeStruct(
+            spec.shape, spec.dtype, sharding=sharding or _default_sharding()
+        )
     if isinstance(x, np.ndarray):
         return np.zeros(x.shape, x.dtype)
-    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None))
+    sharding = getattr(x, "sharding", None) or _default_sharding()
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
 
 
 def _manager(directory: str | os.PathLike, keep: int | None = None) -> ocp.CheckpointManager:
@@ -202,7 +220,8 @@ def restore(directory: str | os.PathLike, like: PyTree, *, step: int | None = No
       directory: a checkpoint folder written by :func:`save`.
       like: a state of the same configuration — concrete (e.g. a fresh
         ``sampler.init(...)``) or abstract (``jax.eval_shape(trainer.init,
-        key)``); only its structure, shapes, dtypes and shardings are used.
+        key)``); only its structure, shapes, dtypes and shardings are used
+        (a leaf without a sharding lands on JAX's default device).
       step: the step to restore (default: the latest).
 
     Returns:

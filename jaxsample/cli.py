@@ -269,7 +269,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _train_algo(argv: Sequence[str]) -> str:
     """The ``--algo`` of a train command line (or of its ``--config`` file):
     it decides which config's fields become flags."""
-    from jaxsample.cli_config import load_config_file
+    from jaxsample.cli_config import file_algo, load_config_file
 
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--algo", default=None)
@@ -277,7 +277,7 @@ def _train_algo(argv: Sequence[str]) -> str:
     known, _ = pre.parse_known_args(argv)
     algo = known.algo
     if algo is None and known.config:
-        algo = load_config_file(known.config).get("algo")
+        algo = file_algo(load_config_file(known.config))
     return algo if algo in ("ppo", "ppo-rnn", "dqn") else "ppo"
 
 

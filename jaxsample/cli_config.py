@@ -36,8 +36,30 @@ __all__ = [
 
 #: Fields set by other flags: ``--env``, ``--algo`` (``recurrent``), ``--mask-velocity``.
 _OWN_FLAGS = {"env_name": "--env", "recurrent": "--algo", "mask_velocity": "--mask-velocity"}
-#: Flags of the train command that a config file may set too.
-_COMMAND_KEYS = ("algo", "env", "seed", "seeds", "chunks", "mask_velocity")
+#: Flags of the train command that a config file may set too; ``env_name``
+#: and ``recurrent`` (the JSON's ``config`` holds them) stand for ``env`` and
+#: ``algo`` (``ppo-rnn`` when true).
+_COMMAND_KEYS = (
+    "algo", "env", "seed", "seeds", "chunks", "mask_velocity", "env_name", "recurrent",
+)  # fmt: skip
+
+
+def file_algo(values: dict[str, Any]) -> str | None:
+    """The ``--algo`` a config file sets: its ``algo``, else ``ppo-rnn`` /
+    ``ppo`` from ``recurrent``, else ``dqn`` when it has a field only
+    ``DQNConfig`` has (a JSON's ``config`` written back as a file), else None."""
+    if values.get("algo") is not None:
+        return values["algo"]
+    if isinstance(values.get("recurrent"), bool):
+        return "ppo-rnn" if values["recurrent"] else "ppo"
+    ppo = {f.name for f in dataclasses.fields(config_type("ppo"))}
+    dqn = {f.name for f in dataclasses.fields(config_type("dqn"))}
+    return "dqn" if set(values) & (dqn - ppo) else None
+
+
+def file_env(values: dict[str, Any]) -> Any:
+    """The env a config file sets: its ``env``, else ``env_name``, else None."""
+    return values.get("env", values.get("env_name"))
 
 
 def config_type(algo: str) -> type:
@@ -86,7 +108,12 @@ def _parse(name: str, tp: Any, text: str, sweep: bool) -> Any:
         return None
     try:
         if typing.get_origin(inner) is tuple:
-            return tuple(int(t) for t in text.split(",") if t.strip())
+            if not text.strip():
+                return ()
+            tokens = text.split(",")
+            if any(not t.strip() for t in tokens):
+                raise UsageError(f"{_flag(name)} {text!r}: an empty size between commas")
+            return tuple(int(t) for t in tokens)
         if inner is float and sweep and "," in text:
             return [float(t) for t in text.split(",")]
         if inner is float:
@@ -187,6 +214,13 @@ def _from_file(name: str, value: Any, tp: Any, sweep: bool, path: str) -> Any:
         return tuple(value)
     if inner is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if inner is float and isinstance(value, str):  # PyYAML reads 1e-3 as a str
+        try:
+            return float(value)
+        except ValueError:
+            raise UsageError(
+                f"--config {path!r}: {name} must be a float, got {value!r}"
+            ) from None
     return value
 
 
@@ -209,8 +243,18 @@ def resolve_config(
     fields = {f.name for f in dataclasses.fields(cls)} - set(_OWN_FLAGS)
     unknown = sorted(set(file_values) - fields - set(_COMMAND_KEYS))
     if unknown:
+        import difflib
+
+        known = sorted(fields | set(_COMMAND_KEYS))
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, known, n=1)
+            if close:
+                hints.append(close[0] if len(unknown) == 1 else f"{close[0]} for {name}")
+        hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
         raise UsageError(
             f"--config {path!r}: unknown setting(s) {', '.join(unknown)} for --algo {algo}"
+            f"{hint}; `jaxsample train --algo {algo} --help` lists them"
         )
     values = {
         k: _from_file(k, v, hints[k], k in sweep_names, str(path))
@@ -224,22 +268,34 @@ def resolve_config(
             raise UsageError(f"{_flag(name)}: an empty list")
         values[name] = listed[0]  # the config holds the first; the sweep overrides it
     overrides = {"env_name": env, **values}
-    try:
+    from_file = set(values) - set(flags)
+
+    def build(overrides: dict[str, Any]) -> Any:
         if algo in ("ppo", "ppo-rnn"):
             from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT
 
-            overrides.update(recurrent=algo == "ppo-rnn")
+            overrides = {**overrides, "recurrent": algo == "ppo-rnn"}
             if mask_velocity:  # the POMDP preset (tuned for the recurrent agent)
-                return dataclasses.replace(MASKED_CARTPOLE_RECURRENT, **overrides), sweep
-            return cls(**overrides), sweep
+                return dataclasses.replace(MASKED_CARTPOLE_RECURRENT, **overrides)
+            return cls(**overrides)
         if mask_velocity:
             raise UsageError("--mask-velocity goes with --algo ppo or ppo-rnn")
-        return cls(**overrides), sweep
+        return cls(**overrides)
+
+    try:
+        config = build(overrides)
+        for name, listed in sweep.items():  # every swept value, not only the first
+            for value in listed[1:]:
+                build({**overrides, name: value})
+        return config, sweep
     except (TypeError, ValueError) as e:
         message = str(e)
-        for name in sorted(fields, key=len, reverse=True):  # name the flag
-            if message.startswith(name + " ") or message.startswith(f"{name} "):
-                message = _flag(name) + message[len(name) :]
+        if message.startswith("env_name: "):  # the trainer's own check of the env
+            message = f"--env {env!r}: " + message[len("env_name: ") :]
+        for name in sorted(fields, key=len, reverse=True):  # name the flag or file key
+            if message.startswith(name + " "):
+                where = f"--config {path!r}: {name}" if name in from_file else _flag(name)
+                message = where + message[len(name) :]
                 break
         raise UsageError(message) from None
 

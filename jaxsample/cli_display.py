@@ -7,8 +7,10 @@ events :func:`jaxsample.algos.runner.run_training` sends: ``{"phase":
 "total_steps", "fraction", "steps_per_second", "elapsed", "eta",
 "recent_return", "recent_loss"}``; whoever produces such events (a compiled
 chunk returning, or a host callback from inside one compiled program) can
-feed it. On a terminal it draws a rich progress bar; otherwise it prints one
-plain line per event.
+feed it. On a terminal it draws a rich progress bar (below :data:`WIDE` columns,
+e.g. 80, with short figures: ``1.23M/4.00M 74.8k/s 0:01:15 ETA 0:37 R 440
+L 0.0041``, so that nothing is cut); otherwise it prints one plain line per
+event.
 """
 
 from __future__ import annotations
@@ -29,6 +31,20 @@ def format_seconds(seconds: float) -> str:
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+#: Terminal columns from which the live bar shows every figure in full.
+WIDE = 120
+
+
+def _short(x: float) -> str:
+    """``1234944`` -> ``1.23M``, ``74816`` -> ``74.8k`` (3 significant digits)."""
+    if not math.isfinite(x):
+        return "?"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:#.3g}{unit}"
+    return f"{x:.0f}"
 
 
 def _num(x: float, spec: str) -> str:
@@ -79,20 +95,29 @@ class LiveDisplay:
             TimeElapsedColumn,
         )
 
-        self._progress = Progress(
-            SpinnerColumn(),
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
+        console = Console(file=self.stream)
+        # Under WIDE columns every figure in full; narrower (an 80-column
+        # terminal) short figures and no description, so that nothing is cut.
+        self._compact = console.width < WIDE
+        columns = [SpinnerColumn()]
+        if not self._compact:
+            columns.append(TextColumn("[bold]{task.description}"))
+        columns += [
+            BarColumn(bar_width=16 if self._compact else 40),
             TextColumn("{task.fields[steps]}"),
             TextColumn("{task.fields[rate]}"),
             TimeElapsedColumn(),
             TextColumn("ETA {task.fields[eta]}"),
             TextColumn("{task.fields[stats]}"),
-            console=Console(file=self.stream),
-            refresh_per_second=4,
-        )
+        ]
+        self._progress = Progress(*columns, console=console, refresh_per_second=4)
         self._task = self._progress.add_task(
-            "compiling", total=None, steps="", rate="", eta="?", stats=""
+            "compiling",
+            total=None,
+            steps="",
+            rate="",
+            eta="?",
+            stats="compiling" if self._compact else "",
         )
         self._progress.start()
 
@@ -102,15 +127,27 @@ class LiveDisplay:
         loss = _num(p.get("recent_loss", math.nan), ".4g")
         elapsed = p.get("elapsed", time.perf_counter() - self._started)
         if self._progress is not None:
+            if self._compact:
+                ret = _num(p.get("recent_return", math.nan), ".4g")
+                loss = _num(p.get("recent_loss", math.nan), ".2g")
+                figures = {
+                    "steps": f"{_short(steps)}/{_short(total or steps)}",
+                    "rate": f"{_short(p['steps_per_second'])}/s",
+                    "stats": f"R {ret} L {loss}",
+                }
+            else:
+                figures = {
+                    "steps": f"{steps:,}/{total or steps:,} steps",
+                    "rate": f"{p['steps_per_second']:,.0f} steps/s",
+                    "stats": f"return {ret}  loss {loss}",
+                }
             self._progress.update(
                 self._task,
                 description="training",
                 total=total or steps,
                 completed=steps,
-                steps=f"{steps:,}/{total or steps:,} steps",
-                rate=f"{p['steps_per_second']:,.0f} steps/s",
                 eta=format_seconds(p.get("eta", math.nan)),
-                stats=f"return {ret}  loss {loss}",
+                **figures,
             )
             if p.get("fraction", 0.0) >= 1:
                 self.close()

@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from jaxsample.cli_base import UsageError, check_output
-from jaxsample.cli_config import resolve_config, sweep_runs
+from jaxsample.cli_config import file_algo, file_env, resolve_config, sweep_runs
 
 __all__ = ["evaluate", "make_trainer", "train"]
 
@@ -82,10 +82,13 @@ def _settings(args: argparse.Namespace, file_values: dict[str, Any]) -> dict[str
     """The train command's own settings: the flag, else the config file, else the default."""
     defaults = {"algo": "ppo", "env": "CartPole-v1", "seed": 0, "seeds": 1, "chunks": 20}
     defaults["mask_velocity"] = False
+    from_file = {**file_values, "algo": file_algo(file_values), "env": file_env(file_values)}
     out = {}
     for name, default in defaults.items():
         value = getattr(args, name, None)
-        out[name] = value if value is not None else file_values.get(name, default)
+        if value is None:
+            value = from_file.get(name)
+        out[name] = default if value is None else value
     for name in ("seeds", "chunks"):
         if isinstance(out[name], bool) or not isinstance(out[name], int) or out[name] < 1:
             raise UsageError(f"--{name} must be >= 1, got {out[name]}")
@@ -260,7 +263,10 @@ def train(args: argparse.Namespace) -> int:
     try:
         trainer = _build(config)
     except (TypeError, ValueError) as e:
-        raise UsageError(str(e)) from None
+        message = str(e)
+        if message.startswith("env_name: "):  # the env's name: the flag or file key
+            message = f"--env {s['env']!r}: " + message[len("env_name: ") :]
+        raise UsageError(message) from None
     seeds, settings = sweep_runs(range(s["seeds"]), sweep)
     hparams = _sweep_hparams(trainer, settings, s["seeds"])
     key = jax.random.key(s["seed"])

@@ -80,8 +80,11 @@ def test_grid_cells_follow_from_their_repetitions(grid) -> None:
     for cell in grid["cells"]:
         steps = cell["T"] * cell["B"]
         assert cell["steps_per_call"] == steps
-        floor = cell["methods"]["bare"]["times_s"]
         for name, row in cell["methods"].items():
+            # Each method against its own floor: mlp against bare_mlp (issue 30).
+            own = "bare_mlp" if name in ("mlp", "bare_mlp") else "bare"
+            assert row["floor"] == own
+            floor = cell["methods"][own]["times_s"]
             times = row["times_s"]
             assert len(times) == 3 and all(t > 0 for t in times)
             med = statistics.median(times)
@@ -138,6 +141,10 @@ def test_table_markdown_and_plot(grid, tmp_path) -> None:
             2 if method in bench.JAX_METHODS else 1
         )
     assert "B > peer_max_B=2" in table and "note:" in table
+    # One ratio (issue 30): the table's mlp ratio is the summary's mlp/bare_mlp.
+    mlp = grid["cells"][-1]["methods"]["mlp"]
+    assert f"{mlp['ratio_to_floor']:.3f}" in table
+    assert f"mlp/bare_mlp {mlp['ratio_to_floor']:.2f}x" in table
     md = bench.markdown_table(grid).splitlines()
     assert md[0] == "| env | B | T | bare | random | pool | bare_mlp | mlp | gymnasium | envpool |"
     assert len(md) == 2 + len(grid["cells"])
@@ -155,8 +162,8 @@ def test_table_markdown_and_plot(grid, tmp_path) -> None:
     assert [line.get_label() for line in ax_speed.get_lines()] == [
         bench.LABELS[m] for m in bench.METHODS
     ]
-    # One ratio line per non-floor method, plus the line at 1.
-    assert len(ax_ratio.get_lines()) == len(bench.METHODS)
+    # One ratio line per method that is not a floor (bare, bare_mlp), plus the line at 1.
+    assert len(ax_ratio.get_lines()) == len(bench.METHODS) - 2 + 1
     bare = ax_speed.get_lines()[0]
     assert list(bare.get_xdata()) == [2, 4]
     assert list(bare.get_ydata()) == [

@@ -28,7 +28,7 @@ __all__ = [
 
 _CELLS = ("gru", "lstm")
 _PPO_POSITIVE_INTS = ("update_epochs", "num_minibatches", "rnn_hidden_size")
-_PPO_NON_NEGATIVE_FLOATS = ("lr", "clip_eps", "ent_coef", "vf_coef", "adam_eps")
+_PPO_NON_NEGATIVE_FLOATS = ("clip_eps", "ent_coef", "vf_coef", "adam_eps")
 _LOSSES = ("mse", "huber")
 _MAX_TIMESTEPS = 2**31 - 1  # env steps are counted in int32
 _DQN_POSITIVE_INTS = (
@@ -203,6 +203,7 @@ class PPOConfig(_RunLength):
             ints=[(name, 1) for name in _PPO_POSITIVE_INTS],
             bools=("anneal_lr", "clip_vloss", "normalize_advantages", "recurrent", "mask_velocity"),
             floats=[
+                ("lr", 0.0, math.inf, True),  # 0: a run that never learns
                 *((name, 0.0, math.inf, False) for name in _PPO_NON_NEGATIVE_FLOATS),
                 ("gamma", 0.0, 1.0, False),
                 ("gae_lambda", 0.0, 1.0, False),

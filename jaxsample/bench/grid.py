@@ -40,6 +40,8 @@ How a cell is measured (one process, one device):
    every other repetition), so the machine's noise hits all methods alike. Each
    repetition's time is divided by ``calls_per_rep``; the median and quartiles
    are reported, and ``ratio_to_floor = median(floor) / median(method)``
+   against the method's own floor (``floor``: ``bare_mlp`` for ``mlp``,
+   ``bare`` for the others; :func:`~jaxsample.bench.schema.floor_of`)
    (throughput relative to the floor, higher is better) with the quartiles of
    the per-repetition (paired) ratios as its spread. ``ratio_to_floor_best =
    min(floor) / min(method)`` compares the fastest repetitions: other work on
@@ -97,6 +99,7 @@ from jaxsample.bench.schema import (
     PEER_METHODS,
     POOL_SIZE,
     SCHEMA_VERSION,
+    floor_of,
 )
 from jaxsample.bench.system import import_optional, system_info
 from jaxsample.core.resets import default_block
@@ -443,9 +446,9 @@ def run_grid(
                 finally:
                     for p in programs.values():
                         p.close()
-                floor_times = times.get(FLOOR)
-                rows = {
-                    m: _method_row(programs[m], times[m], calls[m], floor_times, T * B)
+                rows = {  # each method against its own floor (mlp: bare_mlp)
+                    m: _method_row(programs[m], times[m], calls[m], times.get(floor_of(m)), T * B)
+                    | {"floor": floor_of(m)}
                     for m in programs
                 }
                 del programs

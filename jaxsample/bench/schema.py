@@ -20,6 +20,16 @@ POOL_SIZE = 8
 #: ``method: its own floor`` for the ratios that answer a user's question
 #: (:func:`~jaxsample.bench.report.key_ratios`).
 KEY_RATIOS = {"random": "bare", "pool": "bare", "mlp": "bare_mlp"}
+#: The floor each method's ``ratio_to_floor`` is relative to: its own
+#: hand-written floor (a learning agent's: ``bare_mlp``), else ``bare``.
+OWN_FLOOR = {"mlp": "bare_mlp", "bare_mlp": "bare_mlp"}
+
+
+def floor_of(method: str) -> str:
+    """The method ``method``'s ratios are relative to (:data:`OWN_FLOOR`)."""
+    return OWN_FLOOR.get(method, FLOOR)
+
+
 #: Display names.
 LABELS = {
     "bare": "bare scan(vmap(env.step))",
@@ -153,6 +163,7 @@ RESULT_SCHEMA: dict[str, Any] = {
                                     **_QUARTILES,
                                     "required": ["median", "q25", "q75", "best"],
                                 },
+                                "floor": {"enum": [FLOOR, *OWN_FLOOR.values()]},
                                 "ratio_to_floor": _NUM_OR_NULL,
                                 "ratio_to_floor_spread": {
                                     "oneOf": [

@@ -217,3 +217,24 @@ class SuiteEnv(Environment):
 def _defining(cls: type, name: str) -> type:
     """The class of ``cls``'s MRO that defines attribute ``name``."""
     return next(c for c in cls.__mro__ if name in c.__dict__)
+
+
+def import_quietly(name: str) -> Any:
+    """``importlib.import_module(name)`` without the lines some suites print
+    while importing that a user cannot act on (MuJoCo's ``Failed to import
+    warp: No module named 'warp'``, printed by Brax's import of MJX when the
+    optional NVIDIA Warp is not installed); anything else printed is kept."""
+    import contextlib
+    import importlib
+    import io
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        module = importlib.import_module(name)
+    for line in printed.getvalue().splitlines():
+        if not (line.startswith("Failed to import ") and "warp" in line):
+            print(line)
+    return module

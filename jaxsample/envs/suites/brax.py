@@ -19,7 +19,13 @@ import jax
 import jax.numpy as jnp
 from gymnax.environments import spaces
 
-from jaxsample.envs.suites.base import SuiteEnv, SuiteStep, box, check_episode_length
+from jaxsample.envs.suites.base import (
+    SuiteEnv,
+    SuiteStep,
+    box,
+    check_episode_length,
+    import_quietly,
+)
 from jaxsample.types import PyTree
 
 __all__ = ["BraxEnv", "from_brax", "make_brax"]
@@ -92,7 +98,6 @@ def from_brax(env: Any, episode_length: int = 1000) -> BraxEnv:
 def make_brax(name: str, *, episode_length: int = 1000, backend: str | None = None) -> BraxEnv:
     """``from_brax(brax.envs.get_environment(name, backend=backend))``
     (Brax's default backend when None)."""
-    from brax import envs
-
+    envs = import_quietly("brax.envs")
     kwargs = {} if backend is None else {"backend": backend}
     return from_brax(envs.get_environment(name, **kwargs), episode_length)

@@ -31,9 +31,9 @@ def _maker(suite: str, **kwargs: Any) -> Callable[[str], Any]:
 
 
 def _brax_names() -> list[str]:
-    from brax import envs
+    from jaxsample.envs.suites.base import import_quietly
 
-    return sorted(envs._envs)
+    return sorted(import_quietly("brax.envs")._envs)
 
 
 def _jumanji_names() -> list[str]:
@@ -98,13 +98,17 @@ def make(name: str) -> tuple[Any, Any]:
         if name not in gymnax.registered_envs:
             raise ValueError(
                 f"env {name!r} is not a gymnax environment nor '<suite>/<env>' "
-                f"with a suite of {sorted(SUITES)}"
+                f"with a suite of {sorted(SUITES)}{_did_you_mean(name, gymnax.registered_envs)}"
+                "; `jaxsample envs` lists the names"
             )
         return gymnax.make(name)
     suite, env_name = name.split("/", 1)
     if suite not in SUITES:
-        raise ValueError(f"env {name!r}: unknown suite {suite!r}, one of {sorted(SUITES)}")
-    package, extra, make_env, _ = SUITES[suite]
+        raise ValueError(
+            f"env {name!r}: unknown suite {suite!r}, one of {sorted(SUITES)}"
+            f"{_did_you_mean(suite, SUITES, '/' + env_name)}"
+        )
+    package, extra, make_env, names = SUITES[suite]
     if not _installed(package):
         raise ValueError(
             f"env {name!r}: {package} is not installed (pip install jaxsample[{extra}])"
@@ -112,8 +116,23 @@ def make(name: str) -> tuple[Any, Any]:
     try:
         env = make_env(env_name)
     except Exception as e:  # the suites raise their own error types for unknown names
-        raise ValueError(f"env {name!r}: {type(e).__name__}: {e}") from None
+        try:
+            known = names()
+        except Exception:  # only a hint
+            known = []
+        hint = _did_you_mean(env_name, known, prefix=suite + "/") if env_name not in known else ""
+        raise ValueError(
+            f"env {name!r}: {type(e).__name__}: {e}{hint}; `jaxsample envs` lists the names"
+        ) from None
     return env, env.default_params
+
+
+def _did_you_mean(name: str, known: Any, suffix: str = "", prefix: str = "") -> str:
+    """`` (did you mean 'CartPole-v1'?)`` for the closest of ``known``, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {prefix + close[0] + suffix!r}?)" if close else ""
 
 
 def available() -> dict[str, list[str]]:

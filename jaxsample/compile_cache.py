@@ -37,15 +37,25 @@ CACHES_CALLBACKS: bool = tuple(int(p) for p in jax.__version__.split(".")[:2]) >
 DEFAULT_MAX_BYTES = 2 * 1024**3
 
 _HIT = "/jax/compilation_cache/cache_hits"
-_COMPILE = "/jax/core/compile/backend_compile_duration"
-_RETRIEVE = "/jax/compilation_cache/cache_retrieval_time_sec"
+#: JAX's stage events: tracing to a jaxpr, lowering to StableHLO, and getting
+#: an executable (XLA's compile, or a load from the persistent cache).
+_STAGES = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "backend",
+}
 
 
 def default_dir() -> Path:
-    """The per-user cache folder (the platform's: ``~/.cache/jaxsample/jax`` on
-    Linux), unless ``JAX_COMPILATION_CACHE_DIR`` names another."""
-    env = os.environ.get("JAX_COMPILATION_CACHE_DIR")
-    return Path(env) if env else Path(platformdirs.user_cache_dir("jaxsample")) / "jax"
+    """The per-user cache folder: the platform's (``~/.cache/jaxsample/jax`` on
+    Linux, ``$XDG_CACHE_HOME`` honoured)."""
+    return Path(platformdirs.user_cache_dir("jaxsample")) / "jax"
+
+
+def configured_dir() -> str | None:
+    """The cache folder JAX is already set to use (``JAX_COMPILATION_CACHE_DIR``
+    or ``jax.config``), else None."""
+    return jax.config.jax_compilation_cache_dir
 
 
 def enable_compile_cache(
@@ -86,9 +96,8 @@ class _Events:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.hits = 0
-        self.compiles = 0
-        self.compile_seconds = 0.0
+        names = ("hits", "backend_calls", "trace", "lower", "backend")
+        self.counts = dict.fromkeys(names, 0.0)
         self.registered = False
 
     def register(self) -> None:
@@ -101,37 +110,41 @@ class _Events:
     def _event(self, event: str, **kwargs: Any) -> None:
         if event == _HIT:
             with self.lock:
-                self.hits += 1
+                self.counts["hits"] += 1
 
     def _duration(self, event: str, duration: float, **kwargs: Any) -> None:
-        if event == _COMPILE:
+        stage = _STAGES.get(event)
+        if stage is not None:
             with self.lock:
-                self.compiles += 1
-                self.compile_seconds += duration
+                self.counts[stage] += duration
+                if stage == "backend":
+                    self.counts["backend_calls"] += 1
 
-    def snapshot(self) -> tuple[int, int, float]:
+    def snapshot(self) -> dict[str, float]:
         with self.lock:
-            return self.hits, self.compiles, self.compile_seconds
+            return dict(self.counts)
 
 
 _EVENTS = _Events()
 
 
 class CompileWatch:
-    """Counts, over a ``with`` block, the programs XLA really compiled (and
-    their seconds) and those loaded from the persistent cache, from JAX's own
-    monitoring events.
+    """What a ``with`` block spent getting its programs, from JAX's own
+    monitoring events: how many XLA compiled and how many it loaded from the
+    persistent cache, and the seconds of each stage (tracing and lowering run
+    in every process; the cache saves the XLA compile).
 
     Attributes (after the block; live inside it):
       hits: programs loaded from the persistent cache.
       compiles: programs compiled by XLA.
-      compile_seconds: XLA's compile time of those.
+      trace_seconds, lower_seconds: tracing to jaxprs, lowering to StableHLO.
+      backend_seconds: XLA's compiles and the cache's loads.
     """
 
     def __init__(self) -> None:
         _EVENTS.register()
         self._start = _EVENTS.snapshot()
-        self._end: tuple[int, int, float] | None = None
+        self._end: dict[str, float] | None = None
 
     def __enter__(self) -> CompileWatch:
         self._start = _EVENTS.snapshot()
@@ -141,32 +154,45 @@ class CompileWatch:
     def __exit__(self, *exc: object) -> None:
         self._end = _EVENTS.snapshot()
 
-    def _delta(self) -> tuple[int, int, float]:
+    def _delta(self, name: str) -> float:
         end = self._end if self._end is not None else _EVENTS.snapshot()
-        return tuple(e - s for e, s in zip(end, self._start, strict=True))  # type: ignore[return-value]
+        return end[name] - self._start[name]
 
     @property
     def hits(self) -> int:
-        return self._delta()[0]
+        return int(self._delta("hits"))
 
     @property
     def compiles(self) -> int:
-        return self._delta()[1]
+        return int(self._delta("backend_calls") - self._delta("hits"))
 
     @property
-    def compile_seconds(self) -> float:
-        return self._delta()[2]
+    def trace_seconds(self) -> float:
+        return self._delta("trace")
+
+    @property
+    def lower_seconds(self) -> float:
+        return self._delta("lower")
+
+    @property
+    def backend_seconds(self) -> float:
+        return self._delta("backend")
 
     def summary(self, seconds: float) -> str:
         """One line for ``seconds`` of wall time spent getting the programs:
-        ``compiled in X s``, ``loaded from the compile cache in X s``, or both
-        counts when some of each."""
-        hits, compiles, _ = self._delta()
-        if hits and not compiles:
-            return f"loaded from the compile cache in {seconds:.1f} s"
-        if hits:
-            return (
-                f"compiled in {seconds:.1f} s ({compiles} program(s) compiled, "
-                f"{hits} loaded from the compile cache)"
-            )
-        return f"compiled in {seconds:.1f} s"
+        ``compiled in X s`` or ``loaded from the compile cache in X s`` (with
+        the counts when some of each), and the part that was tracing and
+        lowering when any program came from the cache."""
+        hits, compiles = self.hits, self.compiles
+        if not hits:
+            return f"compiled in {seconds:.1f} s"
+        staged = (
+            f"tracing and lowering {self.trace_seconds + self.lower_seconds:.1f} s, "
+            f"XLA {self.backend_seconds:.1f} s"
+        )
+        if not compiles:
+            return f"loaded from the compile cache in {seconds:.1f} s ({staged})"
+        return (
+            f"compiled in {seconds:.1f} s ({compiles} program(s) compiled, {hits} loaded "
+            f"from the compile cache; {staged})"
+        )

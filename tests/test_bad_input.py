@@ -75,3 +75,46 @@ def test_a_hand_made_state_past_the_key_epoch_is_rejected() -> None:
     bad = state.replace(step=jnp.full_like(state.step, 2**30))
     with pytest.raises(ValueError, match=r"state.step must be < 2\*\*30"):
         sampler.collect(bad, None)
+
+
+# --- Issue 30 item 8: each caught at the call that received it, naming the argument.
+
+
+def test_a_learning_agent_given_no_parameters_fails_at_init() -> None:
+    env, params = gymnax.make("CartPole-v1")
+    agent = js.agents.CategoricalActorCritic(env.action_space(params), hidden_sizes=(8,))
+    sampler = _make(agent=agent)
+    with pytest.raises(TypeError, match=r"agent_params do not have the structure.*got \(\)"):
+        sampler.init(jax.random.key(0), ())
+    agent_params = agent.init(jax.random.key(1), jnp.zeros(4))
+    state = sampler.init(jax.random.key(0), agent_params)  # the right ones work
+    with pytest.raises(TypeError, match="agent_params do not have the structure"):
+        sampler.collect(state, ())
+    wrong = jax.tree.map(lambda x: jnp.zeros((*x.shape, 2), x.dtype), agent_params)
+    with pytest.raises(TypeError, match=r"agent_params\[.*has shape"):
+        sampler.collect(state, wrong)
+
+
+class _BatchedCartPole(CartPole):
+    """An env that already vmaps over a batch of keys (a batched env)."""
+
+    def reset(self, key, params=None):
+        return jax.vmap(super().reset, in_axes=(0, None))(key, params)
+
+    def step(self, key, state, action, params=None):
+        return jax.vmap(super().step, in_axes=(0, 0, 0, None))(key, state, action, params)
+
+
+def test_a_batched_env_is_named_at_make_sampler() -> None:
+    env = _BatchedCartPole()
+    with pytest.raises(TypeError, match=r"env must be ONE environment.*batched env"):
+        _make(env=(env, env.default_params))
+
+
+def test_a_raw_prng_key_is_named_with_its_type() -> None:
+    sampler = _make()
+    with pytest.raises(TypeError) as info:
+        sampler.init(jax.random.PRNGKey(0), ())
+    message = str(info.value)
+    assert "ArrayImpluint32" not in message
+    assert "of dtype uint32 and shape (2,)" in message and "jax.random.PRNGKey" in message

@@ -241,6 +241,7 @@ class Sampler(SamplerOptions):
         """
         T, B = self.batch_spec
         check_state(state, B)
+        self.check_params(agent_params)  # e.g. () for a learning agent: named here
         state, keys = jax.vmap(self._start_batch)(state)
         slots = jax.tree.map(
             lambda o: jnp.zeros((B, self._slots, *o.shape[1:]), o.dtype), state.observation

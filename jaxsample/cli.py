@@ -48,6 +48,7 @@ def _envs(args: argparse.Namespace) -> int:
 
 def _collect(args: argparse.Namespace) -> int:
     from jaxsample.agents.base import RandomAgent
+    from jaxsample.compile_cache import CompileWatch
     from jaxsample.envs import suites
     from jaxsample.sampler import make_sampler
     from jaxsample.traj_info import summarize
@@ -96,9 +97,10 @@ def _collect(args: argparse.Namespace) -> int:
     state = jax.block_until_ready(init(key, ()))
     init_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    compiled = collect.lower(state, ()).compile()
+    with CompileWatch() as watch:
+        compiled = collect.lower(state, ()).compile()
     compile_s = time.perf_counter() - t0
-    print(f"  init (compile + decorrelation): {init_s:.2f} s, collect compile: {compile_s:.2f} s")
+    print(f"  init (compile + decorrelation): {init_s:.2f} s, collect {watch.summary(compile_s)}")
 
     summarize_jit = jax.jit(summarize)
     stats = []
@@ -343,6 +345,26 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
     p.set_defaults(func=_eval)
 
 
+#: The subcommands that compile programs (they take --no-compile-cache).
+_COMPILING = ("train", "eval", "collect", "bench")
+
+
+def _enable_compile_cache(command: str) -> None:
+    """JAX's persistent compilation cache for this process, and one line when
+    this JAX cannot cache the training program's progress callbacks."""
+    from jaxsample import compile_cache
+
+    if compile_cache.configured_dir() is None:  # else the user's own JAX settings hold
+        compile_cache.enable_compile_cache()
+    if command == "train" and not compile_cache.CACHES_CALLBACKS:
+        print(
+            f"note: jax {jax.__version__} does not cache programs with host callbacks "
+            "(train's progress display): they compile again in every run (jax >= 0.11, "
+            "on Python >= 3.12, caches them)",
+            file=sys.stderr,
+        )
+
+
 class _OneLineParser(argparse.ArgumentParser):
     """A subcommand's parser: a bad flag value (an int flag given ``abc``, a
     choice not offered, a missing required flag) is a :class:`UsageError`, one
@@ -453,6 +475,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--markdown", action="store_true", help="also print a README table")
     p.set_defaults(func=_bench)
 
+    for name in _COMPILING:
+        sub.choices[name].add_argument(
+            "--no-compile-cache",
+            dest="compile_cache",
+            action="store_false",
+            help="compile every program again (default: JAX's persistent compilation cache, "
+            "in the user's cache folder unless $JAX_COMPILATION_CACHE_DIR names one)",
+        )
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:  # one line, naming the closest flag of that subcommand
@@ -463,6 +493,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:  # a bad value of a generated train flag
         print(f"jaxsample {argv[0]}: error: {e}", file=sys.stderr)
         raise
+    if args.command in _COMPILING:
+        if args.compile_cache:
+            _enable_compile_cache(args.command)
+        else:  # JAX's own settings ($JAX_COMPILATION_CACHE_DIR) included
+            jax.config.update("jax_enable_compilation_cache", False)
     if args.command == "train":  # the config fields given as flags
         args.config_flags = config_flag_values(args, algo)
     try:

@@ -90,3 +90,24 @@ def auto_step(env: Any, env_params: Any, k_epoch: jax.Array, n: int, state: Any,
     if bool(terminated) or bool(truncated):
         obs, state = env.reset_env(step_key(k_epoch, n, 2), env_params)
     return obs, state, reward, terminated, truncated, info
+
+
+def build_wheel(tmp_path: Any) -> Any:
+    """The jaxsample wheel (``pip wheel --no-deps``), built from a copy of the
+    checkout in ``tmp_path`` so that the build leaves nothing in it; its path."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, src / name)
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(root / "jaxsample", src / "jaxsample", ignore=ignore)
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*build, "-w", str(tmp_path / "dist"), str(src)], check=True, timeout=300)
+    (wheel,) = (tmp_path / "dist").glob("jaxsample-*.whl")
+    return wheel

@@ -144,17 +144,9 @@ def test_install_cell_installs_an_uploaded_wheel(tmp_path, monkeypatch) -> None:
     import sys
     import zipfile
 
-    # Build from a copy, so the build leaves nothing in this checkout.
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    shutil.copytree(
-        ROOT / "jaxsample", src / "jaxsample", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-    subprocess.run([*build, "-w", str(tmp_path / "dist"), str(src)], check=True, timeout=300)
-    (wheel,) = (tmp_path / "dist").glob("jaxsample-*.whl")
+    from helpers import build_wheel
+
+    wheel = build_wheel(tmp_path)
     content = tmp_path / "content"  # Colab's working folder
     content.mkdir()
     shutil.copy(wheel, content / wheel.name)

@@ -1,0 +1,286 @@
+"""Today's JAX: the dependency range, the deadlock-free initializers, the CLI's
+persistent compilation cache, and (slow) a Colab-shaped install."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from packaging.requirements import Requirement
+
+from jaxsample import compile_cache
+
+ROOT = Path(__file__).resolve().parent.parent
+BROKEN = ("0.10.0", "0.10.1", "0.10.2", "0.11.0")  # the deadlocking jaxlibs
+
+
+def _requirements() -> dict[str, Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = (Requirement(r) for r in project["dependencies"])
+    return {r.name: r for r in reqs}
+
+
+def test_dependencies_admit_todays_jax_and_exclude_the_deadlocking_jaxlibs() -> None:
+    reqs = _requirements()
+    for name in ("jax", "jaxlib"):
+        spec = reqs[name].specifier
+        for version in ("0.9.2", "0.11.1", "0.11.2", "0.12.0.1", "0.13.0", "1.0.0"):
+            assert spec.contains(version), f"{name} {version} must be admitted"
+        for version in (*BROKEN, "0.9.1"):  # 0.9.2 is the tested lower bound
+            assert not spec.contains(version), f"{name} {version} must be excluded"
+    for name in ("flax", "optax", "chex", "gymnax", "orbax-checkpoint"):
+        upper = [s for s in reqs[name].specifier if s.operator in ("<", "<=", "==", "~=")]
+        assert upper == [], f"{name} has an upper pin of our own: {upper}"
+
+
+def _subjaxprs(value: object) -> list:
+    """The jaxprs inside an equation's parameter (closed or not, in tuples)."""
+    if isinstance(value, tuple | list):
+        return [j for v in value for j in _subjaxprs(v)]
+    inner = getattr(value, "jaxpr", None)  # a ClosedJaxpr
+    if inner is not None and hasattr(inner, "eqns"):
+        return [inner]
+    return [value] if hasattr(value, "eqns") else []
+
+
+def _qr_inputs(jaxpr) -> list[tuple[int, ...]]:
+    """The operand shapes of every QR factorization in ``jaxpr``, nested ones too."""
+    shapes = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in ("qr", "geqrf", "geqp3", "householder_product"):
+            shapes.append(tuple(eqn.invars[0].aval.shape))
+        for param in eqn.params.values():
+            for sub in _subjaxprs(param):
+                shapes += _qr_inputs(sub)
+    return shapes
+
+
+@pytest.mark.parametrize(
+    ("shape", "scale"), [((4, 64), 2**0.5), ((64, 64), 2**0.5), ((64, 2), 0.01), ((3, 5, 7), 1.0)]
+)
+def test_orthogonal_is_flax_orthogonal_drawn_one_key_at_a_time(shape, scale) -> None:
+    """Bit-identical to flax's initializer under vmap, and every QR it runs is
+    unbatched (the batched LAPACK call is what deadlocked jaxlib 0.10-0.11)."""
+    from jaxsample.agents.initializers import orthogonal
+
+    keys = jax.random.split(jax.random.key(3), 8)
+
+    def ours(k):
+        return orthogonal(scale)(k, shape)
+
+    def flax_(k):
+        return nn.initializers.orthogonal(scale)(k, shape)
+
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(jax.vmap(ours))(keys)), np.asarray(jax.jit(jax.vmap(flax_))(keys))
+    )
+    qrs = _qr_inputs(jax.make_jaxpr(jax.vmap(ours))(keys).jaxpr)
+    assert qrs and all(len(s) == 2 for s in qrs), qrs
+    # The reference itself does batch its QR, so the check above can fail.
+    qrs = _qr_inputs(jax.make_jaxpr(jax.vmap(flax_))(keys).jaxpr)
+    assert qrs and all(len(s) == 3 for s in qrs), qrs
+
+
+@pytest.mark.parametrize("agent_name", ["categorical", "gaussian", "gru", "lstm", "q", "purejaxrl"])
+def test_shipped_networks_never_batch_a_qr_over_seeds(agent_name: str) -> None:
+    """``jax.vmap(init)`` over seeds, as the trainers run it for ``--seeds``."""
+    from gymnax.environments import spaces
+
+    from jaxsample import agents
+    from jaxsample.algos.configs import PPOConfig
+    from jaxsample.bench import purejaxrl
+
+    obs = jnp.zeros(4)
+    discrete, box = spaces.Discrete(2), spaces.Box(-1.0, 1.0, (2,))
+    init = {
+        "categorical": lambda k: agents.CategoricalActorCritic(discrete).init(k, obs),
+        "gaussian": lambda k: agents.GaussianActorCritic(box).init(k, obs),
+        "gru": lambda k: agents.RecurrentActorCritic(discrete, cell="gru").init(k, obs),
+        "lstm": lambda k: agents.RecurrentActorCritic(discrete, cell="lstm").init(k, obs),
+        "q": lambda k: agents.EpsilonGreedyAgent(discrete, global_B=4).init(k, obs),
+        "purejaxrl": lambda k: purejaxrl._ActorCritic(2, PPOConfig().hidden_sizes).init(k, obs),
+    }[agent_name]
+    keys = jax.random.split(jax.random.key(0), 8)
+    shapes = _qr_inputs(jax.make_jaxpr(jax.vmap(init))(keys).jaxpr)
+    assert shapes and all(len(s) == 2 for s in shapes), shapes
+
+
+def _cli(args: list[str], cwd: Path, cache_home: Path) -> str:
+    """Run ``python -m jaxsample ARGS`` with JAX's cache left to the CLI's
+    default (the user's cache folder under ``cache_home``); its output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
+    env["XDG_CACHE_HOME"] = str(cache_home)
+    env.pop("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "jaxsample", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout + run.stderr
+
+
+@pytest.mark.long
+def test_a_second_run_loads_its_programs_from_the_compile_cache(tmp_path) -> None:
+    """The CLI keeps JAX's persistent compilation cache in the user's cache
+    folder: a second ``train`` with the same settings compiles nothing (JAX's
+    own monitoring events count the cache hits) where this JAX caches programs
+    with host callbacks, and says so in one line where it does not.
+    ``--no-compile-cache`` compiles again."""
+    cache = tmp_path / "cache"
+    folder = cache / "jaxsample" / "jax"
+    train = ["train", "--num-envs", "2", "--num-steps", "8", "--total-steps", "32"]
+    train += ["--hidden-sizes", "8", "--update-epochs", "1", "--num-minibatches", "1"]
+    train += ["--max-decorrelation-steps", "0", "--json", "t.json", "--plot", ""]
+    first = _cli(train, tmp_path, cache)
+    assert re.search(r"^compiled in [0-9.]+ s$", first, re.M), first
+    assert any(folder.iterdir())
+    second = _cli(train, tmp_path, cache)
+    note = "does not cache programs with host callbacks"
+    if compile_cache.CACHES_CALLBACKS:
+        assert re.search(r"^loaded from the compile cache in [0-9.]+ s \(tracing", second, re.M)
+        assert note not in second
+    else:
+        assert note in second and "program(s) compiled" in second
+    third = _cli([*train, "--no-compile-cache"], tmp_path, cache)
+    assert re.search(r"^compiled in [0-9.]+ s$", third, re.M), third
+    assert json.loads((tmp_path / "t.json").read_text())["seeds"] == 1
+
+    collect = ["collect", "--B", "4", "--T", "8", "--batches", "1"]
+    assert "collect compiled in" in _cli(collect, tmp_path, tmp_path / "c2")
+    assert "collect loaded from the compile cache in" in _cli(collect, tmp_path, tmp_path / "c2")
+
+
+def test_compile_watch_counts_compiles_and_cache_loads(tmp_path) -> None:
+    """In a fresh process: a program compiled, then (after JAX forgets its
+    in-memory executables) loaded from the folder enable_compile_cache set."""
+    script = f"""
+import jax, jax.numpy as jnp, jaxsample as js
+js.enable_compile_cache({str(tmp_path)!r})
+f = lambda x: jnp.sin(x) @ x.T
+x = jax.ShapeDtypeStruct((8, 8), jnp.float32)
+with js.compile_cache.CompileWatch() as a:
+    jax.jit(f).lower(x).compile()
+jax.clear_caches()
+with js.compile_cache.CompileWatch() as b:
+    jax.jit(f).lower(x).compile()
+print(a.compiles, a.hits, b.compiles, b.hits, a.summary(1.0), b.summary(0.5), sep=";")
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    env["JAX_PLATFORMS"] = "cpu"
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    fields = out.stdout.strip().split(";")
+    assert fields[:4] == ["1", "0", "0", "1"], out.stdout
+    assert fields[4] == "compiled in 1.0 s"
+    assert fields[5].startswith("loaded from the compile cache in 0.5 s (tracing and lowering")
+
+
+def test_enable_compile_cache_rejects_bad_settings(tmp_path) -> None:
+    with pytest.raises(ValueError, match="min_compile_seconds"):
+        compile_cache.enable_compile_cache(tmp_path, min_compile_seconds=-1)
+    with pytest.raises(ValueError, match="max_bytes"):
+        compile_cache.enable_compile_cache(tmp_path, max_bytes=0)
+
+
+def _python312() -> list[str]:
+    """A Python >= 3.12 (what Colab runs): this one, or one pyenv has."""
+    if sys.version_info >= (3, 12):
+        return [sys.executable]
+    for name in ("python3.12", "python3.13"):
+        if shutil.which(name) and subprocess.run([name, "-c", ""]).returncode == 0:
+            return [name]
+    versions = subprocess.run(
+        ["pyenv", "versions", "--bare"], capture_output=True, text=True
+    ).stdout.split()
+    found = sorted(v for v in versions if re.fullmatch(r"3\.1[2-9]\.\d+", v))
+    assert found, "the Colab-shaped install check needs a Python >= 3.12"
+    return ["env", f"PYENV_VERSION={found[0]}", "python3"]
+
+
+def _report(pip: list[str], *requirements: str) -> dict[str, str]:
+    """What ``pip install REQUIREMENTS`` would install: ``{name: version}``."""
+    out = subprocess.run(
+        [*pip, "install", "-q", "--dry-run", "--report", "-", *requirements],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    ).stdout
+    return {
+        i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(out)["install"]
+    }
+
+
+@pytest.mark.slow
+def test_colab_shaped_install_keeps_the_users_jax(tmp_path) -> None:
+    """A Python 3.12 venv that holds the newest JAX gymnax admits (and flax,
+    optax, chex, as Colab does): installing the jaxsample wheel changes neither
+    jax nor jaxlib, and the quickstart notebook runs there. Next to a JAX
+    newer than gymnax admits, it changes what gymnax alone would change, no more."""
+    venv = tmp_path / "venv"
+    subprocess.run([*_python312(), "-m", "venv", str(venv)], check=True, timeout=300)
+    pip = [str(venv / "bin" / "python"), "-m", "pip"]
+    newest = _report(pip, "jax", "jaxlib")["jax"]
+    admitted = _report(pip, "jax", "jaxlib", "gymnax")["jax"]
+    subprocess.run(
+        [*pip, "install", "-q", f"jax=={admitted}", f"jaxlib=={admitted}", "flax", "optax", "chex"],
+        check=True,
+        timeout=900,
+    )
+    from helpers import build_wheel
+
+    wheel = build_wheel(tmp_path)
+    changes = _report(pip, str(wheel))
+    assert "jax" not in changes and "jaxlib" not in changes, changes
+    assert "flax" not in changes, changes
+
+    if newest != admitted:  # next to a newer JAX: only gymnax's cap moves it
+        swap = [f"jax=={newest}", f"jaxlib=={newest}"]
+        subprocess.run([*pip, "install", "-q", *swap], check=True, timeout=900)
+        ours, gymnax_alone = _report(pip, str(wheel)), _report(pip, "gymnax")
+        for name in ("jax", "jaxlib"):
+            assert ours.get(name) == gymnax_alone.get(name), (name, ours, gymnax_alone)
+        swap = [f"jax=={admitted}", f"jaxlib=={admitted}"]
+        subprocess.run([*pip, "install", "-q", *swap], check=True, timeout=900)
+
+    install = [*pip, "install", "-q", str(wheel), "nbclient", "ipykernel"]
+    subprocess.run(install, check=True, timeout=900)
+    run_notebook = f"""
+import nbformat, os
+from nbclient import NotebookClient
+os.environ["JAXSAMPLE_NOTEBOOK_SCALE"] = "small"
+nb = nbformat.read({str(ROOT / "notebooks" / "quickstart.ipynb")!r}, as_version=4)
+NotebookClient(nb, timeout=600, kernel_name="python3").execute()
+text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+print("jax", __import__("jax").__version__, "|", text)
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MPLBACKEND")}
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", run_notebook],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith(f"jax {admitted} |"), out.stdout[:200]
+    assert "env.observation          (128, 64, 4)" in out.stdout
+    assert "Successfully installed" not in out.stdout  # the install cell had nothing to do

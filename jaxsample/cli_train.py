@@ -247,6 +247,7 @@ def train(args: argparse.Namespace) -> int:
     from jaxsample.cli_config import load_config_file
     from jaxsample.cli_display import LiveDisplay
     from jaxsample.cli_log import MetricLogs
+    from jaxsample.compile_cache import CompileWatch
 
     file_values = load_config_file(args.config) if args.config else {}
     s = _settings(args, file_values)
@@ -317,7 +318,7 @@ def train(args: argparse.Namespace) -> int:
     if resume is not None and resume[1]:
         logs.write(resume[1], per_iteration)
     display = LiveDisplay()
-    with _ctrl_c() as stop, contextlib.ExitStack() as cleanup:
+    with _ctrl_c() as stop, contextlib.ExitStack() as cleanup, CompileWatch() as watch:
         cleanup.callback(logs.close)
         cleanup.callback(display.close)
         result = runner.run_training(
@@ -338,7 +339,7 @@ def train(args: argparse.Namespace) -> int:
     groups = _groups(settings)
     if not result.interrupted:
         if not complete:
-            print(f"compiled in {result.compile_seconds:.1f} s")
+            print(watch.summary(result.compile_seconds))
         print(runner.summary_table(result, labels=logs.names, groups=groups))
         print(f"wrote {args.csv} (every metric, per run and iteration)")
     written = [args.csv]
@@ -416,7 +417,6 @@ def _groups(settings: list[dict[str, float]]) -> dict[str, list[int]] | None:
 
 def evaluate(args: argparse.Namespace) -> int:
     """Run ``jaxsample eval``: the greedy policy of every run of a checkpoint."""
-    from jaxsample import checkpoint
     from jaxsample.algos import runner
     from jaxsample.cli_config import config_type
     from jaxsample.cli_log import run_names
@@ -426,24 +426,26 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
     check_output(args.json, "--json")
-    path = os.path.join(args.checkpoint, "run.json")
-    if not os.path.isfile(path) or checkpoint.latest_step(args.checkpoint) is None:
+    record, step = read_run(args.checkpoint, "--checkpoint")
+    if record is None or step is None:
         raise UsageError(
             f"--checkpoint {args.checkpoint!r}: no checkpoint of `jaxsample train "
             "--checkpoint-dir` there"
         )
-    with open(path) as f:
-        record = json.load(f)
-    config = config_type(record["algo"])(**record["config"])
+    try:
+        config = config_type(record["algo"])(**record["config"])
+    except (TypeError, ValueError) as e:
+        raise UsageError(
+            f"--checkpoint {args.checkpoint!r}: run.json holds no valid config ({_short(e)})"
+        ) from None
     trainer = _build(config)
     seeds, settings = sweep_runs(range(record["seeds"]), record["sweep"])
     hparams = _sweep_hparams(trainer, settings, record["seeds"])
     keys, run_hparams = runner.run_inputs(
         trainer, jax.random.key(record["seed"]), record["seeds"], hparams
     )
-    step = checkpoint.latest_step(args.checkpoint)
     like = jax.eval_shape(jax.vmap(trainer.init), keys, run_hparams)
-    state = checkpoint.restore(args.checkpoint, like, step=step)
+    state = restore_run(args.checkpoint, "--checkpoint", like, step)[0]
     try:
         limit = int(np.asarray(trainer.env_params.max_steps_in_episode))
     except (AttributeError, TypeError, ValueError, OverflowError):

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import json
 import math
+import shutil
 import struct
 
 import jax
@@ -387,3 +389,102 @@ def test_display_shows_compiling_then_steps_rate_elapsed_eta_return_loss(live) -
     else:
         assert text.splitlines()[0].startswith("compiling")
         assert "ETA 0:12" in text and "elapsed 1:15" in text and "loss n/a" in text
+
+
+# --- Issue 30: what a user gets, on this module's PPO run (see also test_cli_robustness)
+
+
+def _error_of(argv: list[str], capsys) -> str:
+    """The one stderr line of a usage error (exit status 2)."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("note:")]
+    assert len(err) == 1, err
+    return err[0]
+
+
+def _tree_digest(folder) -> dict[str, str]:
+    """Every file under ``folder`` and the hash of its bytes."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _toml(values: dict) -> str:
+    def show(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(show(x) for x in v) + "]"
+        return json.dumps(v)
+
+    return "".join(f"{k} = {show(v)}\n" for k, v in values.items())
+
+
+@pytest.mark.slow
+def test_the_json_records_a_replayable_run(ppo_run, tmp_path) -> None:
+    """Item 3: ``seeds`` is the seeds given (2), not the runs (4); item 4: the
+    JSON's config written to a TOML file and passed as --config with the same
+    seeds and sweep gives the same config and the same curves, bit for bit;
+    item 10: the default CSV path was said."""
+    d, printed = ppo_run
+    a = json.loads((d / "run.json").read_text())
+    assert a["seeds"] == 2 and a["num_runs"] == 4 and a["run_seeds"] == [0, 0, 1, 1]
+    saved = json.loads((d / "full" / "run.json").read_text())
+    assert {k: a[k] for k in saved} == saved  # what the checkpoint folder recorded
+    assert f"every metric goes to {d / 'run.csv'}" in printed
+    (tmp_path / "c.toml").write_text(_toml(a["config"]))
+    argv = ["train", "--config", str(tmp_path / "c.toml"), "--seeds", str(a["seeds"])]
+    argv += ["--lr", ",".join(str(x) for x in a["sweep"]["lr"]), "--chunks", "2"]
+    argv += ["--json", str(tmp_path / "b.json"), "--checkpoint-dir", str(tmp_path / "ck")]
+    _run(argv)
+    b = json.loads((tmp_path / "b.json").read_text())
+    for key in ("algo", "config", "seed", "seeds", "sweep", "run_seeds", "run_settings"):
+        assert b[key] == a[key], key
+    assert b["curve"] == a["curve"]
+
+
+@pytest.mark.slow
+def test_other_settings_name_every_difference_with_both_values(ppo_run, capsys) -> None:
+    d, _ = ppo_run
+    argv = [*PPO_ARGS, "--config", str(d / "ppo.toml"), "--checkpoint-dir", str(d / "full")]
+    line = _error_of([*argv, "--gamma", "0.9", "--ent-coef", "0.05", "--seeds", "3"], capsys)
+    assert "ent_coef: saved 0.02, now 0.05" in line, line
+    assert "gamma: saved 0.99, now 0.9" in line and "seeds: saved 2, now 3" in line, line
+
+
+@pytest.mark.slow
+def test_damaged_arrays_are_one_line_and_nothing_changes(ppo_run, tmp_path, capsys) -> None:
+    d, _ = ppo_run
+    folder = tmp_path / "ck"
+    shutil.copytree(d / "full", folder)
+    for path in (folder / "4").rglob("*"):
+        if path.is_file() and "manifest" not in str(path) and path.stat().st_size > 0:
+            path.write_bytes(b"\0" * path.stat().st_size)  # overwritten array files
+    before = _tree_digest(folder)
+    argv = [*PPO_ARGS, "--config", str(d / "ppo.toml"), "--checkpoint-dir", str(folder)]
+    again = [*argv, "--csv", str(tmp_path / "m.csv")]
+    for command in (again, ["eval", "--checkpoint", str(folder)]):
+        line = _error_of(command, capsys)
+        assert str(folder) in line and "iteration 4 cannot be read" in line, line
+    assert _tree_digest(folder) == before
+
+
+@pytest.mark.slow
+def test_a_finished_run_started_again_says_it_is_complete(ppo_run, tmp_path) -> None:
+    d, _ = ppo_run
+    folder = tmp_path / "ck"
+    shutil.copytree(d / "full", folder)
+    before = _tree_digest(folder)
+    argv = [*PPO_ARGS, "--config", str(d / "ppo.toml"), "--checkpoint-dir", str(folder)]
+    printed = _run([*argv, "--json", str(tmp_path / "again.json")])
+    assert f"{folder} holds this run complete (4 of 4 iterations)" in printed
+    assert "compiled in" not in printed and " 0 steps/s" not in printed
+    assert "restored (no iteration left to run)" in printed
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert again["curve"] == json.loads((d / "run.json").read_text())["curve"]
+    assert _tree_digest(folder) == before
+    assert math.isfinite(again["final_return"])

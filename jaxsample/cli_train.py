@@ -143,6 +143,21 @@ def _short(error: BaseException) -> str:
     return f"{type(error).__name__}: {first[:160]}" if first else type(error).__name__
 
 
+@contextlib.contextmanager
+def _quiet_orbax() -> Iterator[None]:
+    """No orbax log lines (``ERROR:absl:Failed to json parse ...`` on a
+    damaged folder): the CLI says what is wrong in one line of its own."""
+    import logging
+
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def read_run(directory: str, flag: str) -> tuple[dict[str, Any] | None, int | None]:
     """``(run.json's record or None, latest checkpoint step or None)`` of a
     train checkpoint folder; a damaged folder is a ``UsageError`` naming it
@@ -151,7 +166,8 @@ def read_run(directory: str, flag: str) -> tuple[dict[str, Any] | None, int | No
 
     where = f"{flag} {directory!r}"
     try:
-        step = checkpoint.latest_step(directory) if os.path.isdir(directory) else None
+        with _quiet_orbax():
+            step = checkpoint.latest_step(directory) if os.path.isdir(directory) else None
     except Exception as e:  # an unreadable folder
         raise UsageError(f"{where}: its checkpoints cannot be listed ({_short(e)})") from None
     path = os.path.join(directory, "run.json")
@@ -180,7 +196,8 @@ def restore_run(directory: str, flag: str, like: Any, step: int) -> tuple[Any, d
 
     where = f"{flag} {directory!r}"
     try:
-        state = checkpoint.restore(directory, like, step=step)
+        with _quiet_orbax():
+            state = checkpoint.restore(directory, like, step=step)
     except Exception as e:  # orbax's errors are long tracebacks
         raise UsageError(
             f"{where}: the checkpoint of iteration {step} cannot be read ({_short(e)}); "

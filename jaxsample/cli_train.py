@@ -258,6 +258,19 @@ def _saver(directory: str) -> Any:
     return save
 
 
+def _program_store(config: Any) -> Any:
+    """Where the training program's traced parts are kept between runs: beside
+    JAX's compilation cache, when that is on and caches the program's
+    progress callbacks (else a second run compiles again anyway)."""
+    from jaxsample import compile_cache
+    from jaxsample.algos.program_store import ProgramStore
+
+    folder = compile_cache.active_dir()
+    if folder is None or not compile_cache.CACHES_CALLBACKS:
+        return None
+    return ProgramStore(folder / "jaxsample-programs", repr(config))
+
+
 def train(args: argparse.Namespace) -> int:
     """Run ``jaxsample train`` (see the module docstring)."""
     from jaxsample.algos import runner
@@ -352,6 +365,7 @@ def train(args: argparse.Namespace) -> int:
             on_chunk=on_chunk,
             one_program=resume is None and saver is None,
             stop=stop.is_set,
+            store=_program_store(config),
         )
     groups = _groups(settings)
     if not result.interrupted:

@@ -52,6 +52,12 @@ def default_dir() -> Path:
     return Path(platformdirs.user_cache_dir("jaxsample")) / "jax"
 
 
+def active_dir() -> Path | None:
+    """The folder of JAX's persistent compilation cache when it is on, else None."""
+    folder = jax.config.jax_compilation_cache_dir
+    return Path(folder) if folder and jax.config.jax_enable_compilation_cache else None
+
+
 def configured_dir() -> str | None:
     """The cache folder JAX is already set to use (``JAX_COMPILATION_CACHE_DIR``
     or ``jax.config``), else None."""

@@ -138,27 +138,32 @@ def _cli(args: list[str], cwd: Path, cache_home: Path) -> str:
 def test_a_second_run_loads_its_programs_from_the_compile_cache(tmp_path) -> None:
     """The CLI keeps JAX's persistent compilation cache in the user's cache
     folder: a second ``train`` with the same settings compiles nothing (JAX's
-    own monitoring events count the cache hits) where this JAX caches programs
-    with host callbacks, and says so in one line where it does not.
-    ``--no-compile-cache`` compiles again."""
+    own monitoring events count the cache hits) and traces only the loop
+    around its stored init and iteration, where this JAX caches programs with
+    host callbacks, and says so in one line where it does not.
+    ``--no-compile-cache`` compiles again; all three train the same."""
     cache = tmp_path / "cache"
     folder = cache / "jaxsample" / "jax"
     train = ["train", "--num-envs", "2", "--num-steps", "8", "--total-steps", "32"]
     train += ["--hidden-sizes", "8", "--update-epochs", "1", "--num-minibatches", "1"]
-    train += ["--max-decorrelation-steps", "0", "--json", "t.json", "--plot", ""]
-    first = _cli(train, tmp_path, cache)
+    train += ["--max-decorrelation-steps", "0", "--plot", ""]
+    first = _cli([*train, "--json", "1.json"], tmp_path, cache)
     assert re.search(r"^compiled in [0-9.]+ s$", first, re.M), first
     assert any(folder.iterdir())
-    second = _cli(train, tmp_path, cache)
+    second = _cli([*train, "--json", "2.json"], tmp_path, cache)
     note = "does not cache programs with host callbacks"
     if compile_cache.CACHES_CALLBACKS:
         assert re.search(r"^loaded from the compile cache in [0-9.]+ s \(tracing", second, re.M)
         assert note not in second
+        # the traced init and iteration were loaded, not traced again
+        assert len(list((folder / "jaxsample-programs").glob("*.jaxexport"))) == 2
     else:
         assert note in second and "program(s) compiled" in second
-    third = _cli([*train, "--no-compile-cache"], tmp_path, cache)
+    third = _cli([*train, "--json", "3.json", "--no-compile-cache"], tmp_path, cache)
     assert re.search(r"^compiled in [0-9.]+ s$", third, re.M), third
-    assert json.loads((tmp_path / "t.json").read_text())["seeds"] == 1
+    # The same run, bit for bit, whichever way its program was made.
+    csvs = [(tmp_path / f"{i}.csv").read_text() for i in (1, 2, 3)]
+    assert csvs[0] == csvs[1] == csvs[2] and csvs[0].count("\n") == 3
 
     collect = ["collect", "--B", "4", "--T", "8", "--batches", "1"]
     assert "collect compiled in" in _cli(collect, tmp_path, tmp_path / "c2")

@@ -32,6 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsample.algos.program_store import ProgramStore
+
 
 @dataclasses.dataclass
 class TrainingResult:
@@ -114,20 +116,28 @@ def _chunk_size(num_iterations: int, chunks: int) -> int:
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _program(trainer: Any, what: int | str | tuple, *args: Any) -> Any:
+def _program(
+    trainer: Any, what: int | str | tuple, *args: Any, store: ProgramStore | None = None
+) -> Any:
     """The compiled ``vmap(trainer.init)`` (``what="init"``), ``vmap`` of
     ``trainer.run(state, what)`` (state donated), or the one-program run
     (``what=("one", n, every)``: :func:`one_program`, with the holder of its
-    host callback) for arguments like ``args``."""
+    host callback, its init and iteration from ``store`` when given) for
+    arguments like ``args``."""
     avals = jax.tree.map(lambda x: (x.shape, x.dtype), args)
-    key = (what, str(jax.tree.structure(args)), str(avals))
+    key = (what, str(jax.tree.structure(args)), str(avals), store is None)
     cache = _PROGRAMS.setdefault(trainer, {})
     if key not in cache:
         if what == "init":
             cache[key] = jax.jit(jax.vmap(trainer.init)).lower(*args).compile()
         elif isinstance(what, tuple):
             holder: list[Callable[..., None]] = [lambda i, m: None]
-            fn = jax.jit(one_program(trainer, what[1], what[2], holder))
+            parts = None
+            if store is not None:
+                init = store.function("init", jax.vmap(trainer.init), *args)
+                step = store.function("iteration", jax.vmap(trainer.iteration), init.out_shapes)
+                parts = (init, step)
+            fn = jax.jit(one_program(trainer, what[1], what[2], holder, parts))
             cache[key] = (fn.lower(*args).compile(), holder)
         else:
             fn = jax.jit(jax.vmap(lambda s: trainer.run(s, what)), donate_argnums=0)
@@ -142,7 +152,11 @@ STOP_CHECK_SECONDS = 0.2
 
 
 def one_program(
-    trainer: Any, n: int, every: int, holder: list[Callable[..., Any]]
+    trainer: Any,
+    n: int,
+    every: int,
+    holder: list[Callable[..., Any]],
+    parts: tuple[Callable[..., Any], Callable[..., Any]] | None = None,
 ) -> Callable[[Any, Any], tuple[Any, dict[str, jax.Array], jax.Array]]:
     """The whole vmapped run as one function of ``(keys, hparams)``: init, then
     a ``lax.while_loop`` over up to ``n`` iterations of
@@ -156,6 +170,10 @@ def one_program(
     Ctrl-C does in ``jaxsample train``). The iterations run are the same
     computations as a ``lax.scan``'s, so an uninterrupted run is bit-identical.
 
+    ``parts`` replaces ``(vmap(trainer.init), vmap(trainer.iteration))``
+    with functions that compute the same (the exported ones of a
+    :class:`~jaxsample.algos.program_store.ProgramStore`).
+
     Returns ``(state, metrics, done)``: metrics ``[n, R]`` (rows from ``done``
     on are zeros: not run), ``done`` the iterations run (``n`` unless stopped).
     """
@@ -168,8 +186,9 @@ def one_program(
         return np.int32(holder[1](int(i)) if len(holder) > 1 else n)
 
     def program(keys: Any, hparams: Any) -> tuple[Any, dict[str, jax.Array], jax.Array]:
-        state = jax.vmap(trainer.init)(keys, hparams)
-        step = jax.vmap(trainer.iteration)
+        # jit: the shapes below and the loop's call share one trace
+        init, step = parts or (jax.vmap(trainer.init), jax.jit(jax.vmap(trainer.iteration)))
+        state = init(keys, hparams)
         shapes = jax.eval_shape(step, state)[1]
         buffers = jax.tree.map(lambda s: jnp.zeros((n, *s.shape), s.dtype), shapes)
 
@@ -287,6 +306,7 @@ def run_training(
     on_chunk: Callable[[Any, int, dict[str, np.ndarray]], None] | None = None,
     one_program: bool = False,
     stop: Callable[[], bool] | None = None,
+    store: ProgramStore | None = None,
 ) -> TrainingResult:
     """Train ``seeds`` seeds (x the ``hparams`` settings) at once under ``jax.vmap``.
 
@@ -324,6 +344,10 @@ def run_training(
         :data:`STOP_CHECK_SECONDS` (the program then ends after the current
         iteration); in chunks, after each chunk (and its ``on_chunk``). The
         result then holds the iterations run, with ``interrupted=True``.
+      store: with ``one_program``, where the program's traced init and
+        iteration are kept between processes (``jaxsample train`` passes one
+        when JAX's compilation cache is on: a second run then neither traces
+        nor compiles them).
     """
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
@@ -334,7 +358,7 @@ def run_training(
         if resume is not None:
             raise ValueError("one_program=True starts a run; resume runs in chunks")
         args = (keys, hparams, num_iterations, steps_per_iteration, chunk)
-        return _run_one_program(trainer, *args, returns_of, progress, on_chunk, stop)
+        return _run_one_program(trainer, *args, returns_of, progress, on_chunk, stop, store)
     history: dict[str, list[np.ndarray]] = {}
     start = 0
     if resume is not None:
@@ -389,13 +413,14 @@ def _run_one_program(
     progress: Callable[[dict[str, Any]], None] | None,
     on_chunk: Callable[[Any, int, dict[str, np.ndarray]], None] | None,
     stop: Callable[[], bool] | None = None,
+    store: ProgramStore | None = None,
 ) -> TrainingResult:
     """:func:`run_training` with ``one_program=True``."""
     runs = int(keys.shape[0])
     begin = time.perf_counter()
     if progress is not None:
         progress({"phase": "compiling", "total_steps": num_iterations * steps_per_iteration})
-    compiled, holder = _program(trainer, ("one", num_iterations, every), keys, hparams)
+    compiled, holder = _program(trainer, ("one", num_iterations, every), keys, hparams, store=store)
     compile_seconds = time.perf_counter() - begin
     t0 = time.perf_counter()
 

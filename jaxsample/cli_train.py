@@ -273,7 +273,7 @@ def _program_store(config: Any) -> Any:
 
 def train(args: argparse.Namespace) -> int:
     """Run ``jaxsample train`` (see the module docstring)."""
-    from jaxsample.algos import runner
+    from jaxsample.algos import report, runner
     from jaxsample.cli_config import load_config_file
     from jaxsample.cli_display import LiveDisplay
     from jaxsample.cli_log import MetricLogs
@@ -371,7 +371,7 @@ def train(args: argparse.Namespace) -> int:
     if not result.interrupted:
         if not complete:
             print(watch.summary(result.compile_seconds))
-        print(runner.summary_table(result, labels=logs.names, groups=groups))
+        print(report.summary_table(result, labels=logs.names, groups=groups))
         print(f"wrote {args.csv} (every metric, per run and iteration)")
     written = [args.csv]
     if args.json:
@@ -386,7 +386,7 @@ def train(args: argparse.Namespace) -> int:
             "resumed_at_iteration": result.start_iteration,
             **environment(),
         }
-        runner.write_json(result, args.json, extra)
+        report.write_json(result, args.json, extra)
         written.append(args.json)
         if not result.interrupted:
             print(f"wrote {args.json}")
@@ -395,7 +395,7 @@ def train(args: argparse.Namespace) -> int:
         title = f"{s['algo']} on {s['env']}{masked}"
         if result.interrupted:
             title += f" (interrupted at {len(result.env_steps)} of {n} iterations)"
-        runner.plot(result, args.plot, title, labels=logs.names, groups=groups)
+        report.plot(result, args.plot, title, labels=logs.names, groups=groups)
         written.append(args.plot)
         if not result.interrupted:
             print(f"wrote {args.plot}")

@@ -26,7 +26,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxsample.algos import runner
+from jaxsample.algos import report, runner
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_cli_train import _error_of, _toml, _ToyTrainer, _tree_digest
@@ -339,7 +339,7 @@ def test_a_sweep_is_summarized_and_plotted_per_setting(tmp_path) -> None:
     result = _sweep_result()
     groups = {"lr=0.001": [0, 2, 4], "lr=0.0003": [1, 3, 5]}
     names = [f"seed{r // 2}_lr{(0.001, 0.0003)[r % 2]:g}" for r in range(6)]
-    table = runner.summary_table(result, labels=names, groups=groups)
+    table = report.summary_table(result, labels=names, groups=groups)
     finals = [np.mean(c[np.isfinite(c)][-10:]) for c in result.returns]
     for label, runs in groups.items():
         values = np.asarray(finals)[runs]
@@ -366,7 +366,7 @@ def test_a_sweep_is_summarized_and_plotted_per_setting(tmp_path) -> None:
     with pytest.MonkeyPatch.context() as m:
         m.setattr(plt, "close", lambda fig: None)
         m.setattr(plt, "subplots", spy)
-        runner.plot(result, str(fig_path), "t", labels=names, groups=groups)
+        report.plot(result, str(fig_path), "t", labels=names, groups=groups)
     ax = created[0][1]
     assert [line.get_label() for line in ax.get_lines()] == [
         "lr=0.001 (mean of 3)",

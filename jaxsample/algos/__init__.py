@@ -9,10 +9,33 @@
 * :mod:`~jaxsample.algos.common`: what the two trainers share;
 * :mod:`~jaxsample.algos.drivers`: their actor/learner adapters for
   :mod:`jaxsample.driver`;
-* :mod:`~jaxsample.algos.runner`: runs a trainer in compiled chunks with
-  progress, summary, JSON and PNG (``jaxsample train``).
+* :mod:`~jaxsample.algos.runner`: runs a trainer as one program or in
+  compiled chunks, with progress (``jaxsample train``);
+  :mod:`~jaxsample.algos.report` its summary table, JSON and PNG;
+  :mod:`~jaxsample.algos.program_store` keeps the one program's traced parts
+  between processes.
 """
 
-from jaxsample.algos import common, configs, dqn, drivers, ppo, returns, runner
+from jaxsample.algos import (
+    common,
+    configs,
+    dqn,
+    drivers,
+    ppo,
+    program_store,
+    report,
+    returns,
+    runner,
+)
 
-__all__ = ["common", "configs", "dqn", "drivers", "ppo", "returns", "runner"]
+__all__ = [
+    "common",
+    "configs",
+    "dqn",
+    "drivers",
+    "ppo",
+    "program_store",
+    "report",
+    "returns",
+    "runner",
+]

@@ -1,0 +1,163 @@
+"""Reporting a training run: the summary table, the JSON file and the PNG
+learning curve of a :class:`~jaxsample.algos.runner.TrainingResult` (what
+``jaxsample train`` prints and writes; running it is
+:mod:`jaxsample.algos.runner`'s)."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from jaxsample.algos.runner import TrainingResult
+
+
+def _mean(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else math.nan
+
+
+def group_stats(finals: np.ndarray, groups: dict[str, Sequence[int]]) -> dict[str, dict]:
+    """Per group of runs (a swept setting's seeds): ``mean``, ``std``, ``min``,
+    ``max`` of their finite final returns and ``n`` (NaN where none is finite)."""
+    out = {}
+    for label, runs in groups.items():
+        values = np.asarray(finals, np.float64)[list(runs)]
+        finite = values[np.isfinite(values)]
+        if not finite.size:
+            finite = np.asarray([math.nan])
+        out[label] = {
+            "n": int(np.isfinite(finite).sum()),
+            "mean": float(finite.mean()),
+            "std": float(finite.std()),
+            "min": float(finite.min()),
+            "max": float(finite.max()),
+        }
+    return out
+
+
+def summary_table(
+    result: TrainingResult,
+    window: int = 10,
+    labels: Sequence[str] | None = None,
+    groups: dict[str, Sequence[int]] | None = None,
+) -> str:
+    """A plain-text table: one row per run (``labels``, default its index),
+    then with ``groups`` (``{setting: run indices}``, a sweep) one row per
+    setting (mean +- std and range over its seeds), then the mean."""
+    finals = result.final_returns(window)
+    labels = [str(i) for i in range(len(finals))] if labels is None else list(labels)
+    width = max(6, *(len(x) for x in labels), *(len(g) for g in groups or {}))
+    lines = [f"{'seed':>{width}} {'final return':>14}"]
+    for name, x in zip(labels, finals, strict=True):
+        lines.append(f"{name:>{width}} {x:>14.1f}")
+    if groups:
+        lines.append(f"{'setting':>{width}} {'mean':>14} {'std':>7} {'min..max':>15} seeds")
+        for label, g in group_stats(finals, groups).items():
+            span = f"{g['min']:.1f}..{g['max']:.1f}"
+            lines.append(
+                f"{label:>{width}} {g['mean']:>14.1f} {g['std']:>7.1f} {span:>15} {g['n']}"
+            )
+    lines.append(f"{'mean':>{width}} {_mean(finals):>14.1f}")
+    s = result.summary(window)
+    if result.start_iteration >= len(result.env_steps):
+        lines.append(f"{s['total_steps']:,} steps per seed, restored (no iteration left to run)")
+    else:
+        lines.append(
+            f"{s['total_steps']:,} steps per seed, {s['steps_per_second']:,.0f} steps/s "
+            f"(all seeds), run {s['wall_seconds']:.1f} s, compile {s['compile_seconds']:.1f} s"
+        )
+    return "\n".join(lines)
+
+
+def write_json(result: TrainingResult, path: str, extra: dict[str, Any] | None = None) -> None:
+    """Write ``result.summary()``, ``extra`` (its keys win) and the curves, as
+    JSON, with ``interrupted`` (stopped early) and ``completed_iterations``."""
+    data = {**result.summary(), **(extra or {})}
+    data["interrupted"] = bool(result.interrupted)
+    data["completed_iterations"] = len(result.env_steps)
+    data["curve"] = {
+        "env_steps": result.env_steps.tolist(),
+        "returns": [[None if not math.isfinite(x) else x for x in row] for row in result.returns],
+    }
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2)
+
+
+#: Iterations of the running mean the PNG applies (it says so on its y axis).
+SMOOTHING = 10
+
+
+def plot(
+    result: TrainingResult,
+    path: str,
+    title: str = "",
+    labels: Sequence[str] | None = None,
+    groups: dict[str, Sequence[int]] | None = None,
+) -> None:
+    """A PNG learning curve: each run's per-iteration returns (faint) and their
+    running mean over the last :data:`SMOOTHING` iterations with episodes; with
+    several runs, the mean of those in black. With ``groups`` (``{setting:
+    run indices}``, a sweep) one line per setting instead: the mean over its
+    seeds of their running means, shaded from their minimum to maximum."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    x = result.env_steps
+    labels = [f"seed {i}" for i in range(len(result.returns))] if labels is None else labels
+    several = len(result.returns) > 1
+    if groups:
+        smooth = np.stack([_smooth(c, SMOOTHING) for c in result.returns])
+        for label, runs in groups.items():
+            part = smooth[list(runs)]
+            with warnings.catch_warnings():  # all-NaN columns before the first episode
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean = np.nanmean(part, axis=0)
+                low, high = np.nanmin(part, axis=0), np.nanmax(part, axis=0)
+            line = ax.plot(x, mean, lw=1.8, label=f"{label} (mean of {len(runs)})")[0]
+            ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, lw=0)
+        several = False
+        labels, curves = [], []
+    else:
+        curves = result.returns
+    for name, curve in zip(labels, curves, strict=True):
+        line = ax.plot(x, _smooth(curve, SMOOTHING), lw=0.9 if several else 1.8, label=name)[0]
+        ax.plot(x, curve, lw=0.5, alpha=0.25, color=line.get_color())
+    if several:
+        with warnings.catch_warnings():  # all-NaN columns before the first episode
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(np.stack([_smooth(c, SMOOTHING) for c in result.returns]), axis=0)
+        ax.plot(x, mean, lw=2.2, color="black", label="mean")
+    ax.set_xlabel("environment steps (per run)")
+    if groups:
+        ax.set_ylabel(
+            f"episode return (mean of last {SMOOTHING})\n(line: mean over seeds; band: min..max)"
+        )
+    else:
+        ax.set_ylabel(f"episode return\n(faint: per iteration; line: mean of last {SMOOTHING})")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if len(groups or result.returns) <= 10:
+        ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _smooth(curve: np.ndarray, window: int = SMOOTHING) -> np.ndarray:
+    """Running mean over the last ``window`` finite points (NaN before the first)."""
+    out = np.full(curve.shape, np.nan)
+    seen: list[float] = []
+    for i, v in enumerate(curve):
+        if np.isfinite(v):
+            seen.append(float(v))
+        if seen:
+            out[i] = np.mean(seen[-window:])
+    return out

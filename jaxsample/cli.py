@@ -10,6 +10,7 @@ checkpoint; ``jaxsample collect`` compiles a sampler and reports its speed;
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import sys
@@ -40,9 +41,16 @@ def _envs(args: argparse.Namespace) -> int:
     for suite, names in suites.available().items():
         prefix = "" if suite == "gymnax" else f"{suite}/"
         print(f"{suite} ({len(names)}): " + " ".join(prefix + n for n in names))
-    missing = sorted({v[1] for k, v in suites.SUITES.items() if k not in suites.available()})
+    found = suites.available()
+    broken = {}
+    for suite, (package, extra, _, _) in suites.SUITES.items():
+        if suite not in found and importlib.util.find_spec(package) is not None:
+            broken[extra] = suites.registry.import_error(package)
+    missing = sorted({v[1] for k, v in suites.SUITES.items() if k not in found} - set(broken))
     if missing:
         print("not installed: " + ", ".join(f"jaxsample[{m}]" for m in missing))
+    for why in broken.values():
+        print(f"not usable: {why}")
     return 0
 
 

@@ -289,3 +289,36 @@ print("jax", __import__("jax").__version__, "|", text)
     assert out.stdout.startswith(f"jax {admitted} |"), out.stdout[:200]
     assert "env.observation          (128, 64, 4)" in out.stdout
     assert "Successfully installed" not in out.stdout  # the install cell had nothing to do
+
+
+def test_a_suite_that_does_not_import_with_this_jax_is_one_clear_line(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """An installed suite release that fails to import (as one built for
+    another JAX does): ``--env <suite>/...`` names the package, its version,
+    this JAX and the error in one line; ``jaxsample envs`` says it is not
+    usable instead of failing."""
+    from jaxsample.cli import main
+    from jaxsample.envs import suites
+
+    (tmp_path / "oldsuite").mkdir()
+    (tmp_path / "oldsuite" / "__init__.py").write_text(
+        "raise AttributeError(\"module 'jax.core' has no attribute 'pytype_aval_mappings'\")\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(
+        suites.SUITES, "oldsuite", ("oldsuite", "oldsuite", lambda n: None, lambda: ["A-v0"])
+    )
+    with pytest.raises(ValueError, match=r"^env 'oldsuite/A-v0': oldsuite \? is installed but"):
+        suites.make("oldsuite/A-v0")
+    message = suites.registry.import_error("oldsuite")
+    assert f"jax {jax.__version__}" in message and "pytype_aval_mappings" in message
+    assert "oldsuite" not in suites.available()
+    with pytest.raises(SystemExit):
+        main(["collect", "--env", "oldsuite/A-v0", "--B", "2", "--T", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not import with jax" in err[0]
+    assert main(["envs"]) == 0
+    printed = capsys.readouterr().out
+    assert "not usable: oldsuite ? is installed but does not import" in printed
+    assert "gymnax (" in printed

@@ -16,7 +16,7 @@ from typing import Any
 
 import gymnax
 
-__all__ = ["SUITES", "available", "is_env_name", "make"]
+__all__ = ["SUITES", "available", "import_error", "is_env_name", "make"]
 
 
 def _maker(suite: str, **kwargs: Any) -> Callable[[str], Any]:
@@ -113,6 +113,9 @@ def make(name: str) -> tuple[Any, Any]:
         raise ValueError(
             f"env {name!r}: {package} is not installed (pip install jaxsample[{extra}])"
         )
+    broken = import_error(package)
+    if broken:
+        raise ValueError(f"env {name!r}: {broken}")
     try:
         env = make_env(env_name)
     except Exception as e:  # the suites raise their own error types for unknown names
@@ -135,10 +138,34 @@ def _did_you_mean(name: str, known: Any, suffix: str = "", prefix: str = "") -> 
     return f" (did you mean {prefix + close[0] + suffix!r}?)" if close else ""
 
 
+def import_error(package: str) -> str:
+    """``""`` if the installed ``package`` imports, else one line saying why
+    not (a suite release that does not work with this JAX, typically)."""
+    from jaxsample.envs.suites.base import import_quietly
+
+    try:
+        import_quietly(package)
+    except Exception as e:
+        import importlib.metadata
+
+        import jax
+
+        try:
+            version = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            version = "?"
+        return (
+            f"{package} {version} is installed but does not import with jax {jax.__version__} "
+            f"({type(e).__name__}: {e}); the README's suite table lists the versions tested"
+        )
+    return ""
+
+
 def available() -> dict[str, list[str]]:
-    """Per installed suite prefix, its env names (``"gymnax"``: gymnax's)."""
+    """Per installed suite prefix that imports, its env names (``"gymnax"``:
+    gymnax's); :func:`import_error` says why an installed one does not."""
     out = {"gymnax": sorted(gymnax.registered_envs)}
     for suite, (package, _, _, names) in SUITES.items():
-        if _installed(package):
+        if _installed(package) and not import_error(package):
             out[suite] = names()
     return out

@@ -122,14 +122,12 @@ def _cli(args: list[str], cwd: Path, cache_home: Path) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
     env["XDG_CACHE_HOME"] = str(cache_home)
     env.pop("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", None)
-    run = subprocess.run(
-        [sys.executable, "-m", "jaxsample", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return _run([sys.executable, "-m", "jaxsample", *args], cwd, env, 300)
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> str:
+    """Run ``cmd``; its stdout, then its stderr (it must succeed)."""
+    run = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert run.returncode == 0, run.stderr[-3000:]
     return run.stdout + run.stderr
 
@@ -277,18 +275,10 @@ text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for 
 print("jax", __import__("jax").__version__, "|", text)
 """
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MPLBACKEND")}
-    out = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", run_notebook],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.startswith(f"jax {admitted} |"), out.stdout[:200]
-    assert "env.observation          (128, 64, 4)" in out.stdout
-    assert "Successfully installed" not in out.stdout  # the install cell had nothing to do
+    out = _run([str(venv / "bin" / "python"), "-c", run_notebook], tmp_path, env, 900)
+    assert out.startswith(f"jax {admitted} |"), out[:200]
+    assert "env.observation          (128, 64, 4)" in out
+    assert "Successfully installed" not in out  # the install cell had nothing to do
 
 
 def test_a_suite_that_does_not_import_with_this_jax_is_one_clear_line(

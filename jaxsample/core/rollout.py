@@ -11,13 +11,11 @@ environments and scanned over ``T`` steps. What makes it fast:
   arrays (:func:`jaxsample.core.assemble.assemble`). On a CPU a step of a
   cheap env costs what its kernels cost to launch, not their arithmetic, so
   TrajInfo's few element-wise updates go into the step's own kernels rather
-  than into a second ``T``-step loop after the scan (1.04x the throughput at
-  ``B = 64``, measured on Navix);
+  than into a second ``T``-step loop after the scan;
 * an agent that does not read ``prev_action``/``prev_reward`` (a reading of
   its jaxpr, :meth:`~jaxsample.core.step.EnvStepper.reads_previous`: a
   feed-forward policy, the random agent) gets neither carried through the
-  scan; the state's are set from the batch's last step after it (1.1x at
-  ``B = 1024`` on Navix);
+  scan; the state's are set from the batch's last step after it;
 * the sparse final-observation store writes the true final observations
   inside a ``lax.cond`` only at steps where some env truncates; for an env of
   known time limit (truncations are rare) whose observation is larger than
@@ -31,6 +29,9 @@ environments and scanned over ``T`` steps. What makes it fast:
   module documents the key schedule), and gymnax's auto-reset step is written
   out with them (:meth:`~jaxsample.core.step.EnvStepper.env_step`);
 * strong dtypes in the carry, so a second ``collect`` does not retrace.
+
+What each of these gains is measured in docs/benchmarks.md ("The core
+overhead benchmark").
 
 The sparse store holds ``K`` slots per env: ``ceil(T / limit)`` only for an env
 whose time limit is known for sure, else ``T``

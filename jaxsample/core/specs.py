@@ -400,9 +400,8 @@ def recompute_finals(spec: EnvSpec, time_limit: float | None) -> bool:
     step a materialized final observation next to the observation, but the
     cond's operands (the env state before the step, kept while the step
     writes the new one) are copied at every step, which costs more where the
-    state is the bigger of the two (measured: Navix, 349-byte state in 48
-    leaves, 75-byte observation: 0.78 -> 0.97 of the suite's own loop; MinAtar
-    Breakout, 430-byte state, 1600-byte observation, the other way round).
+    state is the bigger of the two (measured on Navix and MinAtar Breakout:
+    docs/benchmarks.md, "The core overhead benchmark").
     """
     if time_limit is None:
         return False

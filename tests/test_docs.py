@@ -1,0 +1,120 @@
+"""The README and the documentation site (mkdocs.yml, docs/).
+
+* ``mkdocs build --strict`` builds the site: a broken link, a missing page or
+  an API reference (``::: jaxsample.xxx``) to something that is not there fails.
+* Every ```` ```python ```` block of the README and of docs/ runs. The blocks of
+  one page run in order in one namespace (a later block may use what an earlier
+  one made), in a fresh working folder. A block that is not meant to run as
+  written says so on the line before its fence, with the reason:
+  ``<!-- docs-test: skip (needs a GPU) -->``. A page whose blocks take long
+  carries ``<!-- docs-test: slow -->`` and runs in the slow set. Keep examples
+  tiny (small ``T``, ``B``, budgets): the default set runs them.
+* The README stays a front page: at most 300 lines, its Quickstart's two
+  commands as they are, its relative links pointing at files that exist.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+SKIP = re.compile(r"<!--\s*docs-test:\s*skip\b")
+SLOW = re.compile(r"<!--\s*docs-test:\s*slow\s*-->")
+FENCE = re.compile(r"^(\s*)```\s*([\w+-]*)")
+
+
+def pages() -> list[Path]:
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def python_blocks(path: Path) -> list[tuple[int, str]]:
+    """The page's runnable python blocks: (line number, source), in order."""
+    blocks: list[tuple[int, str]] = []
+    lines = path.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, lang = m.group(1), m.group(2)
+        start = i
+        i += 1
+        body = []
+        while i < len(lines) and not lines[i].strip().startswith("```"):
+            body.append(lines[i][len(indent) :] if lines[i].startswith(indent) else lines[i])
+            i += 1
+        i += 1  # the closing fence
+        before = next((ln for ln in reversed(lines[:start]) if ln.strip()), "")
+        if lang == "python" and not SKIP.search(before):
+            blocks.append((start + 1, "\n".join(body) + "\n"))
+    return blocks
+
+
+def _page_params() -> list:
+    params = []
+    for path in pages():
+        if not python_blocks(path):
+            continue
+        marks = [pytest.mark.slow] if SLOW.search(path.read_text()) else []
+        params.append(pytest.param(path, id=str(path.relative_to(ROOT)), marks=marks))
+    return params
+
+
+def test_mkdocs_build_strict(tmp_path: Path) -> None:
+    """The site builds with ``--strict`` (about 10 s on 2 cores, mostly
+    mkdocstrings reading the package's docstrings)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+         "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    for page in ("index.html", "guides/training/index.html", "api/agents/index.html"):
+        assert (tmp_path / "site" / page).is_file(), page
+    # mkdocstrings rendered the docstrings, not an empty page
+    assert "make_sampler" in (tmp_path / "site" / "api/jaxsample/index.html").read_text()
+
+
+@pytest.mark.parametrize("path", _page_params())
+def test_code_blocks_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's python blocks, as pasted, in order, in one namespace."""
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"__name__": "__docs__"}
+    # as a user runs them: JAX's default rank promotion (the test session raises)
+    with jax.numpy_rank_promotion("allow"):
+        for line, source in python_blocks(path):
+            code = compile(source, f"{path.relative_to(ROOT)}:{line}", "exec")
+            exec(code, namespace)
+
+
+def test_every_page_is_in_the_nav() -> None:
+    """mkdocs warns about pages left out of ``nav`` (strict: fails); this says
+    which, without building."""
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for path in DOCS.rglob("*.md"):
+        assert str(path.relative_to(DOCS)) in nav, path
+
+
+def test_readme_is_a_front_page() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 300
+    # the Quickstart's two commands, exactly
+    assert (
+        "python3 -m pip install -e . && python3 -m jaxsample train --algo ppo "
+        "--env CartPole-v1 --json ppo.json --plot ppo.png"
+    ) in text
+    assert "\nbash .ci/run\n" in text
+    # its relative links (the site is checked by mkdocs; the README is not in it)
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if "://" not in target:
+            assert (ROOT / target).exists(), target

@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-PyTree = Any
+from jaxsample.types import PyTree
+
 THREAD_PREFIX = "jaxsample-actor"
 _POLL_S = 0.05  # how often waiting threads re-check for errors and stops
 

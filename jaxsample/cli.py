@@ -26,9 +26,6 @@ from jaxsample.cli_config import config_flag_values
 ENV_HELP = "a gymnax name or <suite>/<env> (jaxsample envs lists them)"
 
 
-_check_output = check_output
-
-
 def _version() -> str:
     from jaxsample import __version__
 
@@ -64,7 +61,7 @@ def _collect(args: argparse.Namespace) -> int:
 
     if args.batches < 1:
         raise UsageError(f"--batches must be >= 1, got {args.batches}")
-    _check_output(args.json, "--json")
+    check_output(args.json, "--json")
     try:
         env, env_params = suites.make(args.env)
     except Exception as e:  # gymnax raises bare ValueErrors for unknown names
@@ -214,8 +211,8 @@ def _bench(args: argparse.Namespace) -> int:
         spec = bench.GridSpec.quick(**overrides) if args.quick else bench.GridSpec(**overrides)
     except (TypeError, ValueError) as e:
         raise UsageError(str(e)) from None
-    _check_output(args.json, "--json")
-    _check_output(args.plot, "--plot")
+    check_output(args.json, "--json")
+    check_output(args.plot, "--plot")
     print(
         f"jaxsample bench{' --quick' if args.quick else ''}: {', '.join(spec.envs)}; "
         f"B={list(spec.Bs)}; T={list(spec.Ts)}; methods={list(spec.methods)}; "
@@ -255,13 +252,6 @@ def _bench(args: argparse.Namespace) -> int:
         else:
             print(f"nothing measured: no plot written to {args.plot}")
     return 0
-
-
-def _make_trainer(args: argparse.Namespace) -> tuple[object, int]:
-    """The trainer for ``--algo`` and its environment steps per iteration (one seed)."""
-    from jaxsample.cli_train import make_trainer
-
-    return make_trainer(args)
 
 
 def _train(args: argparse.Namespace) -> int:

@@ -100,7 +100,7 @@ import jax.numpy as jnp
 from jaxsample._checks import check_int as _check_int
 from jaxsample._driver_run import THREAD_PREFIX, BatchInfo, DriverResult, Run
 from jaxsample.metrics import StepMetrics, StepObserver
-from jaxsample.types import Batch, SparseFinalObservation
+from jaxsample.types import Batch, PyTree, SparseFinalObservation
 
 __all__ = [
     "THREAD_PREFIX",
@@ -112,7 +112,6 @@ __all__ = [
     "stack_batches",
 ]
 
-PyTree = Any
 Mode = Literal["async", "sync"]
 StalePolicy = Literal["wait", "drop"]
 MODES = ("async", "sync")

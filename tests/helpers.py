@@ -111,3 +111,21 @@ def build_wheel(tmp_path: Any) -> Any:
     subprocess.run([*build, "-w", str(tmp_path / "dist"), str(src)], check=True, timeout=300)
     (wheel,) = (tmp_path / "dist").glob("jaxsample-*.whl")
     return wheel
+
+
+def concat(batches, get):
+    """``get(batch)`` of consecutive batches joined along T (one stream)."""
+    return np.concatenate([np.asarray(get(b)) for b in batches], axis=0)
+
+
+def assert_close(name, actual, expected, dtype=None) -> None:
+    """``actual`` equals ``expected`` (same shape; ``dtype`` when given; floats
+    to 1e-5), the message naming ``name``."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"{name}: shape {actual.shape} != {expected.shape}"
+    if dtype is not None:
+        assert actual.dtype == np.dtype(dtype), f"{name}: dtype {actual.dtype} != {dtype}"
+    if np.issubdtype(actual.dtype, np.floating):
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5, err_msg=name)
+    else:
+        np.testing.assert_array_equal(actual, expected.astype(actual.dtype), err_msg=name)

@@ -162,17 +162,17 @@ def test_mask_velocity_uses_the_pomdp_preset() -> None:
     import argparse
 
     from jaxsample.algos import ppo
-    from jaxsample.cli import _make_trainer
+    from jaxsample.cli_train import make_trainer
 
     args = argparse.Namespace(
         algo="ppo-rnn", env="CartPole-v1", total_steps=None, mask_velocity=True
     )
-    trainer, steps = _make_trainer(args)
+    trainer, steps = make_trainer(args)
     preset = ppo.MASKED_CARTPOLE_RECURRENT
     assert trainer.config == preset and steps == preset.num_envs * preset.num_steps
     assert trainer.sampler.examples.env.observation.shape == (2,)  # velocities hidden
     args.algo = "ppo"
-    assert _make_trainer(args)[0].config.recurrent is False
+    assert make_trainer(args)[0].config.recurrent is False
 
 
 @pytest.mark.long

@@ -26,7 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnax.environments.classic_control.cartpole import EnvState
-from helpers import CounterAgent, Crash, crashing
+from helpers import CounterAgent, Crash, concat, crashing
+from helpers import assert_close as _close
 from helpers import counter_params as params
 from helpers import counter_value as np_value
 
@@ -354,17 +355,6 @@ def ref(name: str) -> list[RefBatch]:
     return reference(single, c.mode, c.decorrelation, c.env_ranks)
 
 
-def _close(name, actual, expected, dtype=None):
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    assert actual.shape == expected.shape, f"{name}: shape {actual.shape} != {expected.shape}"
-    if dtype is not None:
-        assert actual.dtype == np.dtype(dtype), f"{name}: dtype {actual.dtype} != {dtype}"
-    if np.issubdtype(actual.dtype, np.floating):
-        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5, err_msg=name)
-    else:
-        np.testing.assert_array_equal(actual, expected.astype(actual.dtype), err_msg=name)
-
-
 def check_against_reference(batch, r: RefBatch, case: Case) -> None:
     s, ti = batch.samples, batch.traj_infos
     env, agent = s.env, s.agent
@@ -459,10 +449,6 @@ def test_autoreset_modes_give_the_same_batches():
 # ----------------------------------------------------------------------------
 
 
-def _concat(batches, get):
-    return np.concatenate([np.asarray(get(b)) for b in batches], axis=0)
-
-
 @functools.cache
 def _gymnax_cartpole_step(limit: int):
     env, env_params = gymnax.make("CartPole-v1")
@@ -495,7 +481,7 @@ def check_stream(
     ``envpool``: envpool reports a step that both reaches a terminal state and
     hits the time limit as truncated only (gymnax and gymnasium: both).
     """
-    get = functools.partial(_concat, batches)
+    get = functools.partial(concat, batches)
     obs = get(lambda b: b.samples.env.observation)
     final = get(lambda b: b.samples.env.final_observation)
     action = get(lambda b: b.samples.agent.action)

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import CounterAgent, auto_step, counter_value
+from helpers import assert_close as _close
 
 import jaxsample as js
 
@@ -239,18 +240,6 @@ def reference_rollout(
 # ----------------------------------------------------------------------------
 # Comparison
 # ----------------------------------------------------------------------------
-
-
-def _close(name: str, actual, expected, dtype=None) -> None:
-    actual = np.asarray(actual)
-    expected = np.asarray(expected)
-    assert actual.shape == expected.shape, f"{name}: shape {actual.shape} != {expected.shape}"
-    if dtype is not None:
-        assert actual.dtype == np.dtype(dtype), f"{name}: dtype {actual.dtype} != {dtype}"
-    if np.issubdtype(actual.dtype, np.floating):
-        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5, err_msg=name)
-    else:
-        np.testing.assert_array_equal(actual, expected.astype(actual.dtype), err_msg=name)
 
 
 def check_batch(batch: js.Batch, ref: RefBatch, *, store: str, counter: bool, boot: bool):

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnax.environments.classic_control.cartpole import CartPole, EnvState
-from helpers import CounterAgent, auto_step
+from helpers import CounterAgent, auto_step, concat
 from helpers import counter_params as params
 from helpers import counter_value as np_value
 
@@ -98,10 +98,6 @@ WS = (1.0, -0.5, 2.0, 0.25)
 @functools.cache
 def run(name: str, seed: int = 7, ws: tuple[float, ...] = WS):
     return compiled(name).run(jax.random.key(seed), ws)
-
-
-def concat(batches, get):
-    return np.concatenate([np.asarray(get(b)) for b in batches], axis=0)
 
 
 # ----------------------------------------------------------------------------

@@ -318,7 +318,7 @@ def validate_hidden_sizes(hidden_sizes: Sequence[int], name: str = "hidden_sizes
     return sizes
 
 
-def check_agent(
+def check_actor_critic(
     agent: Any, allowed: Sequence[type], sizes: str, flags: Sequence[str] = ("greedy",)
 ) -> None:
     """The construction checks of the actor-critic agents (frozen dataclasses):
@@ -352,7 +352,7 @@ class _FeedforwardActorCritic(Stateless):
     _allowed_spaces = (spaces.Discrete,)
 
     def __post_init__(self) -> None:
-        check_agent(self, self._allowed_spaces, "hidden_sizes")
+        check_actor_critic(self, self._allowed_spaces, "hidden_sizes")
 
     # -- network -------------------------------------------------------------
 

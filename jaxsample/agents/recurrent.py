@@ -34,7 +34,7 @@ from jaxsample.agents.actor_critic import (
     Heads,
     MLPTorso,
     act,
-    check_agent,
+    check_actor_critic,
     check_features,
     flatten_observation,
 )
@@ -111,7 +111,7 @@ class RecurrentActorCritic:
         if self.cell not in _CELLS:
             raise ValueError(f"cell must be one of {_CELLS}, got {self.cell!r}")
         flags = ("use_prev_action", "use_prev_reward", "greedy")
-        check_agent(self, (spaces.Discrete, spaces.Box), "encoder_sizes", flags)
+        check_actor_critic(self, (spaces.Discrete, spaces.Box), "encoder_sizes", flags)
 
     # -- network -------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from jaxsample.envs import suites
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import Sampler, make_sampler
 from jaxsample.traj_info import summarize
-from jaxsample.types import Batch, BatchSpec
+from jaxsample.types import Batch, BatchSpec, PyTree
 
 __all__ = [
     "TrainerBase",
@@ -46,8 +46,6 @@ __all__ = [
     "reference_main",
     "reference_run",
 ]
-
-PyTree = Any
 
 
 def make_env(config: Any, env: Any, env_params: Any) -> tuple[Any, Any]:

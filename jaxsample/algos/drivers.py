@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from jaxsample._checks import check_int
 from jaxsample.algos.returns import final_values
 from jaxsample.driver import Driver, DriverResult, make_driver
-from jaxsample.types import AgentInputs
+from jaxsample.types import AgentInputs, PyTree
 
 __all__ = [
     "ACTOR_KEY_TAG",
@@ -32,7 +32,6 @@ __all__ = [
     "refresh_behaviour",
 ]
 
-PyTree = Any
 
 # Extra actors' sampler keys are fold_in(fold_in(key, ACTOR_KEY_TAG), a): not
 # fold_in(key, a), which equals split(key, n)[a] under JAX's partitionable

@@ -24,11 +24,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxsample.types import AgentInputs, Samples
+from jaxsample.types import AgentInputs, PyTree, Samples
 
 __all__ = ["final_values", "gae", "td_target"]
-
-PyTree = Any
 
 
 def gae(

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypedDict
 import jax
 import numpy as np
 
-from jaxsample._checks import check_int
+from jaxsample._checks import check_bool, check_int
 from jaxsample.core.keys import EPOCH
 from jaxsample.traj_info import TrajField, check_traj_fields
 from jaxsample.types import BatchSpec
@@ -152,10 +152,8 @@ def check_options(
             "(every batch resets all envs, so there is nothing to decorrelate)"
         )
     discount = check_discount(discount)
-    if not isinstance(bootstrap_value, bool):
-        raise TypeError(f"bootstrap_value must be a bool, got {bootstrap_value!r}")
-    if not isinstance(store_agent_state, bool):
-        raise TypeError(f"store_agent_state must be a bool, got {store_agent_state!r}")
+    bootstrap_value = check_bool("bootstrap_value", bootstrap_value)
+    store_agent_state = check_bool("store_agent_state", store_agent_state)
     if final_observation not in FINAL_OBSERVATION_STORES:
         raise ValueError(
             f"final_observation must be one of {FINAL_OBSERVATION_STORES}, "

@@ -20,10 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample._checks import check_int, check_key
+from jaxsample._checks import check_bool, check_int, check_key
 from jaxsample.replay.steps import (
     as_samples,
-    check_bool,
     check_env_subset,
     check_examples,
     stored_spec,

@@ -13,7 +13,6 @@ from jaxsample.types import Batch, PyTree, Samples, SparseFinalObservation
 
 __all__ = [
     "as_samples",
-    "check_bool",
     "check_env_subset",
     "check_examples",
     "check_tree",
@@ -59,13 +58,6 @@ def check_examples(examples: Any) -> Samples:
                 f"{list(spec.shape)}"
             )
     return _specs(examples)
-
-
-def check_bool(name: str, value: Any) -> bool:
-    """``value``, or a ``TypeError`` naming ``name`` unless it is a bool."""
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-    return value
 
 
 def stored_spec(examples: Samples, store_agent_state: bool) -> Samples:

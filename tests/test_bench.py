@@ -384,7 +384,7 @@ def test_out_of_memory_is_a_skip_other_errors_raise(monkeypatch) -> None:
 def test_quick_grid_covers_the_overhead_cells() -> None:
     quick = bench.GridSpec.quick()
     assert quick.envs == ("CartPole-v1", "Breakout-MinAtar")
-    assert 1024 in quick.Bs and 128 in quick.Ts  # README's overhead table cells
+    assert 1024 in quick.Bs and 128 in quick.Ts  # docs/benchmarks.md's overhead table cells
     assert quick.methods == bench.METHODS
     assert bench.GridSpec.quick(reps=2, Bs=[8, 1]).Bs == (1, 8)
     default = bench.GridSpec()

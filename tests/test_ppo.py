@@ -416,8 +416,8 @@ def test_recurrent_ppo_learns_a_memory_task_no_feedforward_policy_can():
     or not. At that step the observation (time left, query) is the same for
     either context, so any memoryless policy has expected return 0, whatever
     it learns; above 0.8 the agent remembers. The preset's recurrent PPO, 2
-    seeds, 16k steps each. (Masked CartPole, the README's example, needs ten
-    times the budget: a manual run, see the README.)"""
+    seeds, 16k steps each. (Masked CartPole, docs/guides/training.md's
+    example, needs ten times the budget: a manual run, see that guide.)"""
     config = dataclasses.replace(
         ppo.MASKED_CARTPOLE_RECURRENT,
         env_name="MemoryChain-bsuite",

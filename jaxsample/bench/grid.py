@@ -9,7 +9,7 @@ the same ``T`` steps of ``B`` environments done by each method of ``METHODS``:
 * ``"random"`` — ``sampler.collect`` with a :class:`~jaxsample.agents.RandomAgent`
   and the default options (what :func:`overhead` measures);
 * ``"pool"`` — ``"random"`` with cheap resets (``reset_pool=8``, at most the
-  default block, README "Cheap resets");
+  default block, docs/guides/cheap-resets.md);
 * ``"bare_mlp"`` — the hand-written floor of a learning agent: PureJaxRL's
   rollout, ``lax.scan`` over the MLP's forward pass and ``vmap(env.step)``
   (:func:`~jaxsample.bench.measure.bare_mlp_rollout`), the floor of ``"mlp"``;

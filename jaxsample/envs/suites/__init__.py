@@ -1,6 +1,6 @@
 """JAX environment suites as gymnax (>= 1.0) envs that every part of jaxsample
 takes: Brax (and MJX), Jumanji, Craftax, Navix, XLand-MiniGrid (one module
-each; see the README's "Environment suites" and ``docs/design.md``).
+each; see docs/guides/env-suites.md and ``docs/design.md``).
 
 The suite modules import their suite only when called, so this package
 imports without any suite installed.

@@ -97,7 +97,8 @@ class ShardedSampler(Sampler):
         self.check_params(agent_params)
         # Row d: the global ranks of the d-th block along the mesh axis; each
         # shard takes its own row (eager and under jit alike, no placement).
-        blocks = np.asarray(self.env_ranks, np.int32).reshape(self.mesh.shape[self.mesh_axis], -1)
+        ranks = np.asarray(self.options.env_ranks, np.int32)
+        blocks = ranks.reshape(self.mesh.shape[self.mesh_axis], -1)
 
         def init_block(key: jax.Array) -> SamplerState:
             ranks = jnp.asarray(blocks)[jax.lax.axis_index(self.mesh_axis)]
@@ -122,7 +123,7 @@ class ShardedSampler(Sampler):
         Returns:
           ``(state, batch)`` as :meth:`jaxsample.Sampler.collect`, sharded along ``B``.
         """
-        check_state(state, self.batch_spec.B)
+        check_state(state, self.options.batch_spec.B)
         collect = jax.shard_map(
             self.local.collect,
             mesh=self.mesh,
@@ -142,7 +143,7 @@ class ShardedSampler(Sampler):
         prefix of it): ``P(None, axis)`` for ``[T, B, ...]`` leaves, ``P(axis)``
         for ``[B, ...]`` ones."""
         steps, envs = P(None, self.mesh_axis), P(self.mesh_axis)
-        if self.final_observation == "sparse":
+        if self.options.final_observation == "sparse":
             final_store: Any = SparseFinalObservation(next_observation=envs, slots=envs)
         else:
             final_store = steps
@@ -153,10 +154,10 @@ class ShardedSampler(Sampler):
                     AgentSamples,
                     steps,
                     initial_state=envs,
-                    state=steps if self.store_agent_state else None,
+                    state=steps if self.options.store_agent_state else None,
                 ),
                 valid=steps,
-                bootstrap_value=envs if self.bootstrap_value else None,
+                bootstrap_value=envs if self.options.bootstrap_value else None,
             ),
             traj_infos=steps,
         )
@@ -215,7 +216,7 @@ def shard_sampler(sampler: Sampler, mesh: Mesh, mesh_axis: str = DEFAULT_AXIS) -
     """Split ``sampler``'s ``B`` envs over the mesh axis ``mesh_axis``.
 
     Each of the ``n`` devices along the axis runs ``B / n`` envs, in order of
-    global rank (device ``i`` has ``sampler.env_ranks[i * B / n : (i + 1) * B / n]``).
+    global rank (device ``i`` has ``sampler.options.env_ranks[i * B / n : (i + 1) * B / n]``).
 
     Raises:
       TypeError, ValueError: ``mesh`` is not a ``Mesh``, has no axis
@@ -226,16 +227,18 @@ def shard_sampler(sampler: Sampler, mesh: Mesh, mesh_axis: str = DEFAULT_AXIS) -
         raise TypeError("sampler is already sharded; shard the one-device sampler")
     T, B = sampler.batch_spec
     n = check_mesh(mesh, mesh_axis, B)
-    check_processes_agree("BatchSpec(T, B) and global_B", [T, B, sampler.global_B])
+    check_processes_agree("BatchSpec(T, B) and global_B", [T, B, sampler.options.global_B])
     pool = sampler._pool
     if pool is not None and (B // n) % pool.block:
         raise ValueError(
             f"reset_pool_block={pool.block} must divide the envs per device "
             f"(B={B} over {n} devices: {B // n})"
         )
-    local = dataclasses.replace(
-        sampler, batch_spec=BatchSpec(T, B // n), env_ranks=sampler.env_ranks[: B // n]
+    options = sampler.options
+    local_options = dataclasses.replace(
+        options, batch_spec=BatchSpec(T, B // n), env_ranks=options.env_ranks[: B // n]
     )
+    local = dataclasses.replace(sampler, options=local_options)
     fields = {f.name: getattr(sampler, f.name) for f in dataclasses.fields(Sampler)}
     return ShardedSampler(**fields, mesh=mesh, mesh_axis=mesh_axis, local=local)
 

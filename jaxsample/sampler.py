@@ -1,6 +1,6 @@
 """``make_sampler(...) -> Sampler(init, collect, examples)``: the JAX sampler's factory.
 
-It checks the options (:mod:`jaxsample.core.options`), derives and checks the
+It checks the options (:class:`~jaxsample.core.options.SamplerOptions`), derives and checks the
 env's and agent's specs (:mod:`jaxsample.core.specs`) and returns a
 :class:`~jaxsample.core.rollout.Sampler` (one device) or, given a ``mesh``, a
 :class:`~jaxsample.distributed.ShardedSampler`. The rollout itself lives in
@@ -12,7 +12,6 @@ the batch assembly in :mod:`jaxsample.core.assemble`, and the key schedule
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -23,10 +22,10 @@ from jaxsample.core.keys import EPOCH
 from jaxsample.core.options import (
     FINAL_OBSERVATION_STORES,
     RESET_MODES,
-    FinalObservation,
     ResetMode,
+    check_agent,
     check_env,
-    check_options,
+    sampler_options,
 )
 from jaxsample.core.resets import check_reset_pool, default_block
 from jaxsample.core.rollout import Sampler, SamplerState
@@ -44,7 +43,7 @@ from jaxsample.core.specs import (
 )
 from jaxsample.core.step import EnvStepper
 from jaxsample.distributed import check_mesh, shard_sampler
-from jaxsample.traj_info import TrajField, trajectory_end
+from jaxsample.traj_info import trajectory_end
 from jaxsample.types import BatchSpec, PyTree, Samples
 
 __all__ = [
@@ -65,22 +64,13 @@ def make_sampler(
     agent: Agent,
     batch_spec: BatchSpec,
     *,
-    max_decorrelation_steps: int = 0,
-    reset_mode: ResetMode = "auto",
-    discount: float = 0.99,
-    bootstrap_value: bool = False,
-    final_observation: FinalObservation = "sparse",
-    store_agent_state: bool = False,
-    env_ranks: Sequence[int] | None = None,
-    global_B: int | None = None,
-    traj_fields: Sequence[TrajField] = (),
-    traj_done: str | None = None,
     agent_params: PyTree = None,
     mesh: jax.sharding.Mesh | None = None,
     mesh_axis: str = "envs",
     check_actions: bool = False,
     reset_pool: int = 0,
     reset_pool_block: int | None = None,
+    **options: Any,
 ) -> Sampler:
     """Build a sampler of ``batch_spec.T`` steps of ``batch_spec.B`` envs.
 
@@ -88,41 +78,13 @@ def make_sampler(
       env, env_params: a gymnax (>= 1.0) environment and its parameters.
       agent: an :class:`~jaxsample.agents.Agent` (unbatched functions).
       batch_spec: ``BatchSpec(T, B)``, both positive.
-      max_decorrelation_steps: before the first batch each env takes a random
-        number ``1..max`` of uniformly random actions, so that the ``B`` envs are
-        at different points of their episodes (rlpyt's decorrelation). Episodes
-        that end during decorrelation are not reported; the one in progress
-        when it ends keeps counting, so its reported length and return cover all
-        its steps since its real start, random ones included. 0 disables it;
-        it must be 0 with ``reset_mode="episodic"``.
-      reset_mode: ``"auto"``, ``"wait"`` or ``"episodic"`` (see README).
-      discount: in ``[0, 1]``, for ``TrajInfo.discounted_return``.
-      bootstrap_value: also return ``samples.bootstrap_value`` ``[B]``.
-      final_observation: ``"sparse"`` (default) keeps the true next observation
-        of every step that can be bootstrapped from (not done, or truncated) at
-        almost no cost; ``"dense"`` also keeps it on terminated steps, for
-        learners that need it (e.g. models of the dynamics), at the cost of a
-        second ``[T, B, *obs]`` array. The sparse store keeps ``K`` slots per
-        env: ``ceil(T / limit)`` for an unmodified built-in gymnax env (possibly
-        under :mod:`jaxsample.envs` wrappers) whose time limit is known for
-        sure, else ``T`` (as much memory as ``"dense"``), so it is exact for
-        any env (:func:`~jaxsample.core.specs.truncation_bound`).
-      store_agent_state: also return the agent's state before every step,
-        ``samples.agent.state`` ``[T, B, ...]`` (ALF's ``use_rollout_state``).
-      env_ranks: the global rank of each of the ``B`` envs (default
-        ``range(B)``); keys and ``agent.initial_state`` depend on it.
-      global_B: the number of envs over all devices and processes (default
-        ``max(env_ranks) + 1``).
-      traj_fields: user fields of ``TrajInfo`` (rlpyt's ``TrajInfoCls``): a
-        list of :class:`~jaxsample.traj_info.TrajField`, pure per-step reducers
-        carried with the built-in fields (decorrelation steps included);
-        reported in ``batch.traj_infos.extra[name]`` and by
-        :func:`~jaxsample.summarize`.
-      traj_done: the name of a bool scalar entry of the env's ``info`` that
-        marks the end of a game (rlpyt's ``traj_done``): a termination ends a
-        trajectory (``TrajInfo.completed``, fresh accumulators) only where it
-        is True, a truncation always; episodes (``done``, resets) are
-        unchanged. None: every episode end ends a trajectory.
+      options: the keyword options every sampler takes, checked and held as
+        ``sampler.options``: ``max_decorrelation_steps`` (0), ``reset_mode``
+        (``"auto"``), ``discount`` (0.99), ``bootstrap_value`` (False),
+        ``final_observation`` (``"sparse"``), ``store_agent_state`` (False),
+        ``env_ranks`` (``range(B)``), ``global_B`` (``max(env_ranks) + 1``),
+        ``traj_fields`` (``()``) and ``traj_done`` (None); their meaning:
+        :class:`~jaxsample.core.options.SamplerOptions`.
       agent_params: an example of the agent's parameters (arrays or
         ``jax.ShapeDtypeStruct``), used only to check the agent and build
         ``examples``. Defaults to ``jax.eval_shape(agent.init, key, observation)``
@@ -156,30 +118,19 @@ def make_sampler(
         shards = check_mesh(mesh, mesh_axis, B)
         if reset_pool and reset_pool_block is None:  # the default is per device
             reset_pool_block = default_block(B // shards)
-    options = check_options(
-        agent,
-        batch_spec,
-        max_decorrelation_steps=max_decorrelation_steps,
-        reset_mode=reset_mode,
-        discount=discount,
-        bootstrap_value=bootstrap_value,
-        store_agent_state=store_agent_state,
-        final_observation=final_observation,
-        env_ranks=env_ranks,
-        global_B=global_B,
-        traj_fields=traj_fields,
-        traj_done=traj_done,
-    )
+    opts = sampler_options("make_sampler", batch_spec, options)
+    check_agent(agent)
     check_bool("check_actions", check_actions)
     check_env(env, env_params)
     pool = check_reset_pool(
         reset_pool,
         reset_pool_block,
         env,
-        options["batch_spec"].B,
-        options["env_ranks"],
+        opts.batch_spec.B,
+        opts.env_ranks,
     )
     env_s = env_spec(env, env_params, same_observation=True)
+    bootstrap_value, traj_done = opts.bootstrap_value, opts.traj_done
     if traj_done is not None:  # a missing or non-scalar entry: a clear error now
         flag = jax.ShapeDtypeStruct((), bool)
         jax.eval_shape(lambda *a: trajectory_end(*a, traj_done), flag, flag, env_s.env_info)
@@ -195,7 +146,7 @@ def make_sampler(
             env_s.env_info,
             agent_s.info,
             state_spec,
-            store_agent_state=store_agent_state,
+            store_agent_state=opts.store_agent_state,
             bootstrap_value=bootstrap_value,
         )
 
@@ -207,12 +158,13 @@ def make_sampler(
     )
     time_limit = known_time_limit(env, env_params)
     sampler = Sampler(
-        **options,
+        agent=agent,
+        options=opts,
         env=env,
         env_params=env_params,
         _examples=examples,
         _stepper=EnvStepper(env, env_params, agent, env_s, state_spec, check_actions),
-        _slots=final_slots(reset_mode, options["batch_spec"].T, time_limit),
+        _slots=final_slots(opts.reset_mode, opts.batch_spec.T, time_limit),
         _recompute_final=recompute_finals(env_s, time_limit),
         _pool=pool,
     )

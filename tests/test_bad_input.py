@@ -21,7 +21,7 @@ def _make(**kw):
 
 @pytest.mark.parametrize("discount", [np.float32(0.9), jnp.float32(0.9), np.float64(0.9), 1])
 def test_numpy_and_jax_scalar_discounts_are_accepted(discount) -> None:
-    assert _make(discount=discount).discount == pytest.approx(float(discount))
+    assert _make(discount=discount).options.discount == pytest.approx(float(discount))
     env, params = gymnax.make("CartPole-v1")
     agent = js.agents.RandomAgent(env.action_space(params))
     js.make_evaluator(env, params, agent, n_envs=2, max_steps=8, discount=discount)

@@ -1,17 +1,19 @@
-"""The options every sampler (JAX or host) takes, checked once.
+"""The options every sampler (JAX or host) takes, stated and checked once.
 
-:func:`check_options` validates ``batch_spec``, ``reset_mode``,
+:class:`SamplerOptions` (frozen) validates ``batch_spec``, ``reset_mode``,
 ``max_decorrelation_steps``, ``discount``, ``bootstrap_value``,
 ``store_agent_state``, ``final_observation``, ``env_ranks``, ``global_B``,
-``traj_fields`` and ``traj_done``
-and raises a ``TypeError``/``ValueError`` naming the bad one.
+``traj_fields`` and ``traj_done`` in ``__post_init__`` and raises a
+``TypeError``/``ValueError`` naming the bad one; :func:`check_agent`,
+:func:`check_env` and :func:`check_discount` check the factories' other
+arguments.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Any, Literal, TypedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import jax
 import numpy as np
@@ -29,38 +31,129 @@ FINAL_OBSERVATION_STORES = ("sparse", "dense")
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class SamplerOptions:
-    """The options every sampler (JAX or host) holds, as :func:`check_options`
-    returns them (``env_ranks``/``global_B`` filled in; see
-    :func:`jaxsample.make_sampler` for their meaning)."""
+    """The options every sampler (JAX or host) holds, checked once.
 
-    agent: Any
+    Build it with keywords (``SamplerOptions(batch_spec, reset_mode="wait")``);
+    ``__post_init__`` checks every field (a ``TypeError``/``ValueError`` naming
+    the bad one) and normalizes it (``batch_spec`` a ``BatchSpec`` of ints,
+    ``env_ranks`` a tuple, default ``range(B)``; ``global_B`` default
+    ``max(env_ranks) + 1``). The factories take these as keyword options
+    (:func:`jaxsample.make_sampler`, :func:`jaxsample.host.make_host_sampler`)
+    and the samplers hold them as ``sampler.options``.
+
+    Attributes:
+      batch_spec: ``BatchSpec(T, B)``, both positive, ``T <= 2**30``.
+      max_decorrelation_steps: before the first batch each env takes a random
+        number ``1..max`` of uniformly random actions, so that the ``B`` envs are
+        at different points of their episodes (rlpyt's decorrelation). Episodes
+        that end during decorrelation are not reported; the one in progress
+        when it ends keeps counting, so its reported length and return cover all
+        its steps since its real start, random ones included. 0 disables it;
+        it must be 0 with ``reset_mode="episodic"``.
+      reset_mode: ``"auto"``, ``"wait"`` or ``"episodic"`` (see README).
+      discount: in ``[0, 1]``, for ``TrajInfo.discounted_return``.
+      bootstrap_value: also return ``samples.bootstrap_value`` ``[B]``.
+      final_observation: ``"sparse"`` (default) keeps the true next observation
+        of every step that can be bootstrapped from (not done, or truncated) at
+        almost no cost; ``"dense"`` also keeps it on terminated steps, for
+        learners that need it (e.g. models of the dynamics), at the cost of a
+        second ``[T, B, *obs]`` array. The sparse store keeps ``K`` slots per
+        env: ``ceil(T / limit)`` for an unmodified built-in gymnax env (possibly
+        under :mod:`jaxsample.envs` wrappers) whose time limit is known for
+        sure, else ``T`` (as much memory as ``"dense"``), so it is exact for
+        any env (:func:`~jaxsample.core.specs.truncation_bound`).
+      store_agent_state: also return the agent's state before every step,
+        ``samples.agent.state`` ``[T, B, ...]`` (ALF's ``use_rollout_state``).
+      env_ranks: the global rank of each of the ``B`` envs (default
+        ``range(B)``); keys and ``agent.initial_state`` depend on it.
+      global_B: the number of envs over all devices and processes (default
+        ``max(env_ranks) + 1``).
+      traj_fields: user fields of ``TrajInfo`` (rlpyt's ``TrajInfoCls``): a
+        list of :class:`~jaxsample.traj_info.TrajField`, pure per-step reducers
+        carried with the built-in fields (decorrelation steps included);
+        reported in ``batch.traj_infos.extra[name]`` and by
+        :func:`~jaxsample.summarize`.
+      traj_done: the name of a bool scalar entry of the env's ``info`` that
+        marks the end of a game (rlpyt's ``traj_done``): a termination ends a
+        trajectory (``TrajInfo.completed``, fresh accumulators) only where it
+        is True, a truncation always; episodes (``done``, resets) are
+        unchanged. None: every episode end ends a trajectory.
+    """
+
     batch_spec: BatchSpec
-    reset_mode: ResetMode
-    max_decorrelation_steps: int
-    discount: float
-    bootstrap_value: bool
-    final_observation: FinalObservation
-    store_agent_state: bool
-    env_ranks: tuple[int, ...]
-    global_B: int
-    traj_fields: tuple[TrajField, ...]
-    traj_done: str | None
+    _: dataclasses.KW_ONLY
+    max_decorrelation_steps: int = 0
+    reset_mode: ResetMode = "auto"
+    discount: float = 0.99
+    bootstrap_value: bool = False
+    final_observation: FinalObservation = "sparse"
+    store_agent_state: bool = False
+    env_ranks: tuple[int, ...] = None  # type: ignore[assignment]  # default range(B)
+    global_B: int = None  # type: ignore[assignment]  # default max(env_ranks) + 1
+    traj_fields: tuple[TrajField, ...] = ()
+    traj_done: str | None = None
+
+    def __post_init__(self) -> None:
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        batch_spec = self.batch_spec
+        if not isinstance(batch_spec, BatchSpec):
+            raise TypeError(f"batch_spec must be a jaxsample.BatchSpec(T, B), got {batch_spec!r}")
+        T = check_int("batch_spec.T", getattr(batch_spec, "T", None), 1)
+        if T > EPOCH:
+            raise ValueError(f"batch_spec.T must be <= 2**30, got {T}")
+        B = check_int("batch_spec.B", getattr(batch_spec, "B", None), 1)
+        put("batch_spec", BatchSpec(T, B))
+        reset_mode = self.reset_mode
+        if reset_mode not in RESET_MODES:
+            raise ValueError(f"reset_mode must be one of {RESET_MODES}, got {reset_mode!r}")
+        decorrelation = check_int("max_decorrelation_steps", self.max_decorrelation_steps, 0)
+        if reset_mode == "episodic" and decorrelation:
+            raise ValueError(
+                "max_decorrelation_steps must be 0 with reset_mode='episodic' "
+                "(every batch resets all envs, so there is nothing to decorrelate)"
+            )
+        put("max_decorrelation_steps", decorrelation)
+        put("discount", check_discount(self.discount))
+        put("bootstrap_value", check_bool("bootstrap_value", self.bootstrap_value))
+        put("store_agent_state", check_bool("store_agent_state", self.store_agent_state))
+        if self.final_observation not in FINAL_OBSERVATION_STORES:
+            raise ValueError(
+                f"final_observation must be one of {FINAL_OBSERVATION_STORES}, "
+                f"got {self.final_observation!r}"
+            )
+        env_ranks = self.env_ranks
+        if env_ranks is None:
+            env_ranks = tuple(range(B))
+        else:
+            env_ranks = tuple(check_int("env_ranks[i]", r, 0) for r in env_ranks)
+            if len(env_ranks) != B:
+                raise ValueError(f"env_ranks has {len(env_ranks)} entries, but B={B}")
+            if len(set(env_ranks)) != B:
+                raise ValueError("env_ranks must be distinct")
+        put("env_ranks", env_ranks)
+        global_B = max(env_ranks) + 1 if self.global_B is None else self.global_B
+        global_B = check_int("global_B", global_B, 1)
+        if max(env_ranks) >= global_B:
+            raise ValueError(f"env_ranks must be < global_B={global_B}, got {max(env_ranks)}")
+        put("global_B", global_B)
+        put("traj_fields", check_traj_fields(self.traj_fields))
+        traj_done = self.traj_done
+        if traj_done is not None and not isinstance(traj_done, str):
+            raise TypeError(
+                f"traj_done must be the name of an info entry (a str), got {traj_done!r}"
+            )
 
 
-class SamplerKwargs(TypedDict, total=False):
-    """The keyword options of every sampler factory, as ``**options`` (defaults
-    and meaning: :func:`jaxsample.make_sampler`)."""
-
-    max_decorrelation_steps: int
-    reset_mode: ResetMode
-    discount: float
-    bootstrap_value: bool
-    final_observation: FinalObservation
-    store_agent_state: bool
-    env_ranks: Sequence[int] | None
-    global_B: int | None
-    traj_fields: Sequence[TrajField]
-    traj_done: str | None
+def sampler_options(factory: str, batch_spec: Any, options: Mapping[str, Any]) -> SamplerOptions:
+    """The :class:`SamplerOptions` of a factory's ``batch_spec`` and keyword
+    ``options`` (a ``TypeError`` naming ``factory`` for an unknown keyword)."""
+    known = {f.name for f in dataclasses.fields(SamplerOptions)} - {"_", "batch_spec"}
+    for name in options:
+        if name not in known:
+            raise TypeError(f"{factory}() got an unexpected keyword argument {name!r}")
+    return SamplerOptions(batch_spec, **options)
 
 
 def check_discount(discount: Any) -> float:
@@ -111,82 +204,3 @@ def check_agent(
     for name in methods:
         if not callable(getattr(agent, name, None)):
             raise TypeError(f"{what} must have a method {name}(...), see jaxsample.agents.Agent")
-
-
-def check_options(
-    agent: Any,
-    batch_spec: Any,
-    *,
-    max_decorrelation_steps: Any = 0,
-    reset_mode: Any = "auto",
-    discount: Any = 0.99,
-    bootstrap_value: Any = False,
-    store_agent_state: Any = False,
-    final_observation: Any = "sparse",
-    env_ranks: Sequence[int] | None = None,
-    global_B: int | None = None,
-    traj_fields: Sequence[TrajField] = (),
-    traj_done: str | None = None,
-) -> dict[str, Any]:
-    """Check the options every sampler (JAX or host) takes; raise a clear
-    ``TypeError``/``ValueError`` naming the bad one.
-
-    The defaults are :func:`jaxsample.make_sampler`'s. Returns the fields of
-    :class:`SamplerOptions` (the keyword arguments of a
-    sampler's constructor) with the defaults filled in (``env_ranks =
-    range(B)``, ``global_B = max(env_ranks) + 1``).
-    """
-    if not isinstance(batch_spec, BatchSpec):
-        raise TypeError(f"batch_spec must be a jaxsample.BatchSpec(T, B), got {batch_spec!r}")
-    T = check_int("batch_spec.T", getattr(batch_spec, "T", None), 1)
-    if T > EPOCH:
-        raise ValueError(f"batch_spec.T must be <= 2**30, got {T}")
-    B = check_int("batch_spec.B", getattr(batch_spec, "B", None), 1)
-    batch_spec = BatchSpec(T, B)
-    if reset_mode not in RESET_MODES:
-        raise ValueError(f"reset_mode must be one of {RESET_MODES}, got {reset_mode!r}")
-    max_decorrelation_steps = check_int("max_decorrelation_steps", max_decorrelation_steps, 0)
-    if reset_mode == "episodic" and max_decorrelation_steps:
-        raise ValueError(
-            "max_decorrelation_steps must be 0 with reset_mode='episodic' "
-            "(every batch resets all envs, so there is nothing to decorrelate)"
-        )
-    discount = check_discount(discount)
-    bootstrap_value = check_bool("bootstrap_value", bootstrap_value)
-    store_agent_state = check_bool("store_agent_state", store_agent_state)
-    if final_observation not in FINAL_OBSERVATION_STORES:
-        raise ValueError(
-            f"final_observation must be one of {FINAL_OBSERVATION_STORES}, "
-            f"got {final_observation!r}"
-        )
-    if env_ranks is None:
-        env_ranks = tuple(range(B))
-    else:
-        env_ranks = tuple(check_int("env_ranks[i]", r, 0) for r in env_ranks)
-        if len(env_ranks) != B:
-            raise ValueError(f"env_ranks has {len(env_ranks)} entries, but B={B}")
-        if len(set(env_ranks)) != B:
-            raise ValueError("env_ranks must be distinct")
-    if global_B is None:
-        global_B = max(env_ranks) + 1
-    global_B = check_int("global_B", global_B, 1)
-    if max(env_ranks) >= global_B:
-        raise ValueError(f"env_ranks must be < global_B={global_B}, got {max(env_ranks)}")
-    check_agent(agent)
-    traj_fields = check_traj_fields(traj_fields)
-    if traj_done is not None and not isinstance(traj_done, str):
-        raise TypeError(f"traj_done must be the name of an info entry (a str), got {traj_done!r}")
-    return {
-        "agent": agent,
-        "batch_spec": batch_spec,
-        "reset_mode": reset_mode,
-        "max_decorrelation_steps": max_decorrelation_steps,
-        "discount": discount,
-        "bootstrap_value": bootstrap_value,
-        "final_observation": final_observation,
-        "store_agent_state": store_agent_state,
-        "env_ranks": env_ranks,
-        "global_B": global_B,
-        "traj_fields": traj_fields,
-        "traj_done": traj_done,
-    }

@@ -56,7 +56,7 @@ from jaxsample.core.resets import ResetPool, where_envs
 from jaxsample.core.specs import FromParams, recorded_info
 from jaxsample.core.step import EnvStepper, RandomPolicyStepper, hold_idle, track
 from jaxsample.traj_info import TrajAccumulator, TrajStep, trajectory_end
-from jaxsample.types import AgentInputs, Batch, PyTree, Samples, TrajInfo
+from jaxsample.types import AgentInputs, Batch, BatchSpec, PyTree, Samples, TrajInfo
 
 
 @struct.dataclass
@@ -129,16 +129,19 @@ def check_state(state: Any, B: int) -> None:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Sampler(SamplerOptions):
+class Sampler:
     """A compiled-collection sampler; build it with :func:`jaxsample.make_sampler`.
 
     ``init`` and ``collect`` are pure and jittable; ``examples`` describes one
     step of :class:`~jaxsample.types.Samples` (leaves ``jax.ShapeDtypeStruct``, no
     ``T``/``B`` axes, ``final_store`` holding one dense final observation) to
-    allocate replay buffers from. The options (``agent``, ``batch_spec``,
-    ``reset_mode``, ...) are :class:`~jaxsample.core.options.SamplerOptions`'.
+    allocate replay buffers from. The options (``batch_spec``,
+    ``reset_mode``, ...) are ``options``, a
+    :class:`~jaxsample.core.options.SamplerOptions`.
     """
 
+    agent: Any
+    options: SamplerOptions
     env: Any
     env_params: Any
     _examples: FromParams  # -> Samples, once the agent's parameters are known
@@ -146,6 +149,11 @@ class Sampler(SamplerOptions):
     _slots: int  # K of the sparse final-observation store
     _recompute_final: bool  # sparse store: recompute finals (known time limit)
     _pool: ResetPool | None = None  # pooled resets (jaxsample.core.resets), or auto-reset
+
+    @property
+    def batch_spec(self) -> BatchSpec:
+        """``BatchSpec(T, B)`` of every batch (``options.batch_spec``)."""
+        return self.options.batch_spec
 
     @property
     def examples(self) -> Samples:
@@ -174,13 +182,13 @@ class Sampler(SamplerOptions):
         """
         check_key(key)
         self.check_params(agent_params)  # decorrelation takes random actions
-        return self.init_envs(key, jnp.asarray(self.env_ranks, jnp.int32))
+        return self.init_envs(key, jnp.asarray(self.options.env_ranks, jnp.int32))
 
     def init_envs(self, key: jax.Array, env_ranks: jax.Array) -> SamplerState:
         """:meth:`init` for the envs of global ranks ``env_ranks`` (int32 ``[n]``,
         a traced array is fine): how a shard of a mesh starts its own envs."""
         state, k_steps, n_steps = jax.vmap(self._start_env, in_axes=(None, 0))(key, env_ranks)
-        if self.max_decorrelation_steps == 0:
+        if self.options.max_decorrelation_steps == 0:
             return state
         stepper, pool = self._stepper, self._pool
 
@@ -208,7 +216,7 @@ class Sampler(SamplerOptions):
                 moved = moved.replace(observation=obs, env_state=env_state)
             return where_envs(stepping, moved, s)
 
-        return jax.lax.fori_loop(0, self.max_decorrelation_steps, body, state)
+        return jax.lax.fori_loop(0, self.options.max_decorrelation_steps, body, state)
 
     def _start_env(
         self, key: jax.Array, rank: jax.Array
@@ -219,13 +227,13 @@ class Sampler(SamplerOptions):
             **self._stepper.start(k_reset, rank),
             key=k_run,
             step=jnp.zeros((), jnp.uint32),
-            traj=TrajAccumulator.zeros(self.traj_fields),
+            traj=TrajAccumulator.zeros(self.options.traj_fields),
             idle=jnp.zeros((), bool),
         )
         k_count, k_steps = K.decorrelation_keys(k_decorrelate)
         n_steps = jnp.zeros((), jnp.int32)
-        if self.max_decorrelation_steps:
-            n_steps = jax.random.randint(k_count, (), 1, self.max_decorrelation_steps + 1)
+        if self.options.max_decorrelation_steps:
+            n_steps = jax.random.randint(k_count, (), 1, self.options.max_decorrelation_steps + 1)
         return state, k_steps, n_steps
 
     # -------------------------------------------------------------- collect
@@ -240,7 +248,7 @@ class Sampler(SamplerOptions):
           ``(state, batch)``: the state to continue from, and a
           :class:`~jaxsample.types.Batch` whose arrays are ``[T, B, ...]``.
         """
-        T, B = self.batch_spec
+        T, B = self.options.batch_spec
         check_state(state, B)
         self.check_params(agent_params)  # e.g. () for a learning agent: named here
         state, keys = jax.vmap(self._start_batch)(state)
@@ -263,9 +271,9 @@ class Sampler(SamplerOptions):
             state, slots, n_truncated = carry
             t, k_agent, k_env = xs
             new_state, out = step(state, k_agent, k_env, agent_params, t, track_previous)
-            active = jnp.ones((B,), bool) if self.reset_mode == "auto" else out.valid
+            active = jnp.ones((B,), bool) if self.options.reset_mode == "auto" else out.valid
             self._stepper.check_actions_fit(out.action, active, state.env_rank, t, "batch step")
-            if self.final_observation == "sparse":
+            if self.options.final_observation == "sparse":
                 if self._pool is not None:  # the step did not reset: finals at hand
                     store, args = self._store, (new_state.observation,)
                 elif self._recompute_final:  # rare truncations: recompute in the cond
@@ -304,32 +312,32 @@ class Sampler(SamplerOptions):
         if not track_previous:
             state = self._previous_after(state, out)
         bootstrap = None
-        if self.bootstrap_value:
+        if self.options.bootstrap_value:
             inputs = AgentInputs(state.observation, state.prev_action, state.prev_reward)
             bootstrap = bootstrap_values(self.agent, agent_params, inputs, state.agent_state)
         traj, batch = assemble(
-            discount=self.discount,
+            discount=self.options.discount,
             traj=state.traj,
             traj_infos=out.traj_info,
             observation=out.observation,
             reward=out.reward,
             terminated=out.terminated,
             truncated=out.truncated,
-            valid=jnp.ones((T, B), bool) if self.reset_mode == "auto" else out.valid,
+            valid=jnp.ones((T, B), bool) if self.options.reset_mode == "auto" else out.valid,
             env_info=out.env_info,
             action=out.action,
             agent_info=out.agent_info,
             initial_state=start.agent_state,
-            stored_state=out.agent_state if self.store_agent_state else None,
+            stored_state=out.agent_state if self.options.store_agent_state else None,
             start_prev_action=start.prev_action,
             start_prev_reward=start.prev_reward,
             final=final_store(
-                self.final_observation,
+                self.options.final_observation,
                 state.observation,
-                slots if self.final_observation == "sparse" else out.final_observation,
+                slots if self.options.final_observation == "sparse" else out.final_observation,
             ),
             bootstrap_value=bootstrap,
-            traj_done=self.traj_done,
+            traj_done=self.options.traj_done,
         )
         return state.replace(traj=traj, key=key, step=epoch_step), batch
 
@@ -372,7 +380,7 @@ class Sampler(SamplerOptions):
         """The accumulator after the step ``tr`` of one env from ``s``, and the
         step's TrajInfo."""
         step = None
-        if self.traj_fields:
+        if self.options.traj_fields:
             step = TrajStep(
                 observation=s.observation,
                 action=tr.action,
@@ -382,8 +390,8 @@ class Sampler(SamplerOptions):
                 env_info=recorded_info(tr.info),
                 agent_info=tr.agent_info,
             )
-        ended = trajectory_end(tr.done, tr.truncated, tr.info, self.traj_done)
-        return track(s.traj, tr.reward, ended, self.discount, step)
+        ended = trajectory_end(tr.done, tr.truncated, tr.info, self.options.traj_done)
+        return track(s.traj, tr.reward, ended, self.options.discount, step)
 
     def _start_batch(self, s: SamplerState) -> tuple[SamplerState, K.EpochKeys]:
         """Per env, at the start of ``collect``: the step keys, and resets.
@@ -393,7 +401,7 @@ class Sampler(SamplerOptions):
         and stops idling.
         """
         keys = K.EpochKeys.of(s.key, s.step)
-        if self.reset_mode != "episodic":
+        if self.options.reset_mode != "episodic":
             return s.replace(idle=jnp.zeros((), bool)), keys
         k_reset = K.step_key(keys, jnp.zeros((), jnp.uint32), K.EPISODIC_RESET)
         s = s.replace(
@@ -417,8 +425,8 @@ class Sampler(SamplerOptions):
         what it writes (``track_previous``: :meth:`EnvStepper.step
         <jaxsample.core.step.EnvStepper.step>`'s)."""
         truncate = None
-        if self.reset_mode == "episodic":  # every batch is one T-step episode
-            truncate = t == self.batch_spec.T - 1
+        if self.options.reset_mode == "episodic":  # every batch is one T-step episode
+            truncate = t == self.options.batch_spec.T - 1
         new, tr = self._stepper.step(
             s,
             self._stepper.agent_act(agent_params),
@@ -437,15 +445,15 @@ class Sampler(SamplerOptions):
             truncated=tr.truncated,
             env_info=recorded_info(tr.info),
             final_observation=tr.info["final_observation"]
-            if self.final_observation == "dense" or self._steps_final()
+            if self.options.final_observation == "dense" or self._steps_final()
             else (),
             action=tr.action,
             agent_info=tr.agent_info,
-            agent_state=s.agent_state if self.store_agent_state else (),
-            valid=jnp.ones((), bool) if self.reset_mode != "auto" else (),
+            agent_state=s.agent_state if self.options.store_agent_state else (),
+            valid=jnp.ones((), bool) if self.options.reset_mode != "auto" else (),
             traj_info=traj_info,
         )
-        if self.reset_mode != "auto":
+        if self.options.reset_mode != "auto":
             # An idle env (finished earlier in this batch) keeps its state and
             # writes zeros with valid=False (done is held True after the scan).
             new, out = hold_idle(s, new, tr.done, out)
@@ -458,7 +466,7 @@ class Sampler(SamplerOptions):
         ended earlier in the batch, and its state was kept since) — the batch's
         ``prev_*`` shift (:func:`~jaxsample.core.assemble.assemble`) one step on."""
         done = out.terminated[-1] | out.truncated[-1]
-        if self.reset_mode != "auto":
+        if self.options.reset_mode != "auto":
             done = done | ~out.valid[-1]
         return state.replace(
             prev_action=jax.tree.map(lambda x: restart_where(done, x[-1]), out.action),
@@ -467,7 +475,7 @@ class Sampler(SamplerOptions):
 
     def _steps_final(self) -> bool:
         """Whether the sparse store takes the step's own final observations."""
-        sparse = self.final_observation == "sparse"
+        sparse = self.options.final_observation == "sparse"
         return sparse and self._pool is None and not self._recompute_final
 
     def _store_truncated(

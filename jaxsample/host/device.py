@@ -115,10 +115,12 @@ def _where_b(mask: jax.Array, x: PyTree, y: PyTree) -> PyTree:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class DeviceSide(SamplerOptions):
+class DeviceSide:
     """The device functions of a host sampler (pure; jit them with
     :func:`compile_device`). Build with :func:`make_device`."""
 
+    agent: Any
+    options: SamplerOptions
     action_space: Any  # gymnax space of one env's action
     _act_spec: PyTree
     _agent_state_spec: PyTree
@@ -127,7 +129,7 @@ class DeviceSide(SamplerOptions):
 
     def _initial_states(self) -> PyTree:
         """``agent.initial_state`` of each env's rank, ``[B, ...]``, dtypes fixed."""
-        ranks = jnp.asarray(self.env_ranks, jnp.int32)
+        ranks = jnp.asarray(self.options.env_ranks, jnp.int32)
         initial = functools.partial(initial_agent_state, self.agent, self._agent_state_spec)
         return jax.vmap(initial)(ranks)
 
@@ -152,7 +154,7 @@ class DeviceSide(SamplerOptions):
         """
         t = carry["t"]
         done_prev = (flags_prev & 1).astype(bool)
-        if self.reset_mode == "auto":  # every env is active
+        if self.options.reset_mode == "auto":  # every env is active
             go, reset, active = ~done_prev, done_prev, jnp.ones_like(done_prev)
         else:
             active_prev = (flags_prev & 2).astype(bool)
@@ -179,7 +181,7 @@ class DeviceSide(SamplerOptions):
         record = Record(
             action=step.action,
             agent_info=step.agent_info,
-            agent_state=agent_state if self.store_agent_state else (),
+            agent_state=agent_state if self.options.store_agent_state else (),
         )
         packed = jax.lax.dynamic_update_index_in_dim(packed, pack(record), t, 0)
         return {"agent_state": new_state, "t": t + 1}, packed, step.action
@@ -187,7 +189,7 @@ class DeviceSide(SamplerOptions):
     def begin(self, key: jax.Array, step: jax.Array) -> tuple[jax.Array, jax.Array]:
         """The zeroed packed record buffer ``[T, B, K]`` of a batch, and the
         agent's keys ``[T, B]`` of its steps (the JAX sampler's schedule)."""
-        T, B = self.batch_spec
+        T, B = self.options.batch_spec
         packed = jnp.zeros((T, B, self._record_width), jnp.uint32)
         keys = jax.vmap(K.EpochKeys.of)(key, step)
         per_step = jax.vmap(K.step_key, in_axes=(0, None, None))
@@ -207,16 +209,16 @@ class DeviceSide(SamplerOptions):
                 "decorrelation_seed": jax.random.bits(k_decorrelate, dtype=jnp.uint32),
             }
 
-        out = jax.vmap(one)(jnp.asarray(self.env_ranks, jnp.int32))
+        out = jax.vmap(one)(jnp.asarray(self.options.env_ranks, jnp.int32))
         out.update(self.fresh())
-        out["step"] = jnp.zeros((self.batch_spec.B,), jnp.uint32)
+        out["step"] = jnp.zeros((self.options.batch_spec.B,), jnp.uint32)
         return out
 
     def fresh(self) -> dict[str, Any]:
         """The agent states, trajectory accumulators and previous action and
         reward of new episodes, ``[B, ...]``."""
-        B = self.batch_spec.B
-        traj = jax.vmap(lambda _: TrajAccumulator.zeros(self.traj_fields))(jnp.arange(B))
+        B = self.options.batch_spec.B
+        traj = jax.vmap(lambda _: TrajAccumulator.zeros(self.options.traj_fields))(jnp.arange(B))
         return {
             "agent_state": self._initial_states(),
             "traj": traj,
@@ -237,7 +239,7 @@ class DeviceSide(SamplerOptions):
         go = ~ended[-1]
         prev_action = _where_b(go, last_action, jnp.zeros_like(last_action))
         prev_reward = jnp.where(go, reward[-1], jnp.zeros_like(reward[-1]))
-        traj = batch_trajectories(self.discount, traj, reward, ended, valid)[0]
+        traj = batch_trajectories(self.options.discount, traj, reward, ended, valid)[0]
         return traj, prev_action, prev_reward
 
     def finish(
@@ -256,7 +258,7 @@ class DeviceSide(SamplerOptions):
     ) -> dict[str, Any]:
         """The batch from the buffers: ``done``, ``prev_*``, ``TrajInfo``, the
         final-observation store and ``bootstrap_value``; the state's device part."""
-        T, _ = self.batch_spec
+        T, _ = self.options.batch_spec
         valid = host.valid
 
         def on_valid(x: jax.Array) -> jax.Array:
@@ -271,11 +273,11 @@ class DeviceSide(SamplerOptions):
         end_prev_action = _where_b(go, last_action, jnp.zeros_like(last_action))
         end_prev_reward = jnp.where(go, host.last_reward, jnp.zeros_like(host.last_reward))
         bootstrap = None
-        if self.bootstrap_value:
+        if self.options.bootstrap_value:
             inputs = AgentInputs(host.next_observation, end_prev_action, end_prev_reward)
             bootstrap = bootstrap_values(self.agent, agent_params, inputs, agent_state)
         traj, batch = assemble(
-            discount=self.discount,
+            discount=self.options.discount,
             traj=traj,
             observation=host.observation,
             reward=host.reward,
@@ -287,13 +289,13 @@ class DeviceSide(SamplerOptions):
             agent_info=jax.tree.map(on_valid, record.agent_info),
             initial_state=initial_state,
             stored_state=jax.tree.map(on_valid, record.agent_state)
-            if self.store_agent_state
+            if self.options.store_agent_state
             else None,
             start_prev_action=start_prev_action,
             start_prev_reward=start_prev_reward,
-            final=final_store(self.final_observation, host.next_observation, host.final),
+            final=final_store(self.options.final_observation, host.next_observation, host.final),
             bootstrap_value=bootstrap,
-            traj_done=self.traj_done,
+            traj_done=self.options.traj_done,
         )
         epoch_keys = jax.vmap(K.EpochKeys.of)(key, step)
         key, step = jax.vmap(K.advance_epoch, in_axes=(0, None))(epoch_keys, T)
@@ -309,24 +311,26 @@ class DeviceSide(SamplerOptions):
 
 
 def make_device(
-    options: dict[str, Any],
+    options: SamplerOptions,
+    agent: Any,
     action_space: Any,
     act_spec: PyTree,
     agent_state_spec: PyTree,
     agent_info_spec: PyTree,
 ) -> DeviceSide:
-    """The :class:`DeviceSide` of a host sampler with ``options`` (as
-    :func:`~jaxsample.core.options.check_options` returns them); a clear
+    """The :class:`DeviceSide` of a host sampler with ``options`` and
+    ``agent``; a clear
     ``TypeError`` for a record leaf whose dtype cannot be packed."""
     record_spec = Record(
         action=act_spec,
         agent_info=agent_info_spec,
-        agent_state=agent_state_spec if options["store_agent_state"] else (),
+        agent_state=agent_state_spec if options.store_agent_state else (),
     )
     for path, spec in jax.tree_util.tree_flatten_with_path(record_spec)[0]:
         _check_packable(spec, jax.tree_util.keystr(path))
     return DeviceSide(
-        **options,
+        agent=agent,
+        options=options,
         action_space=action_space,
         _act_spec=act_spec,
         _agent_state_spec=agent_state_spec,
@@ -359,18 +363,18 @@ def compile_device(device: DeviceSide) -> CompiledDevice:
     )
 
 
-def check_host_traj(options: dict[str, Any], specs: Mapping[str, Any]) -> None:
+def check_host_traj(options: SamplerOptions, specs: Mapping[str, Any]) -> None:
     """``traj_fields``/``traj_done`` on the host: the env info holds only
     ``info_spec``'s entries, and the host's decorrelation records neither
     observations nor infos (a clear error instead of silently wrong TrajInfo)."""
-    extended = bool(options["traj_fields"]) or options["traj_done"] is not None
-    if extended and options["max_decorrelation_steps"]:
+    extended = bool(options.traj_fields) or options.traj_done is not None
+    if extended and options.max_decorrelation_steps:
         raise ValueError(
             "traj_fields / traj_done need max_decorrelation_steps=0 in the host sampler "
             "(its decorrelation does not record the steps they read); the JAX sampler "
             "supports both"
         )
-    done = options["traj_done"]
+    done = options.traj_done
     if done is not None and done not in specs:
         raise ValueError(
             f"traj_done={done!r} must be an entry of info_spec (the recorded env info), "

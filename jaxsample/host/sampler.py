@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Unpack
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -66,7 +66,7 @@ from flax import struct
 
 from jaxsample._checks import check_key as _check_key
 from jaxsample.agents.base import Agent, action_spec
-from jaxsample.core.options import SamplerKwargs, SamplerOptions, check_options
+from jaxsample.core.options import SamplerOptions, check_agent, sampler_options
 from jaxsample.core.specs import (
     FromParams,
     agent_spec,
@@ -127,7 +127,7 @@ def _np_zeros(spec: Any, lead: tuple[int, ...]) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class HostSampler(SamplerOptions):
+class HostSampler:
     """A sampler of a host vector env; build it with :func:`make_host_sampler`.
 
     ``init`` and ``collect`` have the JAX sampler's signatures and return the
@@ -137,6 +137,8 @@ class HostSampler(SamplerOptions):
     :class:`~jaxsample.types.Samples` exactly as ``Sampler.examples`` does.
     """
 
+    agent: Any
+    options: SamplerOptions  # the keyword options, checked
     action_space: Any  # gymnax space of one env's action
     autoreset_mode: str  # the host env's: "NextStep", "SameStep" or "Disabled"
     _handle: EnvHandle
@@ -148,6 +150,11 @@ class HostSampler(SamplerOptions):
     # (examples, the device functions of jaxsample.host.device, each jitted
     # once), derived once the agent's parameters are known.
     _derived: FromParams
+
+    @property
+    def batch_spec(self) -> BatchSpec:
+        """``BatchSpec(T, B)`` of every batch (``options.batch_spec``)."""
+        return self.options.batch_spec
 
     @property
     def examples(self) -> Samples:
@@ -176,13 +183,13 @@ class HostSampler(SamplerOptions):
         """
         _check_key(key)
         self._derived.of(agent_params)  # checks an agent first seen here
-        B = self.batch_spec.B
+        B = self.options.batch_spec.B
         dev = self._device.start(key)
         seeds = [int(s) for s in np.asarray(dev["seed"])]
         obs = _np_zeros(self._obs_spec, (B,))
         adapter = self._handle.start(seeds, obs)
         prev_action, prev_reward, traj = dev["prev_action"], dev["prev_reward"], dev["traj"]
-        n = self.max_decorrelation_steps
+        n = self.options.max_decorrelation_steps
         if n:
             n_steps, actions = decorrelation_plan(
                 np.asarray(dev["decorrelation_seed"]), n, self._handle.action_space
@@ -252,30 +259,30 @@ class HostSampler(SamplerOptions):
         just before the envs first move (a reset at the start of the batch, else
         the first ``env.step``): an error before that (e.g. in the agent's first
         step) leaves ``state`` valid, and a retry continues its stream."""
-        T, B = self.batch_spec
+        T, B = self.options.batch_spec
         handle = self._handle
         adapter = handle.adapter
         assert adapter is not None
-        auto = self.reset_mode == "auto"
+        auto = self.options.reset_mode == "auto"
         obs_buf = _np_zeros(self._obs_spec, (T + 1, B))
         reward = np.zeros((T, B), np.float32)
         terminated = np.zeros((T, B), bool)
         truncated = np.zeros((T, B), bool)
         valid = np.ones((T, B), bool)
         env_info = {k: _np_zeros(s, (T, B)) for k, s in self._info_spec.items()}
-        dense = self.final_observation == "dense"
+        dense = self.options.final_observation == "dense"
         final = _np_zeros(self._obs_spec, (T, B) if dense else (B, self._slots))
         n_truncated = np.zeros((B,), np.int64)
 
         prev_action, prev_reward = state.prev_action, state.prev_reward
         agent_state, traj = state.agent_state, state.traj
         obs_buf[0] = state.observation
-        resets = self.reset_mode == "episodic" or (
-            self.reset_mode == "wait" and bool(state.stale.any())
+        resets = self.options.reset_mode == "episodic" or (
+            self.options.reset_mode == "wait" and bool(state.stale.any())
         )
         if resets:  # the envs move now: older states are stale
             handle.generation += 1
-        if self.reset_mode == "episodic":
+        if self.options.reset_mode == "episodic":
             adapter.reset(None, obs_buf[0])
             fresh = self._device.fresh()
             agent_state, traj = fresh["agent_state"], fresh["traj"]
@@ -289,7 +296,7 @@ class HostSampler(SamplerOptions):
         stale = np.zeros((B,), bool)  # stepped while idle
         held = None if auto else np.zeros_like(obs_buf[0])  # reset obs of idle envs
         lead = (B,) + (1,) * len(self._act_spec.shape)
-        episodic = self.reset_mode == "episodic"
+        episodic = self.options.reset_mode == "episodic"
         act, step, mode = self._device.act, adapter.step, adapter.mode
 
         def flags_of(done: np.ndarray, active: np.ndarray) -> np.ndarray:
@@ -396,7 +403,7 @@ class HostSampler(SamplerOptions):
             key=out["key"],
             step=out["step"],
             traj=out["traj"],
-            stale=stale if self.reset_mode == "wait" else np.zeros((B,), bool),
+            stale=stale if self.options.reset_mode == "wait" else np.zeros((B,), bool),
             env_rank=state.env_rank,
             handle=handle,
             generation=handle.generation,
@@ -415,7 +422,7 @@ class HostSampler(SamplerOptions):
         next_obs: np.ndarray,
     ) -> None:
         """Record the true final observations of step ``t`` (host buffers)."""
-        if self.final_observation == "dense":  # res.final_mask is res.done
+        if self.options.final_observation == "dense":  # res.final_mask is res.done
             final[t] = next_obs
             if res.any_done:
                 final[t][res.done] = res.final_rows
@@ -434,7 +441,7 @@ class HostSampler(SamplerOptions):
         if (slot >= self._slots).any():
             raise RuntimeError(
                 f"an env truncated more than {self._slots} times in one batch of "
-                f"T={self.batch_spec.T} steps, more than the sparse final-observation "
+                f"T={self.options.batch_spec.T} steps, more than the sparse final-observation "
                 "store holds (its bound comes from the env's time limit); build the "
                 "sampler with final_observation='dense'"
             )
@@ -448,8 +455,9 @@ class HostSampler(SamplerOptions):
             )
         if state.handle is not self._handle:
             raise ValueError("state comes from another host sampler (another env)")
-        if state.stale.shape != (self.batch_spec.B,):
-            raise ValueError(f"state holds {state.stale.shape} envs, but B={self.batch_spec.B}")
+        B = self.options.batch_spec.B
+        if state.stale.shape != (B,):
+            raise ValueError(f"state holds {state.stale.shape} envs, but B={B}")
         if state.generation != self._handle.generation:
             failure = self._handle.failure
             why = (
@@ -472,7 +480,7 @@ def make_host_sampler(
     agent_params: PyTree = None,
     autoreset_mode: Any = None,
     info_spec: Mapping[str, Any] | None = None,
-    **options: Unpack[SamplerKwargs],
+    **options: Any,
 ) -> HostSampler:
     """Build a sampler of ``batch_spec.T`` steps of the ``batch_spec.B`` envs of a
     host vector env, with :func:`jaxsample.make_sampler`'s contract.
@@ -491,8 +499,8 @@ def make_host_sampler(
         env's action space (:func:`jaxsample.host.gymnax_space`).
       batch_spec: ``BatchSpec(T, B)``.
       agent_params: as in ``make_sampler``.
-      options: the options of ``make_sampler``
-        (:class:`~jaxsample.core.options.SamplerKwargs`, same defaults), with
+      options: the keyword options of ``make_sampler``
+        (:class:`~jaxsample.core.options.SamplerOptions`, same defaults), with
         these host specifics:
       max_decorrelation_steps: env ``b`` takes its own
         number ``n_b`` in ``1..max`` of uniformly random actions from a fresh
@@ -520,10 +528,11 @@ def make_host_sampler(
         fit the action space, or whose state changes structure.
     """
     require_gymnasium()
-    options = check_options(agent, batch_spec, **options)
-    T, B = options["batch_spec"]
-    reset_mode, bootstrap_value = options["reset_mode"], options["bootstrap_value"]
-    store_agent_state = options["store_agent_state"]
+    opts = sampler_options("make_host_sampler", batch_spec, options)
+    check_agent(agent)
+    T, B = opts.batch_spec
+    reset_mode, bootstrap_value = opts.reset_mode, opts.bootstrap_value
+    store_agent_state = opts.store_agent_state
     specs: dict[str, jax.ShapeDtypeStruct] = {}
     if info_spec is not None:
         if not isinstance(info_spec, Mapping):
@@ -540,7 +549,7 @@ def make_host_sampler(
                 tuple(spec.shape), jax.dtypes.canonicalize_dtype(spec.dtype)
             )
 
-    host_device.check_host_traj(options, specs)
+    host_device.check_host_traj(opts, specs)
     handle = EnvHandle(env, B, autoreset_mode)
     space = gymnax_space(handle.action_space)
     obs_spec = observation_spec(handle.observation_space)
@@ -559,11 +568,12 @@ def make_host_sampler(
             store_agent_state=store_agent_state,
             bootstrap_value=bootstrap_value,
         )
-        device = make_device(options, space, act_spec, state_spec, info_spec)
+        device = make_device(opts, agent, space, act_spec, state_spec, info_spec)
         return examples, compile_device(device)
 
     sampler = HostSampler(
-        **options,
+        agent=agent,
+        options=opts,
         action_space=space,
         autoreset_mode=handle.mode,
         _handle=handle,

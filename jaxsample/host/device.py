@@ -31,6 +31,7 @@ from jaxsample.agents.base import null_action
 from jaxsample.core import keys as K
 from jaxsample.core.assemble import assemble, batch_trajectories, bootstrap_values, final_store
 from jaxsample.core.options import SamplerOptions
+from jaxsample.core.resets import where_envs
 from jaxsample.core.specs import act_checked, initial_agent_state
 from jaxsample.host.envs import seed_of
 from jaxsample.traj_info import TrajAccumulator
@@ -107,13 +108,6 @@ class HostBatch(struct.PyTreeNode):
     last_active: np.ndarray  # [B] bool: not idle at the last step
 
 
-def _where_b(mask: jax.Array, x: PyTree, y: PyTree) -> PyTree:
-    """``where(mask[b], x[b], y[b])`` for ``[B]`` masks and ``[B, ...]`` leaves."""
-    return jax.tree.map(
-        lambda a, b: jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b), x, y
-    )
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class DeviceSide:
     """The device functions of a host sampler (pure; jit them with
@@ -161,8 +155,8 @@ class DeviceSide:
             go = active_prev & ~done_prev  # the episode goes on
             reset = active_prev & done_prev
             active = go
-        agent_state = _where_b(reset, self._initial_states(), carry["agent_state"])
-        prev_action = _where_b(go, last_action, jnp.zeros_like(last_action))
+        agent_state = where_envs(reset, self._initial_states(), carry["agent_state"])
+        prev_action = where_envs(go, last_action, jnp.zeros_like(last_action))
         prev_reward = jnp.where(go, reward_prev, jnp.zeros_like(reward_prev))
         k_agent = jax.lax.dynamic_index_in_dim(agent_keys, t, 0, keepdims=False)
         act = functools.partial(
@@ -176,7 +170,7 @@ class DeviceSide:
         step, new_state = jax.vmap(act, in_axes=(None, 0, 0, 0))(
             agent_params, inputs, agent_state, k_agent
         )
-        new_state = _where_b(active, new_state, agent_state)
+        new_state = where_envs(active, new_state, agent_state)
 
         record = Record(
             action=step.action,
@@ -237,7 +231,7 @@ class DeviceSide:
         """The accumulators after the decorrelation steps (inputs ``[n, B]``),
         and ``prev_action``/``prev_reward`` after the last of them."""
         go = ~ended[-1]
-        prev_action = _where_b(go, last_action, jnp.zeros_like(last_action))
+        prev_action = where_envs(go, last_action, jnp.zeros_like(last_action))
         prev_reward = jnp.where(go, reward[-1], jnp.zeros_like(reward[-1]))
         traj = batch_trajectories(self.options.discount, traj, reward, ended, valid)[0]
         return traj, prev_action, prev_reward
@@ -269,8 +263,8 @@ class DeviceSide:
         # The inputs after the last step, as the next step would see them.
         go = host.last_active & ~host.last_done
         reset = host.last_active & host.last_done
-        agent_state = _where_b(reset, self._initial_states(), carry["agent_state"])
-        end_prev_action = _where_b(go, last_action, jnp.zeros_like(last_action))
+        agent_state = where_envs(reset, self._initial_states(), carry["agent_state"])
+        end_prev_action = where_envs(go, last_action, jnp.zeros_like(last_action))
         end_prev_reward = jnp.where(go, host.last_reward, jnp.zeros_like(host.last_reward))
         bootstrap = None
         if self.options.bootstrap_value:

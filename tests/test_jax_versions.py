@@ -322,3 +322,44 @@ def test_a_suite_that_does_not_import_with_this_jax_is_one_clear_line(
     printed = capsys.readouterr().out
     assert "not usable: oldsuite ? is installed but does not import" in printed
     assert "gymnax (" in printed
+
+
+def test_program_store_loads_what_it_stored_and_survives_a_damaged_file(tmp_path) -> None:
+    """A second store with the same identity loads the exported function
+    (same outputs, pytrees included); another identity or argument shape
+    exports anew; a damaged file is exported again; an unwritable folder
+    only means nothing is stored."""
+    from jaxsample.algos.program_store import ProgramStore
+
+    def f(tree):
+        return {"y": jnp.sin(tree["x"]) * tree["k"][0], "n": tree["k"][1] + 1}
+
+    args = {"x": jnp.arange(4.0), "k": (jnp.float32(2.0), jnp.int32(3))}
+    want = f(args)
+    first = ProgramStore(tmp_path, "f v1")
+    got = first.function("f", f, args)(args)
+    assert first.loaded == []
+    again = ProgramStore(tmp_path, "f v1")
+    loaded = again.function("f", f, args)
+    assert again.loaded == ["f"]
+    for out in (got, loaded(args)):
+        np.testing.assert_array_equal(out["y"], want["y"])
+        assert int(out["n"]) == 4 and jax.tree.structure(out) == jax.tree.structure(want)
+    assert jax.tree.map(lambda s: s.shape, loaded.out_shapes) == {"y": (4,), "n": ()}
+    other = ProgramStore(tmp_path, "f v2")
+    other.function("f", f, args)
+    other.function("f", f, {"x": jnp.arange(5.0), "k": args["k"]})
+    assert other.loaded == [] and len(list(tmp_path.glob("f-*.jaxexport"))) == 3
+
+    for path in tmp_path.glob("f-*.jaxexport"):
+        path.write_bytes(b"not an export")
+    damaged = ProgramStore(tmp_path, "f v1")
+    np.testing.assert_array_equal(damaged.function("f", f, args)(args)["y"], want["y"])
+    assert damaged.loaded == []
+    healed = ProgramStore(tmp_path, "f v1")  # the damaged file was written anew
+    healed.function("f", f, args)
+    assert healed.loaded == ["f"]
+    (tmp_path / "a-file").write_text("")  # a folder that cannot be made
+    store = ProgramStore(tmp_path / "a-file" / "sub", "f v1")
+    np.testing.assert_array_equal(store.function("f", f, args)(args)["y"], want["y"])
+    assert store.loaded == []

@@ -21,6 +21,7 @@ file rewritten); files are written whole, then renamed into place.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -137,8 +138,12 @@ class ProgramStore:
             data = pickle.dumps((exported.serialize(), stored.out_tree))
         except Exception:  # a pytree node type that does not pickle: not stored
             return stored
-        self.folder.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        except OSError:  # a read-only or full cache folder: the run goes on unstored
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         return stored

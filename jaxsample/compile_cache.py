@@ -186,19 +186,19 @@ class CompileWatch:
 
     def summary(self, seconds: float) -> str:
         """One line for ``seconds`` of wall time spent getting the programs:
-        ``compiled in X s`` or ``loaded from the compile cache in X s`` (with
-        the counts when some of each), and the part that was tracing and
-        lowering when any program came from the cache."""
+        ``compiled in X s``, or ``loaded from the compile cache in X s`` with
+        the part that was tracing and lowering (what JAX still does in every
+        process), or both counts when some of each."""
         hits, compiles = self.hits, self.compiles
         if not hits:
             return f"compiled in {seconds:.1f} s"
-        staged = (
-            f"tracing and lowering {self.trace_seconds + self.lower_seconds:.1f} s, "
-            f"XLA {self.backend_seconds:.1f} s"
-        )
-        if not compiles:
-            return f"loaded from the compile cache in {seconds:.1f} s ({staged})"
+        if compiles:
+            return (
+                f"compiled in {seconds:.1f} s ({compiles} program(s) compiled, {hits} loaded "
+                "from the compile cache)"
+            )
+        # (a jit traced inside another's trace counts in both: an upper bound)
         return (
-            f"compiled in {seconds:.1f} s ({compiles} program(s) compiled, {hits} loaded "
-            f"from the compile cache; {staged})"
+            f"loaded from the compile cache in {seconds:.1f} s (tracing and lowering "
+            f"{self.trace_seconds + self.lower_seconds:.1f} s, XLA {self.backend_seconds:.1f} s)"
         )

@@ -127,11 +127,11 @@ def test_bench_rejects_bad_arguments(args, match) -> None:
 
 
 def test_bench_sizes_take_ranges() -> None:
-    from jaxsample.cli import _sizes
+    from jaxsample.cli.commands import sizes
 
-    assert _sizes(["1:16"], "--B") == (1, 2, 4, 8, 16)
-    assert _sizes(["3:20", "100"], "--B") == (3, 6, 12, 100)
-    assert _sizes(None, "--B") is None
+    assert sizes(["1:16"], "--B") == (1, 2, 4, 8, 16)
+    assert sizes(["3:20", "100"], "--B") == (3, 6, 12, 100)
+    assert sizes(None, "--B") is None
 
 
 @pytest.mark.slow
@@ -162,7 +162,7 @@ def test_mask_velocity_uses_the_pomdp_preset() -> None:
     import argparse
 
     from jaxsample.algos import ppo
-    from jaxsample.cli_train import make_trainer
+    from jaxsample.cli.train import make_trainer
 
     args = argparse.Namespace(
         algo="ppo-rnn", env="CartPole-v1", total_steps=None, mask_velocity=True

@@ -144,8 +144,8 @@ def test_ctrl_c_writes_what_was_trained_and_exits_130(folder, tmp_path) -> None:
         assert checkpoint.latest_step(tmp_path / "ck") == done
         assert f"checkpoint ck at iteration {done}" in err_lines[0]
     # The same first iterations, run here in chunks by the library.
-    from jaxsample.cli_config import resolve_config
-    from jaxsample.cli_train import _build
+    from jaxsample.cli.config import resolve_config
+    from jaxsample.cli.train import _build
 
     flags = dict(num_envs=4, num_steps=8, hidden_sizes=(8,), update_epochs=1, num_minibatches=1)
     flags["total_timesteps"] = n * 32
@@ -187,9 +187,9 @@ def test_argparse_errors_are_one_line_naming_the_flag(argv, match, capsys) -> No
 def _config_back(values: dict, path: Path):
     """The config the train command resolves from ``values`` written to
     ``path`` and passed as ``--config`` alone."""
-    from jaxsample.cli import _train_algo
-    from jaxsample.cli_config import load_config_file, resolve_config
-    from jaxsample.cli_train import _settings
+    from jaxsample.cli.config import load_config_file, resolve_config
+    from jaxsample.cli.parser import _train_algo
+    from jaxsample.cli.train import _settings
 
     if path.suffix == ".toml":
         path.write_text(_toml(values))
@@ -264,7 +264,7 @@ def test_bad_values_name_the_flag_or_config_key(argv, files, match, tmp_path, ca
 
 def test_yaml_numbers_read_as_strings_are_accepted(tmp_path) -> None:
     """PyYAML reads ``1e-3`` (no dot) as a string: the float field takes it."""
-    from jaxsample.cli_config import load_config_file, resolve_config
+    from jaxsample.cli.config import load_config_file, resolve_config
 
     (tmp_path / "c.yaml").write_text("lr: 1e-3\nclip_eps: 2e-1\nent_coef: [1e-2, 5e-3]\n")
     values = load_config_file(str(tmp_path / "c.yaml"))
@@ -297,7 +297,7 @@ def test_a_damaged_run_json_is_one_line_and_nothing_changes(tmp_path, capsys) ->
 def test_the_live_bar_fits_an_80_column_terminal(monkeypatch) -> None:
     """rich's bar at 80 columns: the bar, the elapsed time, ETA and the
     figures, no word cut (…); at 160 every figure in full."""
-    from jaxsample.cli_display import LiveDisplay
+    from jaxsample.cli.display import LiveDisplay
 
     for width in (80, 160):
         monkeypatch.setenv("COLUMNS", str(width))  # rich's console width

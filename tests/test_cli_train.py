@@ -97,8 +97,8 @@ def _rows(path) -> list[dict[str, str]]:
 
 def _metric_names(algo: str) -> set[str]:
     """The metrics the trainer's program returns (from its own output shapes)."""
-    from jaxsample.cli_config import resolve_config
-    from jaxsample.cli_train import _build
+    from jaxsample.cli.config import resolve_config
+    from jaxsample.cli.train import _build
 
     config, _ = resolve_config(algo, "CartPole-v1", False, {}, {"num_envs": 2, "num_steps": 2})
     trainer = _build(config)
@@ -269,7 +269,7 @@ def test_help_lists_every_config_field_with_its_default(capsys) -> None:
 
 
 def test_settings_layer_defaults_then_file_then_flags(tmp_path) -> None:
-    from jaxsample.cli_config import load_config_file, resolve_config
+    from jaxsample.cli.config import load_config_file, resolve_config
 
     (tmp_path / "c.yaml").write_text("num_envs: 8\nlr: [0.001, 0.0003]\ngamma: 0.9\n")
     values = load_config_file(str(tmp_path / "c.yaml"))
@@ -366,7 +366,7 @@ def test_one_program_reports_from_inside_and_matches_the_chunked_run() -> None:
 
 @pytest.mark.parametrize("live", [False, True])
 def test_display_shows_compiling_then_steps_rate_elapsed_eta_return_loss(live) -> None:
-    from jaxsample.cli_display import LiveDisplay
+    from jaxsample.cli.display import LiveDisplay
 
     stream = io.StringIO()
     display = LiveDisplay(stream, live=live)

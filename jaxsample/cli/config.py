@@ -23,7 +23,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from jaxsample.cli_base import UsageError
+from jaxsample.cli.base import UsageError
 
 __all__ = [
     "add_config_flags",

@@ -1,11 +1,11 @@
 """``jaxsample train`` and ``jaxsample eval``.
 
-``train`` builds the config (:mod:`jaxsample.cli_config`) and trains every
+``train`` builds the config (:mod:`jaxsample.cli.config`) and trains every
 seed (x every swept setting) under one ``jax.vmap`` with
 :func:`jaxsample.algos.runner.run_training`: one compiled program for the
 whole run, or compiled chunks with ``--checkpoint-dir``. It shows
-:class:`~jaxsample.cli_display.LiveDisplay` and logs every metric
-(:mod:`jaxsample.cli_log`). With ``--checkpoint-dir`` it saves the vmapped
+:class:`~jaxsample.cli.display.LiveDisplay` and logs every metric
+(:mod:`jaxsample.cli.log`). With ``--checkpoint-dir`` it saves the vmapped
 trainer state after every chunk (and so at the end) and, started again with
 the same settings, resumes from the latest one (``run.json`` in the folder
 records the settings, ``metrics.npz`` the history). ``eval`` restores such a
@@ -31,8 +31,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxsample.cli_base import UsageError, check_output
-from jaxsample.cli_config import file_algo, file_env, resolve_config, sweep_runs
+from jaxsample.cli.base import UsageError, check_output
+from jaxsample.cli.config import file_algo, file_env, resolve_config, sweep_runs
 
 __all__ = ["evaluate", "make_trainer", "train"]
 
@@ -274,9 +274,9 @@ def _program_store(config: Any) -> Any:
 def train(args: argparse.Namespace) -> int:
     """Run ``jaxsample train`` (see the module docstring)."""
     from jaxsample.algos import report, runner
-    from jaxsample.cli_config import load_config_file
-    from jaxsample.cli_display import LiveDisplay
-    from jaxsample.cli_log import MetricLogs
+    from jaxsample.cli.config import load_config_file
+    from jaxsample.cli.display import LiveDisplay
+    from jaxsample.cli.log import MetricLogs
     from jaxsample.compile_cache import CompileWatch
 
     file_values = load_config_file(args.config) if args.config else {}
@@ -449,8 +449,8 @@ def _groups(settings: list[dict[str, float]]) -> dict[str, list[int]] | None:
 def evaluate(args: argparse.Namespace) -> int:
     """Run ``jaxsample eval``: the greedy policy of every run of a checkpoint."""
     from jaxsample.algos import runner
-    from jaxsample.cli_config import config_type
-    from jaxsample.cli_log import run_names
+    from jaxsample.cli.config import config_type
+    from jaxsample.cli.log import run_names
     from jaxsample.evaluation import make_evaluator
     from jaxsample.traj_info import summarize
 

@@ -348,6 +348,7 @@ def train(args: argparse.Namespace) -> int:
     if resume is not None and resume[1]:
         logs.write(resume[1], per_iteration)
     display = LiveDisplay()
+    one_program = resume is None and saver is None  # chunked runs save and resume
     with _ctrl_c() as stop, contextlib.ExitStack() as cleanup, CompileWatch() as watch:
         cleanup.callback(logs.close)
         cleanup.callback(display.close)
@@ -363,9 +364,9 @@ def train(args: argparse.Namespace) -> int:
             hparams=hparams,
             resume=resume,
             on_chunk=on_chunk,
-            one_program=resume is None and saver is None,
+            one_program=one_program,
             stop=stop.is_set,
-            store=_program_store(config),
+            store=_program_store(config) if one_program else None,
         )
     groups = _groups(settings)
     if not result.interrupted:

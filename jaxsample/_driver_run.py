@@ -11,7 +11,8 @@ import dataclasses
 import math
 import threading
 import time
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import numpy as np
@@ -20,6 +21,46 @@ from jaxsample.types import PyTree
 
 THREAD_PREFIX = "jaxsample-actor"
 _POLL_S = 0.05  # how often waiting threads re-check for errors and stops
+
+
+@dataclasses.dataclass(frozen=True)
+class Programs:
+    """The (compiled) functions a run calls.
+
+    Attributes:
+      collect: ``collect(actor_state, params, index) -> (actor_state, batch)``.
+      learn: ``learn(learner_state, batch_or_group) -> (learner_state, metrics)``.
+      observe: ``observe(step_metrics, batch) -> (step_metrics, observed)``, or
+        None without step metrics and observers.
+    """
+
+    collect: Callable[[PyTree, PyTree, np.int32], tuple[PyTree, PyTree]]
+    learn: Callable[[PyTree, PyTree], tuple[PyTree, PyTree]]
+    observe: Callable[[PyTree, PyTree], tuple[PyTree, PyTree]] | None = None
+
+
+class RunConfig(Protocol):
+    """What a run reads of its driver (:class:`jaxsample.driver.Driver` is one):
+    the validated schedule arguments of ``make_driver`` and its
+    :class:`Programs`."""
+
+    programs: Programs
+    publish: Callable[[PyTree], PyTree]
+    mode: str
+    actor_devices: tuple[Any, ...]
+    learner_device: Any
+    num_buffers: int
+    sync_every: int
+    max_staleness: int | None
+    stale: str
+    steps_per_batch: int | None
+    join_timeout: float
+    learn_queue_cap: int
+    step_metrics: Any
+    observers: tuple[Any, ...]
+
+    @property
+    def num_actors(self) -> int: ...
 
 
 class BatchInfo(NamedTuple):
@@ -140,7 +181,7 @@ class _Shared:
 class Run:
     """One :meth:`Driver.run`: the learner (caller's thread) and the actors."""
 
-    def __init__(self, driver: Any, num_batches: int, callback: Any) -> None:
+    def __init__(self, driver: RunConfig, num_batches: int, callback: Any) -> None:
         self.d = driver
         self.n = num_batches
         self.callback = callback
@@ -196,7 +237,7 @@ class Run:
             sh.in_flight[a] += 1
             sh.max_in_flight[a] = max(sh.max_in_flight[a], sh.in_flight[a])
         t0 = time.perf_counter()
-        state, batch = self.d._collect(state, params, np.int32(i))
+        state, batch = self.d.programs.collect(state, params, np.int32(i))
         batch = jax.device_put(batch, self.d.learner_device)
         jax.block_until_ready(batch)
         sh.collect_s[a] += time.perf_counter() - t0
@@ -208,9 +249,9 @@ class Run:
     def _observe(self, batch: PyTree) -> None:
         """The driver's hook: step metrics and observers on one collected batch."""
         d = self.d
-        if d._observe is None:
+        if d.programs.observe is None:
             return
-        self.step_metrics, data = d._observe(self.step_metrics, batch)
+        self.step_metrics, data = d.programs.observe(self.step_metrics, batch)
         for observer, x in zip(d.observers, jax.device_get(data), strict=True):
             observer.host(x)
 
@@ -237,7 +278,7 @@ class Run:
             self._observe(batch)
         if learn:
             group = batches[0] if d.learn_queue_cap == 1 else tuple(batches)
-            state, metrics = d._learn(state, group)
+            state, metrics = d.programs.learn(state, group)
             del group
             jax.block_until_ready((state, metrics))
             metrics = jax.device_get(metrics)

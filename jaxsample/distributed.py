@@ -2,8 +2,9 @@
 
 jaxsample runs on JAX's own SPMD and multi-controller runtime. A sampler built
 with ``make_sampler(..., mesh=mesh)`` (or :func:`shard_sampler`) is a
-:class:`ShardedSampler`: its ``init`` and ``collect`` are ``jax.shard_map``\\ s of
-the one-device sampler over the mesh axis ``mesh_axis``. Each device steps its
+:class:`ShardedSampler`, a wrapper of the one-device sampler: its ``init`` and
+``collect`` are ``jax.shard_map``\\ s of the one-device sampler's over the mesh
+axis ``mesh_axis``. Each device steps its
 own contiguous block of ``B / n_devices`` envs with no communication at all;
 the agent's parameters are replicated; the returned state and ``Batch`` are
 global arrays sharded along ``B``. It is one compiled program, under the
@@ -35,8 +36,8 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxsample._checks import check_key
+from jaxsample.core.options import SamplerOptions
 from jaxsample.core.rollout import Sampler, SamplerState, check_state
-from jaxsample.core.step import EnvStepper
 from jaxsample.types import (
     AgentSamples,
     Batch,
@@ -51,27 +52,47 @@ DEFAULT_AXIS = "envs"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class ShardedSampler(Sampler):
-    """A :class:`~jaxsample.Sampler` whose ``B`` envs are split over a mesh axis.
+class ShardedSampler:
+    """A :class:`~jaxsample.Sampler` whose ``B`` envs are split over a mesh axis:
+    it wraps the one-device sampler ``local`` (``B / n`` envs), whose ``init``
+    and ``collect`` each device runs in a ``jax.shard_map``.
 
     Same contract as :class:`~jaxsample.Sampler` (``init``, ``collect``,
-    ``examples``; ``batch_spec.B`` is the number of envs over the whole mesh).
-    ``init`` returns a :class:`~jaxsample.SamplerState` whose leaves ``[B, ...]``
-    are sharded along ``B`` over ``mesh_axis``; ``collect`` takes the agent
-    parameters replicated and returns a ``Batch`` sharded along ``B`` (axis 1 of
-    the ``[T, B, ...]`` leaves, axis 0 of ``initial_state``,
-    ``bootstrap_value`` and the sparse final-observation store).
+    ``collect_random``, ``examples``, ``options``; ``batch_spec.B`` is the
+    number of envs over the whole mesh). ``init`` returns a
+    :class:`~jaxsample.SamplerState` whose leaves ``[B, ...]`` are sharded
+    along ``B`` over ``mesh_axis``; ``collect`` takes the agent parameters
+    replicated and returns a ``Batch`` sharded along ``B`` (axis 1 of the
+    ``[T, B, ...]`` leaves, axis 0 of ``initial_state``, ``bootstrap_value``
+    and the sparse final-observation store).
 
     Attributes:
+      local: the one-device sampler each shard runs (``B / n`` envs).
+      options: the options of the whole mesh (``B`` envs, every env rank).
       mesh: the ``jax.sharding.Mesh``.
       mesh_axis: the name of the mesh axis the envs are split over (the envs
         are replicated over any other axes).
-      local: the one-device sampler each shard runs (``B / n`` envs).
     """
 
-    mesh: Mesh = None  # type: ignore[assignment]
+    local: Sampler
+    options: SamplerOptions
+    mesh: Mesh
     mesh_axis: str = DEFAULT_AXIS
-    local: Sampler = None  # type: ignore[assignment]
+
+    # What does not depend on the sharding is the local sampler's.
+    agent = property(lambda self: self.local.agent, doc="The agent.")
+    env = property(lambda self: self.local.env, doc="The env.")
+    env_params = property(lambda self: self.local.env_params, doc="The env's parameters.")
+    examples = property(lambda self: self.local.examples, doc="One step of ``Samples``.")
+
+    @property
+    def batch_spec(self) -> BatchSpec:
+        """``BatchSpec(T, B)`` of every batch, ``B`` over the whole mesh."""
+        return self.options.batch_spec
+
+    def check_params(self, agent_params: PyTree) -> None:
+        """``local.check_params``."""
+        self.local.check_params(agent_params)
 
     @property
     def num_shards(self) -> int:
@@ -98,7 +119,7 @@ class ShardedSampler(Sampler):
         # Row d: the global ranks of the d-th block along the mesh axis; each
         # shard takes its own row (eager and under jit alike, no placement).
         ranks = np.asarray(self.options.env_ranks, np.int32)
-        blocks = ranks.reshape(self.mesh.shape[self.mesh_axis], -1)
+        blocks = ranks.reshape(self.num_shards, -1)
 
         def init_block(key: jax.Array) -> SamplerState:
             ranks = jnp.asarray(blocks)[jax.lax.axis_index(self.mesh_axis)]
@@ -114,7 +135,8 @@ class ShardedSampler(Sampler):
         return init(key)
 
     def collect(self, state: SamplerState, agent_params: PyTree) -> tuple[SamplerState, Batch]:
-        """Collect one ``[T, B]`` batch, each device stepping its block of envs.
+        """Collect one ``[T, B]`` batch, each device stepping its block of envs
+        with ``local.collect``.
 
         Args:
           state: from :meth:`init` or the previous ``collect`` (sharded along ``B``).
@@ -123,20 +145,29 @@ class ShardedSampler(Sampler):
         Returns:
           ``(state, batch)`` as :meth:`jaxsample.Sampler.collect`, sharded along ``B``.
         """
-        check_state(state, self.options.batch_spec.B)
-        collect = jax.shard_map(
-            self.local.collect,
-            mesh=self.mesh,
-            in_specs=(P(self.mesh_axis), P()),
-            out_specs=(P(self.mesh_axis), self.batch_partition()),
-            check_vma=False,
-        )
-        return collect(state, agent_params)
+        return self._sharded(self.local.collect)(state, agent_params)
 
-    def with_stepper(self, stepper: EnvStepper) -> ShardedSampler:
-        """This sampler with another per-env step, on every shard."""
-        local = self.local.with_stepper(stepper)
-        return dataclasses.replace(self, _stepper=stepper, local=local)
+    def collect_random(
+        self, state: SamplerState, agent_params: PyTree
+    ) -> tuple[SamplerState, Batch]:
+        """:meth:`jaxsample.Sampler.collect_random` on every shard."""
+        return self._sharded(self.local.collect_random)(state, agent_params)
+
+    def _sharded(self, collect: Any) -> Any:
+        """A local ``collect``-like function run on every shard of the mesh."""
+
+        def run(state: SamplerState, agent_params: PyTree) -> tuple[SamplerState, Batch]:
+            check_state(state, self.options.batch_spec.B)
+            sharded = jax.shard_map(
+                collect,
+                mesh=self.mesh,
+                in_specs=(P(self.mesh_axis), P()),
+                out_specs=(P(self.mesh_axis), self.batch_partition()),
+                check_vma=False,
+            )
+            return sharded(state, agent_params)
+
+        return run
 
     def batch_partition(self) -> Batch:
         """The ``PartitionSpec`` of every part of a collected ``Batch`` (a tree
@@ -239,8 +270,7 @@ def shard_sampler(sampler: Sampler, mesh: Mesh, mesh_axis: str = DEFAULT_AXIS) -
         options, batch_spec=BatchSpec(T, B // n), env_ranks=options.env_ranks[: B // n]
     )
     local = dataclasses.replace(sampler, options=local_options)
-    fields = {f.name: getattr(sampler, f.name) for f in dataclasses.fields(Sampler)}
-    return ShardedSampler(**fields, mesh=mesh, mesh_axis=mesh_axis, local=local)
+    return ShardedSampler(local=local, options=options, mesh=mesh, mesh_axis=mesh_axis)
 
 
 def process_env_ranks(B: int, rank: int | None = None, world_size: int | None = None) -> range:

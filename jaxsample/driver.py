@@ -98,7 +98,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxsample._checks import check_int as _check_int
-from jaxsample._driver_run import THREAD_PREFIX, BatchInfo, DriverResult, Run
+from jaxsample._driver_run import THREAD_PREFIX, BatchInfo, DriverResult, Programs, Run
 from jaxsample.metrics import StepMetrics, StepObserver
 from jaxsample.types import Batch, PyTree, SparseFinalObservation
 
@@ -125,7 +125,9 @@ class Driver:
 
     Attributes are the validated arguments of :func:`make_driver`; ``init``
     (optional, what :meth:`train` starts from) is ``init(key, num_actors) ->
-    (learner_state, actor_states)``.
+    (learner_state, actor_states)``; ``programs`` are the compiled functions
+    a run calls (:class:`~jaxsample._driver_run.Programs`, derived from the
+    others): a driver is the run's :class:`~jaxsample._driver_run.RunConfig`.
     """
 
     collect: Callable[..., tuple[PyTree, PyTree]]
@@ -148,9 +150,7 @@ class Driver:
     step_metrics: StepMetrics | None = None
     observers: tuple[StepObserver, ...] = ()
     batch_view: Callable[[PyTree], Batch] | None = None
-    _collect: Callable[..., Any] = dataclasses.field(default=None, repr=False)
-    _learn: Callable[..., Any] = dataclasses.field(default=None, repr=False)
-    _observe: Callable[..., Any] | None = dataclasses.field(default=None, repr=False)
+    programs: Programs = dataclasses.field(default=None, repr=False)  # type: ignore[assignment]
 
     @property
     def num_actors(self) -> int:
@@ -162,7 +162,7 @@ class Driver:
         args = {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
-            if not f.name.startswith("_")
+            if f.name != "programs"  # derived from the others
         }
         unknown = set(changes) - set(args)
         if unknown:
@@ -487,9 +487,11 @@ def make_driver(
         step_metrics=step_metrics,
         observers=observers,
         batch_view=batch_view,
-        _collect=jax.jit(collect, donate_argnums=0) if jit else collect,
-        _learn=jax.jit(learner, donate_argnums=0) if jit else learner,
-        _observe=None if observe is None else jax.jit(observe),
+        programs=Programs(
+            collect=jax.jit(collect, donate_argnums=0) if jit else collect,
+            learn=jax.jit(learner, donate_argnums=0) if jit else learner,
+            observe=None if observe is None else jax.jit(observe),
+        ),
     )
 
 

@@ -67,8 +67,8 @@ from jaxsample._checks import check_bool, check_int, check_key
 from jaxsample.agents.base import Agent
 from jaxsample.core import keys as K
 from jaxsample.core.options import check_agent, check_discount, check_env
-from jaxsample.core.specs import agent_spec, agent_state_spec, default_params, env_spec
-from jaxsample.core.step import EnvStepper, track
+from jaxsample.core.specs import agent_spec, default_params
+from jaxsample.core.step import EnvCarry, EnvStepper, track
 from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import PyTree, TrajInfo
 
@@ -103,14 +103,9 @@ class EvalStats:
 class _EnvState:
     """One env inside the loop (leaves scalars per env; ``[n_envs, ...]`` vmapped)."""
 
-    env_state: PyTree
-    observation: PyTree
-    prev_action: PyTree
-    prev_reward: jax.Array
-    agent_state: PyTree
+    env: EnvCarry  # the samplers' per-env carry
     traj: TrajAccumulator
     key: jax.Array  # k_run of the key schedule
-    env_rank: jax.Array  # int32
     n_done: jax.Array  # int32, episodes recorded so far ("first_per_env")
 
 
@@ -200,7 +195,7 @@ class Evaluator:
 
         def body(c: _Loop) -> _Loop:
             envs, done, info, action = step(c.envs, agent_params, c.t)
-            self._stepper.check_actions_fit(action, jnp.ones((B,), bool), ranks, c.t, "step")
+            self._stepper.agent.check_actions_fit(action, jnp.ones((B,), bool), ranks, c.t, "step")
             if self.mode == "rlpyt":
                 record = done
                 before = jnp.cumsum(done, dtype=jnp.int32) - done.astype(jnp.int32)
@@ -232,7 +227,7 @@ class Evaluator:
     def _init_env(self, key: jax.Array, rank: jax.Array) -> _EnvState:
         k_reset, k_run = K.eval_env_keys(key, rank)
         return _EnvState(
-            **self._stepper.start(k_reset, rank),
+            env=self._stepper.start(k_reset, rank),
             traj=TrajAccumulator.zeros(),
             key=k_run,
             n_done=jnp.zeros((), jnp.int32),
@@ -248,9 +243,10 @@ class Evaluator:
         step (the trajectory's totals where ``done``) and the action taken.
         """
         k_agent, k_env = K.eval_step_keys(s.key, t)
-        new, tr = self._stepper.step(s, self._stepper.agent_act(agent_params), k_agent, k_env)
+        act = self._stepper.agent.agent_act(agent_params)
+        env, tr = self._stepper.step(s.env, act, k_agent, self._stepper.keys_of(k_env))
         traj, info = track(s.traj, tr.reward, tr.done, self.discount)
-        return new.replace(traj=traj), tr.done, info, tr.action
+        return s.replace(env=env, traj=traj), tr.done, info, tr.action
 
 
 def _scatter(out: TrajInfo, slot: jax.Array, values: TrajInfo) -> TrajInfo:
@@ -327,7 +323,8 @@ def make_evaluator(
     check_agent(eval_agent, ("initial_state", "step"), what="agent.as_eval()")
 
     max_T = max_steps // n_envs
-    env_s = env_spec(env, env_params, same_observation=True)
+    stepper = EnvStepper.of(env, env_params, eval_agent, check_actions)
+    env_s = stepper.env_spec
     agent_params = default_params(eval_agent, agent_params, env_s.observation)
     if agent_params is not None:  # else run() checks the agent with its parameters
         agent_spec(eval_agent, agent_params, env_s.observation, env_s.action_space)
@@ -340,9 +337,6 @@ def make_evaluator(
     capacity = min(wanted, most)
     # Slot j * n_envs + b < capacity is episode j of env b.
     quota = tuple(max(0, math.ceil((capacity - b) / n_envs)) for b in range(n_envs))
-    stepper = EnvStepper(
-        env, env_params, eval_agent, env_s, agent_state_spec(eval_agent), check_actions
-    )
     return Evaluator(
         env=env,
         env_params=env_params,

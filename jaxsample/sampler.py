@@ -18,6 +18,8 @@ import jax
 
 from jaxsample._checks import check_bool, check_int
 from jaxsample.agents.base import Agent
+from jaxsample.core import finals
+from jaxsample.core.finals import truncation_bound
 from jaxsample.core.keys import EPOCH
 from jaxsample.core.options import (
     FINAL_OBSERVATION_STORES,
@@ -32,17 +34,12 @@ from jaxsample.core.rollout import Sampler, SamplerState
 from jaxsample.core.specs import (
     FromParams,
     agent_spec,
-    agent_state_spec,
     default_params,
-    env_spec,
-    final_slots,
     known_time_limit,
-    recompute_finals,
     step_examples,
-    truncation_bound,
 )
 from jaxsample.core.step import EnvStepper
-from jaxsample.distributed import check_mesh, shard_sampler
+from jaxsample.distributed import ShardedSampler, check_mesh, shard_sampler
 from jaxsample.traj_info import trajectory_end
 from jaxsample.types import BatchSpec, PyTree, Samples
 
@@ -71,7 +68,7 @@ def make_sampler(
     reset_pool: int = 0,
     reset_pool_block: int | None = None,
     **options: Any,
-) -> Sampler:
+) -> Sampler | ShardedSampler:
     """Build a sampler of ``batch_spec.T`` steps of ``batch_spec.B`` envs.
 
     Args:
@@ -129,12 +126,12 @@ def make_sampler(
         opts.batch_spec.B,
         opts.env_ranks,
     )
-    env_s = env_spec(env, env_params, same_observation=True)
+    stepper = EnvStepper.of(env, env_params, agent, check_actions)
+    env_s, state_spec = stepper.env_spec, stepper.agent.agent_state_spec
     bootstrap_value, traj_done = opts.bootstrap_value, opts.traj_done
     if traj_done is not None:  # a missing or non-scalar entry: a clear error now
         flag = jax.ShapeDtypeStruct((), bool)
         jax.eval_shape(lambda *a: trajectory_end(*a, traj_done), flag, flag, env_s.env_info)
-    state_spec = agent_state_spec(agent)
 
     def derive_examples(params: PyTree) -> Samples:
         agent_s = agent_spec(
@@ -163,9 +160,8 @@ def make_sampler(
         env=env,
         env_params=env_params,
         _examples=examples,
-        _stepper=EnvStepper(env, env_params, agent, env_s, state_spec, check_actions),
-        _slots=final_slots(opts.reset_mode, opts.batch_spec.T, time_limit),
-        _recompute_final=recompute_finals(env_s, time_limit),
+        _stepper=stepper,
+        _finals=finals.choose(opts, stepper, pool is not None, time_limit),
         _pool=pool,
     )
     if mesh is None:

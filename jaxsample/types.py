@@ -61,7 +61,7 @@ class SparseFinalObservation:
       truncated steps in the batch, in time order (K bounds the truncations of
       one env in one batch: ``ceil(T / time limit)`` where the time limit is
       known for sure, else ``T``; see
-      :func:`jaxsample.core.specs.truncation_bound`).
+      :func:`jaxsample.core.finals.truncation_bound`).
     """
 
     next_observation: PyTree

@@ -9,7 +9,7 @@ from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
 
 import jaxsample as js
-from jaxsample.core.specs import truncation_bound
+from jaxsample.core.finals import truncation_bound
 from jaxsample.envs import VELOCITY_INDICES, MaskObservation, mask_velocity
 
 jax.config.update("jax_numpy_rank_promotion", "raise")

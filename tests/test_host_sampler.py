@@ -4,18 +4,15 @@
   docs/design.md says and seeded / keyed as ``jaxsample.host.sampler``'s docstring
   says, re-derives every field of every batch (over 3 consecutive ``collect``
   calls), for every gymnasium autoreset mode and every reset mode.
-* :func:`check_stream` — one function that takes the batches of any sampler —
-  checks the data conventions on the JAX sampler over gymnax CartPole and on
-  the host sampler over gymnasium's and envpool's CartPole, including that
-  every step follows gymnax's CartPole dynamics (the two implementations have
-  the same dynamics).
+* the batch contract (data conventions, stream seams, restart values,
+  TrajInfo, CartPole's dynamics) is checked on these cases and on the JAX
+  sampler by one function, in tests/test_batch_contract.py.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import itertools
 import sys
 from typing import Any, NamedTuple
 
@@ -25,8 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from gymnax.environments.classic_control.cartpole import EnvState
-from helpers import CounterAgent, Crash, concat, crashing
+from helpers import CounterAgent, Crash, crashing
 from helpers import assert_close as _close
 from helpers import counter_params as params
 from helpers import counter_value as np_value
@@ -445,131 +441,15 @@ def test_autoreset_modes_give_the_same_batches():
 
 
 # ----------------------------------------------------------------------------
-# One consistency check for any sampler: JAX (gymnax) and host alike.
+# The JAX sampler with the same settings (the batch contract of both samplers:
+# tests/test_batch_contract.py).
 # ----------------------------------------------------------------------------
 
 
 @functools.cache
-def _gymnax_cartpole_step(limit: int):
-    env, env_params = gymnax.make("CartPole-v1")
-    env_params = env_params.replace(max_steps_in_episode=limit)
-    step = jax.vmap(env.step, in_axes=(None, 0, 0, None))
-    return jax.jit(lambda state, action: step(jax.random.key(0), state, action, env_params))
-
-
-def gymnax_step(obs, length, action, limit):
-    """gymnax's CartPole step from each recorded (observation, time) (flat)."""
-    flat = obs.reshape(-1, 4)
-    state = EnvState(
-        x=flat[:, 0],
-        x_dot=flat[:, 1],
-        theta=flat[:, 2],
-        theta_dot=flat[:, 3],
-        time=np.maximum(length.reshape(-1) - 1, 0).astype(np.int32),
-    )
-    out = _gymnax_cartpole_step(limit)(state, action.reshape(-1).astype(np.int32))
-    _, _, reward, terminated, truncated, info = jax.device_get(out)
-    return reward, terminated, truncated, info["final_observation"]
-
-
-def check_stream(
-    batches, mode: str, ranks=tuple(range(B)), *, limit: int = LIMIT, envpool: bool = False
-) -> None:
-    """docs/design.md's conventions on consecutive batches of CartPole, from any
-    sampler, and every valid step against gymnax's CartPole dynamics.
-
-    ``envpool``: envpool reports a step that both reaches a terminal state and
-    hits the time limit as truncated only (gymnax and gymnasium: both).
-    """
-    get = functools.partial(concat, batches)
-    obs = get(lambda b: b.samples.env.observation)
-    final = get(lambda b: b.samples.env.final_observation)
-    action = get(lambda b: b.samples.agent.action)
-    prev_action = get(lambda b: b.samples.agent.prev_action)
-    reward = get(lambda b: b.samples.env.reward)
-    prev_reward = get(lambda b: b.samples.env.prev_reward)
-    term = get(lambda b: b.samples.env.terminated)
-    trunc = get(lambda b: b.samples.env.truncated)
-    done = get(lambda b: b.samples.env.done)
-    valid = get(lambda b: b.samples.valid)
-    count = get(lambda b: b.samples.agent.agent_info["count"])
-    length = get(lambda b: b.traj_infos.length)
-    ti = {f: get(lambda b, f=f: getattr(b.traj_infos, f)) for f in ("completed", "episode_return")}
-    ranks = 100 * np.asarray(ranks)
-    ended = (term | trunc) & valid
-
-    np.testing.assert_array_equal(done, ended | ~valid)
-    np.testing.assert_array_equal(ti["completed"], ended)
-    # Every valid step follows CartPole's dynamics (gymnax's implementation),
-    # re-stepped from the recorded state: time = length - 1 before the step.
-    v = valid.reshape(-1)
-    g_reward, g_term, g_trunc, g_final = (x[v] for x in gymnax_step(obs, length, action, limit))
-    np.testing.assert_array_equal(reward.reshape(-1)[v], g_reward)
-    if envpool:
-        g_term = g_term & ~g_trunc
-    np.testing.assert_array_equal(term.reshape(-1)[v], g_term)
-    forced = trunc.reshape(-1)[v] & ~g_trunc  # "episodic": the batch end
-    if mode != "episodic":
-        assert not forced.any()
-    np.testing.assert_array_equal(trunc.reshape(-1)[v] & ~forced, g_trunc)
-    kept = ~term.reshape(-1)[v] | trunc.reshape(-1)[v]  # what any store keeps
-    np.testing.assert_allclose(final.reshape(-1, 4)[v][kept], g_final[kept], rtol=1e-5, atol=1e-5)
-    # TrajInfo: CartPole pays 1 per step.
-    np.testing.assert_array_equal(ti["episode_return"][valid], length[valid])
-    assert np.all(length[valid] >= 1)
-    # Seams, within and across batches (auto mode: one stream).
-    if mode == "auto":
-        go, end = ~done[:-1], done[:-1]
-        np.testing.assert_array_equal(obs[1:][go], final[:-1][go])
-        np.testing.assert_array_equal(prev_action[1:][go], action[:-1][go])
-        np.testing.assert_array_equal(prev_reward[1:][go], reward[:-1][go])
-        np.testing.assert_array_equal(count[1:][go], count[:-1][go] + 1)
-        np.testing.assert_array_equal(length[1:][go], length[:-1][go] + 1)
-        assert end.any() and go.any()
-        assert np.all(np.abs(obs[1:][end]) <= 0.05)  # a reset observation
-        assert np.all(prev_action[1:][end] == 0) and np.all(prev_reward[1:][end] == 0)
-        assert np.all(length[1:][end] == 1)
-        np.testing.assert_array_equal(count[1:], np.where(end, ranks, count[1:]))
-        # A truncated step's final observation is the true one, not the reset one.
-        tr = trunc[:-1]
-        assert tr.any()
-        assert not np.any(np.all(final[:-1][tr] == obs[1:][tr], axis=-1))
-        assert np.all(np.abs(final[:-1][tr]).max(axis=-1) > 0)
-        # bootstrap_value of batch k is the value of batch k+1's first inputs.
-        for k in range(len(batches) - 1):
-            nxt = batches[k + 1].samples
-            expected = np_value(
-                WS[k],
-                nxt.env.observation[0],
-                nxt.env.prev_reward[0],
-                nxt.agent.agent_info["count"][0],
-            )
-            np.testing.assert_allclose(batches[k].samples.bootstrap_value, expected, rtol=1e-5)
-    else:
-        for b in batches:
-            s = b.samples
-            bvalid = np.asarray(s.valid)
-            bended = np.asarray(s.env.terminated | s.env.truncated) & bvalid
-            assert np.all(bended.sum(axis=0) <= 1)  # one episode end per env and batch
-            before = np.cumsum(bended, axis=0) - bended
-            np.testing.assert_array_equal(bvalid, before == 0)
-            for x in (s.env.observation, s.env.reward, s.agent.action, b.traj_infos.length):
-                assert np.all(np.asarray(x)[~bvalid] == 0)
-            if mode == "episodic":
-                assert np.all(np.asarray(s.env.done)[-1]) and np.all(bvalid[0])
-                assert np.all(np.asarray(b.traj_infos.length)[0] == 1)
-        for b, nxt in itertools.pairwise(batches):
-            e = np.asarray(b.samples.env.done)[-1]  # ended (or idle) at the end
-            n = nxt.samples
-            assert np.all(np.abs(np.asarray(n.env.observation[0])[e]) <= 0.05)
-            assert np.all(np.asarray(n.agent.prev_action[0])[e] == 0)
-            assert np.all(np.asarray(nxt.traj_infos.length[0])[e] == 1)
-            np.testing.assert_array_equal(np.asarray(n.agent.initial_state)[e], ranks[e])
-
-
-@functools.cache
-def jax_batches():
-    """The JAX sampler on gymnax CartPole with the same settings and agent."""
+def jax_batches(**options):
+    """The JAX sampler on gymnax CartPole with the same settings and agent
+    (``options``: more or other ``make_sampler`` options)."""
     env, env_params = gymnax.make("CartPole-v1")
     env_params = env_params.replace(max_steps_in_episode=LIMIT)
     sampler = js.make_sampler(
@@ -577,10 +457,13 @@ def jax_batches():
         env_params,
         CounterAgent(env.action_space(env_params)),
         js.BatchSpec(T, B),
-        max_decorrelation_steps=DECORRELATION,
-        discount=DISCOUNT,
-        bootstrap_value=True,
         agent_params=params(1.0),
+        **{
+            "max_decorrelation_steps": DECORRELATION,
+            "discount": DISCOUNT,
+            "bootstrap_value": True,
+            **options,
+        },
     )
     state = jax.jit(sampler.init)(KEY, params(1.0))
     collect_jit = jax.jit(sampler.collect)
@@ -589,15 +472,6 @@ def jax_batches():
         state, batch = collect_jit(state, params(w))
         batches.append(jax.device_get(batch))
     return batches
-
-
-@pytest.mark.parametrize("name", ["jax", *CASES])
-def test_same_consistency_checks_for_jax_and_host(name):
-    if name == "jax":
-        check_stream(jax_batches(), "auto")
-    else:
-        c = CASES[name]
-        check_stream(run(name), c.mode, c.env_ranks, envpool=c.backend == "envpool")
 
 
 def test_same_agent_keys_as_the_jax_sampler():

@@ -198,10 +198,8 @@ def test_the_default_block_is_taken_per_device() -> None:
     not of B, and the sampler is the one-device sampler with that block."""
     mesh = Mesh(np.array(jax.devices()[:2]), ("envs",))
     sharded = js.make_sampler(ENV, PARAMS, AGENT, js.BatchSpec(4, 8), reset_pool=1, mesh=mesh)
-    assert sharded._pool.block == sharded.local._pool.block == 4
+    assert sharded.local._pool.block == 4
     one = js.make_sampler(ENV, PARAMS, AGENT, js.BatchSpec(4, 8), reset_pool=1)
     assert one._pool.block == 8  # without a mesh: of B
-    same = js.make_sampler(
-        ENV, PARAMS, AGENT, js.BatchSpec(4, 8), reset_pool=1, reset_pool_block=4
-    )
+    same = js.make_sampler(ENV, PARAMS, AGENT, js.BatchSpec(4, 8), reset_pool=1, reset_pool_block=4)
     _leaves_equal(_batches(same, 1), _batches(sharded, 1))

@@ -58,9 +58,9 @@ def test_the_random_and_actor_critic_agents_do_not_read_their_previous_inputs():
         "random": js.make_sampler(env, env_params, js.agents.RandomAgent(space), spec),
         "reads": js.make_sampler(env, env_params, ReadsPrevious(space), spec),
     }
-    stepper = samplers["random"]._stepper
+    stepper = samplers["random"]._stepper.agent
     assert not stepper.reads_previous(stepper.agent_act(()))
-    stepper = samplers["reads"]._stepper
+    stepper = samplers["reads"]._stepper.agent
     assert stepper.reads_previous(stepper.agent_act(()))
     for use_a, use_r, reads in [(False, False, False), (True, False, True), (False, True, True)]:
         agent = js.agents.RecurrentActorCritic(
@@ -69,11 +69,11 @@ def test_the_random_and_actor_critic_agents_do_not_read_their_previous_inputs():
         obs = jnp.zeros(env.observation_space(env_params).shape, jnp.float32)
         params = agent.init(jax.random.key(0), obs)
         sampler = js.make_sampler(env, env_params, agent, spec, agent_params=params)
-        stepper = sampler._stepper
+        stepper = sampler._stepper.agent
         assert stepper.reads_previous(stepper.agent_act(params)) is reads
     agent = js.agents.CategoricalActorCritic(space, hidden_sizes=(8,))
     params = agent.init(jax.random.key(0), obs)
-    stepper = js.make_sampler(env, env_params, agent, spec, agent_params=params)._stepper
+    stepper = js.make_sampler(env, env_params, agent, spec, agent_params=params)._stepper.agent
     assert not stepper.reads_previous(stepper.agent_act(params))
 
 

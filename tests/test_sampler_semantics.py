@@ -24,6 +24,7 @@ from helpers import counter_params as params
 from helpers import counter_value as np_value
 
 import jaxsample as js
+from jaxsample.core.finals import InfoStore, RecomputeStore
 
 T, B = 8, 4
 LIMIT = 14  # CartPole time limit: truncations as well as terminations
@@ -153,58 +154,6 @@ def test_steps_follow_the_env_dynamics():
     assert np.asarray(terminated).any() and np.asarray(truncated).any()
 
 
-@pytest.mark.parametrize("store", ["sparse", "dense"])
-def test_seams_between_steps_and_batches(store):
-    """docs/design.md's data conventions, checked on 3 consecutive batches as one stream."""
-    _, _, batches = run(store)
-    get = functools.partial(concat, batches)
-    obs = get(lambda b: b.samples.env.observation)
-    final = get(lambda b: b.samples.env.final_observation)
-    action = get(lambda b: b.samples.agent.action)
-    prev_action = get(lambda b: b.samples.agent.prev_action)
-    reward = get(lambda b: b.samples.env.reward)
-    prev_reward = get(lambda b: b.samples.env.prev_reward)
-    terminated = get(lambda b: b.samples.env.terminated)
-    truncated = get(lambda b: b.samples.env.truncated)
-    done = get(lambda b: b.samples.env.done)
-    count = get(lambda b: b.samples.agent.agent_info["count"])
-    length = get(lambda b: b.traj_infos.length)
-    completed = get(lambda b: b.traj_infos.completed)
-    ranks = 100 * np.arange(B)
-
-    np.testing.assert_array_equal(done, terminated | truncated)
-    np.testing.assert_array_equal(completed, done)
-    assert get(lambda b: b.samples.valid).all()
-    cont, ended = ~done[:-1], done[:-1]
-    np.testing.assert_array_equal(obs[1:][cont], final[:-1][cont])
-    np.testing.assert_array_equal(prev_action[1:][cont], action[:-1][cont])
-    np.testing.assert_array_equal(prev_reward[1:][cont], reward[:-1][cont])
-    np.testing.assert_array_equal(count[1:][cont], count[:-1][cont] + 1)
-    np.testing.assert_array_equal(length[1:][cont], length[:-1][cont] + 1)
-    # After an episode end: a reset observation (CartPole: |x| <= 0.05), the
-    # null action, reward 0, a new trajectory and the agent's initial state.
-    assert ended.any() and cont.any()
-    assert np.all(np.abs(obs[1:][ended]) <= 0.05)
-    assert np.all(prev_action[1:][ended] == 0)
-    assert np.all(prev_reward[1:][ended] == 0)
-    assert np.all(length[1:][ended] == 1)
-    np.testing.assert_array_equal(count[1:], np.where(ended, ranks, count[1:]))
-    # The true next obs of a truncated step is not the reset obs that follows.
-    trunc = truncated[:-1]
-    assert trunc.any()
-    assert not np.any(np.all(final[:-1][trunc] == obs[1:][trunc], axis=-1))
-    # Terminated steps: zeros in the sparse store (unless also truncated).
-    term_only = terminated & ~truncated
-    assert term_only.any()
-    if store == "sparse":
-        assert np.all(final[term_only] == 0)
-    else:
-        assert np.all(np.any(final[term_only] != 0, axis=-1))
-    # Each batch's initial_state is the counter at its step 0.
-    for k, b in enumerate(batches):
-        np.testing.assert_array_equal(b.samples.agent.initial_state, count[k * T])
-
-
 def test_sparse_store_equals_dense_store():
     """Same key: the two stores agree wherever the sparse one keeps a value."""
     _, _, sparse = run("sparse")
@@ -228,8 +177,9 @@ def test_sparse_store_recomputed_or_taken_from_the_step_is_the_same() -> None:
     env_params = env_params.replace(max_steps_in_episode=5)  # truncations in most batches
     agent = js.agents.RandomAgent(env.action_space(env_params))
     sampler = js.make_sampler(env, env_params, agent, js.BatchSpec(16, 3))
-    assert sampler._recompute_final and sampler._slots == 4  # 16-byte obs, 20-byte state
-    other = dataclasses.replace(sampler, _recompute_final=False)
+    store = sampler._finals
+    assert isinstance(store, RecomputeStore) and store.slots == 4  # 16-byte obs, 20-byte state
+    other = dataclasses.replace(sampler, _finals=InfoStore(store.slots))
     key = jax.random.key(2)
     (sa, a), (sb, b) = (jax.jit(s.collect)(s.init(key, ()), ()) for s in (sampler, other))
     assert np.asarray(a.samples.env.truncated).sum() >= 3
@@ -259,7 +209,8 @@ def test_final_observations_exact_for_an_env_that_truncates_more_often(store):
     assert js.sampler.truncation_bound(env, env_params, T) == T  # not ceil(32 / 12) = 3
     agent = js.agents.RandomAgent(env.action_space(env_params))
     sampler = js.make_sampler(env, env_params, agent, js.BatchSpec(T, B), final_observation=store)
-    assert not sampler._recompute_final  # no known limit: the sparse store takes the step's
+    # no known limit: the sparse store takes the step's
+    assert not isinstance(sampler._finals, RecomputeStore)
     state, collect, batches = sampler.init(key, ()), jax.jit(sampler.collect), []
     for _ in range(2):
         state, batch = collect(state, ())

@@ -194,7 +194,7 @@ def check_against_reference(case: Case) -> js.Batch:
     agent = js.agents.RandomAgent(case.env.action_space(case.params))
     sampler = js.make_sampler(case.env, case.params, agent, js.BatchSpec(T, B))
     limit = js.sampler.known_time_limit(case.env, case.params)
-    assert limit is not None and sampler._slots == math.ceil(T / limit) < T
+    assert limit is not None and sampler._finals.slots == math.ceil(T / limit) < T
     key = jax.random.key(3)
     _, batch = jax.jit(lambda k: sampler.collect(sampler.init(k, ()), ()))(key)
     env = batch.samples.env

@@ -5,21 +5,24 @@ Both samplers produce, per step, what the env and the agent output
 ``valid``); the JAX sampler inside its ``lax.scan``, the host sampler in host
 buffers. Everything that follows from these is computed here, once, over whole
 ``[T, B]`` arrays (which keeps the JAX sampler's scanned body small):
-``done``, the ``prev_action``/``prev_reward`` shift, the final-observation
-store, ``bootstrap_value``, and ``TrajInfo`` (a scan per env over its
-accumulator) unless the caller has it already: the JAX sampler updates the
-accumulators in its own scan, where they cost less than a second loop.
+``done``, the ``prev_action``/``prev_reward`` shift (the restart rule of
+:func:`jaxsample.core.acting.restart_where` over time), ``bootstrap_value``,
+and ``TrajInfo`` (a scan per env over its accumulator) unless the caller
+has it already: the JAX sampler updates the accumulators in its own scan,
+where they cost less than a second loop.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+from flax import struct
 
 from jaxsample.agents.base import Agent
-from jaxsample.core.step import tree_where
+from jaxsample.core.acting import AgentCarry, restart_where, where_leading
 from jaxsample.traj_info import TrajAccumulator, TrajStep, trajectory_end
 from jaxsample.types import (
     AgentInputs,
@@ -28,7 +31,6 @@ from jaxsample.types import (
     EnvSamples,
     PyTree,
     Samples,
-    SparseFinalObservation,
     TrajInfo,
 )
 
@@ -53,7 +55,7 @@ def trajectories(
         info = jax.tree.map(
             lambda v: jnp.where(valid, v, jnp.zeros_like(v)), moved.info(completed=ended)
         )
-        acc = tree_where(ended, acc.reset(), tree_where(valid, moved, acc))
+        acc = where_leading(ended, acc.reset(), where_leading(valid, moved, acc))
         return acc, info
 
     return jax.lax.scan(step, acc, (reward, ended, valid, steps))
@@ -69,24 +71,6 @@ def batch_trajectories(
     return run(discount, acc, *inputs)
 
 
-def restart_where(done: jax.Array, x: jax.Array) -> jax.Array:
-    """``x`` with zeros (the null action, a 0 reward: what the agent sees as
-    its previous ones after an episode end) where ``done``; ``done``'s axes
-    lead ``x``'s."""
-    cond = done.reshape(done.shape + (1,) * (x.ndim - done.ndim))
-    return jnp.where(cond, jnp.zeros_like(x), x)
-
-
-def final_store(mode: str, next_observation: PyTree, stored: PyTree) -> Any:
-    """The batch's final-observation store: ``"sparse"``: a
-    :class:`~jaxsample.types.SparseFinalObservation` of ``next_observation``
-    ``[B, *obs]`` and the slots ``stored`` ``[B, K, *obs]``; ``"dense"``:
-    ``stored``, ``[T, B, *obs]``."""
-    if mode == "sparse":
-        return SparseFinalObservation(next_observation=next_observation, slots=stored)
-    return stored
-
-
 def bootstrap_values(
     agent: Agent, agent_params: PyTree, inputs: AgentInputs, agent_state: PyTree
 ) -> jax.Array:
@@ -96,22 +80,61 @@ def bootstrap_values(
     return jnp.asarray(value, jnp.float32)
 
 
+class Steps(struct.PyTreeNode):
+    """What a batch's steps output, ``[T, B, ...]`` (zeros on invalid steps).
+
+    ``valid`` is bool; ``agent_state`` the agent's state before each step, or
+    None where it is not stored."""
+
+    observation: PyTree
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    valid: jax.Array
+    env_info: PyTree
+    action: PyTree
+    agent_info: PyTree
+    agent_state: PyTree | None
+
+    @classmethod
+    def of(cls, source: Any, **fields: Any) -> Steps:
+        """The ``fields`` given, and ``source``'s attributes of the same names
+        for the others."""
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in fields]
+        return cls(**{name: getattr(source, name) for name in names}, **fields)
+
+
+def shift_previous(done: jax.Array, first: PyTree, x: PyTree) -> PyTree:
+    """The batch's ``prev_*`` field of ``x`` ``[T, B, ...]``: ``x[t - 1]``,
+    restarted after an episode end (``done[t - 1]``), ``first`` ``[B, ...]``
+    at ``t = 0``."""
+
+    def previous(first: jax.Array, x: jax.Array) -> jax.Array:
+        shifted = restart_where(done[:-1], x[:-1])
+        return jnp.concatenate([jnp.asarray(first, x.dtype)[None], shifted], axis=0)
+
+    return jax.tree.map(previous, first, x)
+
+
+def steps_trajectories(
+    discount: float, traj: TrajAccumulator, s: Steps, traj_done: str | None
+) -> tuple[TrajAccumulator, TrajInfo]:
+    """:func:`batch_trajectories` of a batch's steps (its user fields fed
+    when ``traj`` has some)."""
+    one = None
+    if traj.fields:
+        one = TrajStep(
+            s.observation, s.action, s.reward, s.terminated, s.truncated, s.env_info, s.agent_info
+        )
+    ended = trajectory_end(s.terminated | s.truncated, s.truncated, s.env_info, traj_done)
+    return batch_trajectories(discount, traj, s.reward, ended, s.valid, one)
+
+
 def assemble(
-    *,
     discount: float,
     traj: TrajAccumulator,
-    observation: PyTree,
-    reward: jax.Array,
-    terminated: jax.Array,
-    truncated: jax.Array,
-    valid: jax.Array,
-    env_info: PyTree,
-    action: PyTree,
-    agent_info: PyTree,
-    initial_state: PyTree,
-    stored_state: PyTree | None,
-    start_prev_action: PyTree,
-    start_prev_reward: jax.Array,
+    steps: Steps,
+    start: AgentCarry,
     final: Any,
     bootstrap_value: jax.Array | None,
     traj_done: str | None = None,
@@ -123,62 +146,43 @@ def assemble(
       discount: for ``TrajInfo.discounted_return``.
       traj: ``[B]`` accumulators at the start of the batch; after it when
         ``traj_infos`` is given.
-      observation, reward, terminated, truncated, valid, env_info, action,
-        agent_info: ``[T, B, ...]`` step outputs (zeros on invalid steps).
-      initial_state: ``[B, ...]`` the agent's state at the batch start.
-      stored_state: ``[T, B, ...]`` the agent's state before each step, or None.
-      start_prev_action, start_prev_reward: ``[B, ...]`` the agent's previous
-        action and reward at the batch start.
-      final: the final-observation store (:func:`final_store`).
+      steps: the steps' outputs (:class:`Steps`).
+      start: the agents' carry ``[B, ...]`` at the batch start (its state,
+        previous action and reward).
+      final: the final-observation store (:func:`jaxsample.core.finals.as_batch`).
       bootstrap_value: ``[B]`` or None.
       traj_done: the ``env_info`` key that ends a trajectory (None: every
         episode end does; :func:`~jaxsample.traj_info.trajectory_end`).
       traj_infos: ``[T, B]`` TrajInfo the caller computed per step, with
-        ``traj`` the accumulators after the batch; None: computed here.
-      The user's TrajInfo fields are ``traj.fields``.
+        ``traj`` the accumulators after the batch; None: computed here. The
+        user's TrajInfo fields are ``traj.fields``.
 
     Returns:
       ``(traj, batch)``: the ``[B]`` accumulators after the batch, and the batch
-      (``done = terminated | truncated | ~valid``; ``prev_action[t]`` is
-      ``action[t - 1]``, zeros after an episode end, ``start_prev_action`` at
-      ``t = 0``; likewise ``prev_reward``).
+      (``done = terminated | truncated | ~valid``; ``prev_action`` and
+      ``prev_reward`` by :func:`shift_previous`).
     """
-    ended = terminated | truncated
-    done = ended | ~valid
+    s = steps
+    ended = s.terminated | s.truncated
+    done = ended | ~s.valid
     if traj_infos is None:
-        steps = None
-        if traj.fields:
-            steps = TrajStep(
-                observation, action, reward, terminated, truncated, env_info, agent_info
-            )
-        traj_end = trajectory_end(ended, truncated, env_info, traj_done)
-        traj, traj_infos = batch_trajectories(discount, traj, reward, traj_end, valid, steps)
-
-    def previous(first: jax.Array, x: jax.Array) -> jax.Array:
-        """``x[t - 1]``, zeros (the null action / reward) after an episode end,
-        ``first`` at ``t = 0``."""
-        shifted = restart_where(done[:-1], x[:-1])
-        return jnp.concatenate([jnp.asarray(first, x.dtype)[None], shifted], axis=0)
-
-    samples = Samples(
-        env=EnvSamples(
-            observation=observation,
-            reward=reward,
-            prev_reward=previous(start_prev_reward, reward),
-            terminated=terminated,
-            truncated=truncated,
-            done=done,
-            env_info=env_info,
-            final_store=final,
-        ),
-        agent=AgentSamples(
-            action=action,
-            prev_action=jax.tree.map(previous, start_prev_action, action),
-            agent_info=agent_info,
-            initial_state=initial_state,
-            state=stored_state,
-        ),
-        valid=valid,
-        bootstrap_value=bootstrap_value,
+        traj, traj_infos = steps_trajectories(discount, traj, s, traj_done)
+    env = EnvSamples(
+        observation=s.observation,
+        reward=s.reward,
+        prev_reward=shift_previous(done, start.prev_reward, s.reward),
+        terminated=s.terminated,
+        truncated=s.truncated,
+        done=done,
+        env_info=s.env_info,
+        final_store=final,
     )
+    agent = AgentSamples(
+        action=s.action,
+        prev_action=shift_previous(done, start.prev_action, s.action),
+        agent_info=s.agent_info,
+        initial_state=start.agent_state,
+        state=s.agent_state,
+    )
+    samples = Samples(env=env, agent=agent, valid=s.valid, bootstrap_value=bootstrap_value)
     return traj, Batch(samples=samples, traj_infos=traj_infos)

@@ -98,6 +98,22 @@ def gymnax_step_keys(k_env: jax.Array) -> tuple[jax.Array, jax.Array]:
     return k_step, k_reset
 
 
+#: The keys of one env step: ``(k_step, k_reset)``, the key of the env's
+#: step and of its reset where the step ends the episode.
+EnvKeys = tuple[jax.Array, jax.Array]
+
+
+def env_step_keys(k_env: jax.Array, gymnax_step: bool) -> EnvKeys:
+    """The step keys that one env key ``k_env`` stands for (decorrelation, the
+    evaluator): gymnax's own split of it, :func:`gymnax_step_keys`, for an env
+    whose ``step`` is gymnax's (its step is written out with them, the same
+    bits as ``env.step(k_env)``); else ``k_env`` itself as the step key (the
+    env's own ``step`` gets it whole) and as the unused reset key."""
+    if gymnax_step:
+        return gymnax_step_keys(k_env)
+    return k_env, k_env
+
+
 def epoch_position(keys: EpochKeys, t: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Epoch key and index in it of the step ``t`` steps after the batch start."""
     n = keys.step + jnp.asarray(t, jnp.uint32)  # < 2 * EPOCH: no uint32 wrap
@@ -114,9 +130,7 @@ def step_key(keys: EpochKeys, t: jax.Array, stream: int) -> jax.Array:
     return jax.random.fold_in(key, STREAMS * i + stream)
 
 
-def batch_step_keys(
-    keys: EpochKeys, T: int, reset_keys: bool
-) -> tuple[jax.Array, jax.Array | tuple[jax.Array, jax.Array]]:
+def batch_step_keys(keys: EpochKeys, T: int, reset_keys: bool) -> tuple[jax.Array, EnvKeys]:
     """One env's keys of every step of a ``T``-step batch, drawn at once (a
     vectorized hash per stream instead of hashes at every step of the scan).
 
@@ -127,10 +141,10 @@ def batch_step_keys(
     env whose step ignores its key, as CartPole's and Navix's do).
 
     Returns:
-      ``(k_agent, k_env)``, each ``[T]``: :func:`step_key`'s :data:`AGENT` and
-      :data:`ENV` keys of steps ``0 .. T-1``; with ``reset_keys``, ``k_env``
-      is the pair ``(k_step, k_reset)`` of the :data:`ENV` and :data:`RESET`
-      keys.
+      ``(k_agent, (k_step, k_reset))``, each ``[T]``: :func:`step_key`'s
+      :data:`AGENT`, :data:`ENV` and :data:`RESET` keys of steps ``0 .. T-1``;
+      without ``reset_keys`` (nothing resets with them) ``k_reset`` is
+      ``k_step``, unused.
     """
     n = keys.step + jnp.arange(T, dtype=jnp.uint32)  # < 2 * EPOCH: no uint32 wrap
     crossing = any_in_batch(keys.step + jnp.uint32(T) > EPOCH)
@@ -153,8 +167,8 @@ def batch_step_keys(
         data = jax.lax.cond(crossing, across, lambda: hash_with(keys.key))
         return jax.random.wrap_key_data(data, impl=impl)
 
-    k_env = (stream(ENV), stream(RESET)) if reset_keys else stream(ENV)
-    return stream(AGENT), k_env
+    k_step = stream(ENV)
+    return stream(AGENT), (k_step, stream(RESET) if reset_keys else k_step)
 
 
 def advance_epoch(keys: EpochKeys, T: int) -> tuple[jax.Array, jax.Array]:

@@ -61,7 +61,7 @@ class SamplerOptions:
         env: ``ceil(T / limit)`` for an unmodified built-in gymnax env (possibly
         under :mod:`jaxsample.envs` wrappers) whose time limit is known for
         sure, else ``T`` (as much memory as ``"dense"``), so it is exact for
-        any env (:func:`~jaxsample.core.specs.truncation_bound`).
+        any env (:func:`~jaxsample.core.finals.truncation_bound`).
       store_agent_state: also return the agent's state before every step,
         ``samples.agent.state`` ``[T, B, ...]`` (ALF's ``use_rollout_state``).
       env_ranks: the global rank of each of the ``B`` envs (default

@@ -16,14 +16,10 @@ environments and scanned over ``T`` steps. What makes it fast:
   its jaxpr, :meth:`~jaxsample.core.step.EnvStepper.reads_previous`: a
   feed-forward policy, the random agent) gets neither carried through the
   scan; the state's are set from the batch's last step after it;
-* the sparse final-observation store writes the true final observations
-  inside a ``lax.cond`` only at steps where some env truncates; for an env of
-  known time limit (truncations are rare) whose observation is larger than
-  half its state, the cond recomputes them, so the common path never holds
-  them; otherwise (truncations may come at most steps, or the state is the
-  bigger operand to carry into the cond,
-  :func:`jaxsample.core.specs.recompute_finals`) it takes the step's own
-  ``info["final_observation"]``;
+* the final-observation store is one strategy chosen when the sampler is
+  built (:mod:`jaxsample.core.finals`): the sparse ones write the true final
+  observations inside a ``lax.cond`` only at steps where some env truncates,
+  so the scan body reads *step -> store -> reset*;
 * no key hashed inside the scan: the batch's agent, step and reset keys are
   drawn before it, one hash per stream (:func:`jaxsample.core.keys.batch_step_keys`; the
   module documents the key schedule), and gymnax's auto-reset step is written
@@ -32,15 +28,12 @@ environments and scanned over ``T`` steps. What makes it fast:
 
 What each of these gains is measured in docs/benchmarks.md ("The core
 overhead benchmark").
-
-The sparse store holds ``K`` slots per env: ``ceil(T / limit)`` only for an env
-whose time limit is known for sure, else ``T``
-(:func:`jaxsample.core.specs.truncation_bound`), so it is exact for any env.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -49,44 +42,55 @@ from flax import struct
 
 from jaxsample._checks import check_key
 from jaxsample.core import keys as K
-from jaxsample.core.assemble import assemble, bootstrap_values, final_store, restart_where
-from jaxsample.core.batched import any_in_batch
+from jaxsample.core.acting import ActFn, AgentCarry, AgentFields
+from jaxsample.core.assemble import Steps, assemble, bootstrap_values
+from jaxsample.core.finals import FinalStore
 from jaxsample.core.options import SamplerOptions
 from jaxsample.core.resets import ResetPool, where_envs
 from jaxsample.core.specs import FromParams, recorded_info
-from jaxsample.core.step import EnvStepper, RandomPolicyStepper, hold_idle, track
+from jaxsample.core.step import EnvCarry, EnvStepper, hold_idle, track
 from jaxsample.traj_info import TrajAccumulator, TrajStep, trajectory_end
 from jaxsample.types import AgentInputs, Batch, BatchSpec, PyTree, Samples, TrajInfo
 
 
 @struct.dataclass
-class SamplerState:
+class SamplerState(AgentFields):
     """Everything that carries over between ``collect`` calls; leaves ``[B, ...]``.
 
     Attributes:
-      env_state: the gymnax env states.
-      observation: ``[B, *obs]`` what the agent sees next.
-      prev_action: ``[B, *act]`` the agent's previous action (null after a reset).
-      prev_reward: ``[B]`` float32.
-      agent_state: the agent's recurrent state.
+      env: the envs' :class:`~jaxsample.core.step.EnvCarry`: ``env_state``
+        (the gymnax env states), ``observation`` (``[B, *obs]``, what the
+        agent sees next) and ``agent`` (the previous action, null after a
+        reset; the previous reward, float32; the agent's recurrent state;
+        ``env_rank``, int32 global rank of each env). Read them as
+        ``state.observation``, ``state.agent_state``, ... too.
       key: ``[B]`` per-env key of the current epoch of steps.
       step: ``[B]`` uint32, steps taken in the current epoch (``< EPOCH``).
       traj: per-env :class:`~jaxsample.traj_info.TrajAccumulator`.
       idle: ``[B]`` bool, the env finished its episode in this batch and waits
         (``"wait"``/``"episodic"`` modes only).
-      env_rank: ``[B]`` int32 global rank of each env.
     """
 
-    env_state: PyTree
-    observation: PyTree
-    prev_action: PyTree
-    prev_reward: jax.Array
-    agent_state: PyTree
+    env: EnvCarry
     key: jax.Array
     step: jax.Array
     traj: TrajAccumulator
     idle: jax.Array
-    env_rank: jax.Array
+
+    @property
+    def agent_carry(self) -> AgentCarry:
+        """The agents' carry, ``env.agent``."""
+        return self.env.agent
+
+    @property
+    def env_state(self) -> PyTree:
+        """The gymnax env states."""
+        return self.env.env_state
+
+    @property
+    def observation(self) -> PyTree:
+        """``[B, *obs]`` what the agent sees next."""
+        return self.env.observation
 
 
 class _StepOut(struct.PyTreeNode):
@@ -137,7 +141,10 @@ class Sampler:
     ``T``/``B`` axes, ``final_store`` holding one dense final observation) to
     allocate replay buffers from. The options (``batch_spec``,
     ``reset_mode``, ...) are ``options``, a
-    :class:`~jaxsample.core.options.SamplerOptions`.
+    :class:`~jaxsample.core.options.SamplerOptions`. It is a composition: the
+    per-env step (``_stepper``), the final-observation store (``_finals``,
+    :mod:`jaxsample.core.finals`) and the resets (``_pool``: pooled,
+    :mod:`jaxsample.core.resets`, or None: gymnax's auto-reset).
     """
 
     agent: Any
@@ -146,9 +153,8 @@ class Sampler:
     env_params: Any
     _examples: FromParams  # -> Samples, once the agent's parameters are known
     _stepper: EnvStepper
-    _slots: int  # K of the sparse final-observation store
-    _recompute_final: bool  # sparse store: recompute finals (known time limit)
-    _pool: ResetPool | None = None  # pooled resets (jaxsample.core.resets), or auto-reset
+    _finals: FinalStore
+    _pool: ResetPool | None = None
 
     @property
     def batch_spec(self) -> BatchSpec:
@@ -195,9 +201,13 @@ class Sampler:
         def random_step(s: SamplerState, k_steps: jax.Array, i: jax.Array):
             k_action, k_env = K.decorrelation_step_keys(k_steps, i)
             moved, tr = stepper.step(
-                s, stepper.random_act, k_action, k_env, auto_reset=pool is None
+                s.env,
+                stepper.agent.random_act,
+                k_action,
+                stepper.keys_of(k_env),
+                auto_reset=pool is None,
             )
-            return moved.replace(traj=self._track(s, tr)[0]), tr.done
+            return s.replace(env=moved, traj=self._track(s, tr)[0]), tr.done
 
         def body(i: jax.Array, s: SamplerState) -> SamplerState:
             moved, done = jax.vmap(random_step, in_axes=(0, 0, None))(s, k_steps, i)
@@ -210,10 +220,7 @@ class Sampler:
 
                     return jax.vmap(one)(k_steps[positions])
 
-                obs, env_state = pool.restart(
-                    stepper.reset, reset_keys, done & stepping, moved.observation, moved.env_state
-                )
-                moved = moved.replace(observation=obs, env_state=env_state)
+                moved = self._pooled_reset(moved, done & stepping, reset_keys)
             return where_envs(stepping, moved, s)
 
         return jax.lax.fori_loop(0, self.options.max_decorrelation_steps, body, state)
@@ -224,7 +231,7 @@ class Sampler:
         """One env's start: its state, its decorrelation key and number of steps."""
         k_reset, k_decorrelate, k_run = K.env_keys(key, rank)
         state = SamplerState(
-            **self._stepper.start(k_reset, rank),
+            env=self._stepper.start(k_reset, rank),
             key=k_run,
             step=jnp.zeros((), jnp.uint32),
             traj=TrajAccumulator.zeros(self.options.traj_fields),
@@ -248,98 +255,9 @@ class Sampler:
           ``(state, batch)``: the state to continue from, and a
           :class:`~jaxsample.types.Batch` whose arrays are ``[T, B, ...]``.
         """
-        T, B = self.options.batch_spec
-        check_state(state, B)
+        check_state(state, self.options.batch_spec.B)
         self.check_params(agent_params)  # e.g. () for a learning agent: named here
-        state, keys = jax.vmap(self._start_batch)(state)
-        slots = jax.tree.map(
-            lambda o: jnp.zeros((B, self._slots, *o.shape[1:]), o.dtype), state.observation
-        )
-        n_truncated = jnp.zeros((B,), jnp.int32)
-        # Every key of the batch at once, [T, B]: the reset keys too, where
-        # the sampler resets (pooled) or writes gymnax's step out.
-        reset_keys = self._pool is not None or self._stepper.gymnax_step
-        step_keys = jax.vmap(K.batch_step_keys, in_axes=(0, None, None), out_axes=1)(
-            keys, T, reset_keys
-        )
-        # An agent that does not read prev_action/prev_reward gets none carried
-        # through the scan: they are set from the batch's last step after it.
-        track_previous = self._stepper.reads_previous(self._stepper.agent_act(agent_params))
-        step = jax.vmap(self._env_step, in_axes=(0, 0, 0, None, None, None))
-
-        def body(carry, xs):
-            state, slots, n_truncated = carry
-            t, k_agent, k_env = xs
-            new_state, out = step(state, k_agent, k_env, agent_params, t, track_previous)
-            active = jnp.ones((B,), bool) if self.options.reset_mode == "auto" else out.valid
-            self._stepper.check_actions_fit(out.action, active, state.env_rank, t, "batch step")
-            if self.options.final_observation == "sparse":
-                if self._pool is not None:  # the step did not reset: finals at hand
-                    store, args = self._store, (new_state.observation,)
-                elif self._recompute_final:  # rare truncations: recompute in the cond
-                    store = self._store_truncated
-                    args = (k_env, state.env_state, out.action)
-                else:  # truncations may be frequent: the step's own finals
-                    store, args = self._store, (out.final_observation,)
-                    out = out.replace(final_observation=())  # not stacked
-                # Safe to run for every env once any env (of any vmapped
-                # run) truncated: an env that did not writes nothing.
-                slots, n_truncated = jax.lax.cond(
-                    any_in_batch(out.truncated),
-                    store,
-                    lambda *a: a[:2],
-                    slots,
-                    n_truncated,
-                    out.truncated,
-                    *args,
-                )
-            if self._pool is not None:  # idle envs write done=False: not reset again
-                obs, env_state = self._pool.restart(
-                    self._stepper.reset,
-                    lambda pos: k_env[1][pos],  # the reset keys of the step
-                    out.terminated | out.truncated,
-                    new_state.observation,
-                    new_state.env_state,
-                )
-                new_state = new_state.replace(observation=obs, env_state=env_state)
-            return (new_state, slots, n_truncated), out
-
-        start = state
-        (state, slots, _), out = jax.lax.scan(
-            body, (state, slots, n_truncated), (jnp.arange(T, dtype=jnp.int32), *step_keys)
-        )
-        key, epoch_step = jax.vmap(K.advance_epoch, in_axes=(0, None))(keys, T)
-        if not track_previous:
-            state = self._previous_after(state, out)
-        bootstrap = None
-        if self.options.bootstrap_value:
-            inputs = AgentInputs(state.observation, state.prev_action, state.prev_reward)
-            bootstrap = bootstrap_values(self.agent, agent_params, inputs, state.agent_state)
-        traj, batch = assemble(
-            discount=self.options.discount,
-            traj=state.traj,
-            traj_infos=out.traj_info,
-            observation=out.observation,
-            reward=out.reward,
-            terminated=out.terminated,
-            truncated=out.truncated,
-            valid=jnp.ones((T, B), bool) if self.options.reset_mode == "auto" else out.valid,
-            env_info=out.env_info,
-            action=out.action,
-            agent_info=out.agent_info,
-            initial_state=start.agent_state,
-            stored_state=out.agent_state if self.options.store_agent_state else None,
-            start_prev_action=start.prev_action,
-            start_prev_reward=start.prev_reward,
-            final=final_store(
-                self.options.final_observation,
-                state.observation,
-                slots if self.options.final_observation == "sparse" else out.final_observation,
-            ),
-            bootstrap_value=bootstrap,
-            traj_done=self.options.traj_done,
-        )
-        return state.replace(traj=traj, key=key, step=epoch_step), batch
+        return self._collect(state, agent_params, self._stepper.agent.agent_act(agent_params))
 
     def collect_random(
         self, state: SamplerState, agent_params: PyTree
@@ -363,18 +281,109 @@ class Sampler:
         Returns:
           ``(state, batch)`` as :meth:`collect`.
         """
+        check_state(state, self.options.batch_spec.B)
         self.check_params(agent_params)
-        examples = self.examples
-        stepper = RandomPolicyStepper(
-            **{f.name: getattr(self._stepper, f.name) for f in dataclasses.fields(EnvStepper)},
-            action_spec=examples.agent.action,
-            agent_info_spec=examples.agent.agent_info,
-        )
-        return self.with_stepper(stepper).collect(state, agent_params)
+        agent = self.examples.agent
+        act = self._stepper.agent.random_policy(agent.action, agent.agent_info)
+        return self._collect(state, agent_params, act)
 
-    def with_stepper(self, stepper: EnvStepper) -> Sampler:
-        """This sampler with another per-env step (same options and state)."""
-        return dataclasses.replace(self, _stepper=stepper)
+    def _collect(
+        self, state: SamplerState, agent_params: PyTree, act: ActFn
+    ) -> tuple[SamplerState, Batch]:
+        """:meth:`collect` with the agent's step ``act``: the scan of
+        *step -> store -> reset* over the batch's keys, then the assembly."""
+        T = self.options.batch_spec.T
+        state, keys = jax.vmap(self._start_batch)(state)
+        # Every key of the batch at once, [T, B]: the reset keys too, where
+        # the sampler resets (pooled) or writes gymnax's step out.
+        reset_keys = self._pool is not None or self._stepper.gymnax_step
+        step_keys = jax.vmap(K.batch_step_keys, in_axes=(0, None, None), out_axes=1)(
+            keys, T, reset_keys
+        )
+        # An agent that does not read prev_action/prev_reward gets none carried
+        # through the scan: they are set from the batch's last step after it.
+        track_previous = self._stepper.agent.reads_previous(act)
+        step = functools.partial(self._step, act, track_previous)
+
+        def body(carry, xs):
+            state, store = carry
+            t, k_agent, (k_step, k_reset) = xs
+            k_env = (k_step, k_reset)
+            new_state, out = step(state, t, k_agent, k_env)
+            store, out = self._finals.store(store, out, state.env, new_state.env, k_env)
+            if self._pool is not None:  # idle envs write done=False: not reset again
+                done = out.terminated | out.truncated
+                new_state = self._pooled_reset(new_state, done, lambda pos: k_reset[pos])
+            return (new_state, store), out
+
+        carry = (state, self._finals.init(state.observation))
+        ts = jnp.arange(T, dtype=jnp.int32)
+        (end, store), out = jax.lax.scan(body, carry, (ts, *step_keys))
+        if not track_previous:
+            end = self._previous_after(end, out)
+        key, epoch_step = jax.vmap(K.advance_epoch, in_axes=(0, None))(keys, T)
+        final = self._finals.batch(store, out, end.observation)
+        traj, batch = self._assemble(state, end, out, final, agent_params)
+        return end.replace(traj=traj, key=key, step=epoch_step), batch
+
+    def _step(
+        self,
+        act: ActFn,
+        track_previous: bool,
+        state: SamplerState,
+        t: jax.Array,
+        k_agent: jax.Array,
+        k_env: K.EnvKeys,
+    ) -> tuple[SamplerState, _StepOut]:
+        """Step ``t`` of the ``B`` envs (:meth:`_env_step` vmapped), their
+        actions checked in the checked mode."""
+        step = functools.partial(self._env_step, act=act, t=t, track_previous=track_previous)
+        new_state, out = jax.vmap(step)(state, k_agent, k_env)
+        auto = self.options.reset_mode == "auto"
+        active = jnp.ones(state.idle.shape, bool) if auto else out.valid
+        self._stepper.agent.check_actions_fit(out.action, active, state.env_rank, t, "batch step")
+        return new_state, out
+
+    def _pooled_reset(self, state: SamplerState, done: jax.Array, reset_keys: Any) -> SamplerState:
+        """The envs that ended (``done`` ``[B]``) reset from the pool
+        (:meth:`~jaxsample.core.resets.ResetPool.restart`)."""
+        assert self._pool is not None
+        env = state.env
+        obs, env_state = self._pool.restart(
+            self._stepper.reset, reset_keys, done, env.observation, env.env_state
+        )
+        return state.replace(env=env.replace(observation=obs, env_state=env_state))
+
+    def _assemble(
+        self,
+        start: SamplerState,
+        end: SamplerState,
+        out: _StepOut,
+        final: Any,
+        agent_params: PyTree,
+    ) -> tuple[TrajAccumulator, Batch]:
+        """The batch of the scan's outputs ``out`` (from ``start`` to ``end``)."""
+        T, B = self.options.batch_spec
+        bootstrap = None
+        if self.options.bootstrap_value:
+            agent = end.env.agent
+            inputs = AgentInputs(end.observation, agent.prev_action, agent.prev_reward)
+            bootstrap = bootstrap_values(self.agent, agent_params, inputs, agent.agent_state)
+        steps = Steps.of(
+            out,
+            valid=jnp.ones((T, B), bool) if self.options.reset_mode == "auto" else out.valid,
+            agent_state=out.agent_state if self.options.store_agent_state else None,
+        )
+        return assemble(
+            self.options.discount,
+            end.traj,
+            steps,
+            start.env.agent,
+            final,
+            bootstrap,
+            self.options.traj_done,
+            traj_infos=out.traj_info,
+        )
 
     def _track(self, s: SamplerState, tr: Any) -> tuple[TrajAccumulator, TrajInfo]:
         """The accumulator after the step ``tr`` of one env from ``s``, and the
@@ -401,22 +410,18 @@ class Sampler:
         and stops idling.
         """
         keys = K.EpochKeys.of(s.key, s.step)
+        s = s.replace(idle=jnp.zeros((), bool))
         if self.options.reset_mode != "episodic":
-            return s.replace(idle=jnp.zeros((), bool)), keys
+            return s, keys
         k_reset = K.step_key(keys, jnp.zeros((), jnp.uint32), K.EPISODIC_RESET)
-        s = s.replace(
-            **self._stepper.start(k_reset, s.env_rank),
-            traj=s.traj.reset(),
-            idle=jnp.zeros((), bool),
-        )
-        return s, keys
+        return s.replace(env=self._stepper.start(k_reset, s.env_rank), traj=s.traj.reset()), keys
 
     def _env_step(
         self,
         s: SamplerState,
         k_agent: jax.Array,
-        k_env: jax.Array | tuple[jax.Array, jax.Array],
-        agent_params: PyTree,
+        k_env: K.EnvKeys,
+        act: ActFn,
         t: jax.Array,
         track_previous: bool = True,
     ) -> tuple[SamplerState, _StepOut]:
@@ -427,9 +432,9 @@ class Sampler:
         truncate = None
         if self.options.reset_mode == "episodic":  # every batch is one T-step episode
             truncate = t == self.options.batch_spec.T - 1
-        new, tr = self._stepper.step(
-            s,
-            self._stepper.agent_act(agent_params),
+        env, tr = self._stepper.step(
+            s.env,
+            act,
             k_agent,
             k_env,
             truncate,
@@ -437,16 +442,14 @@ class Sampler:
             track_previous=track_previous,
         )
         traj, traj_info = self._track(s, tr)  # TrajInfo per step, in the scan
-        new = new.replace(traj=traj)
+        new = s.replace(env=env, traj=traj)
         out = _StepOut(
             observation=s.observation,
             reward=tr.reward,
             terminated=tr.terminated,
             truncated=tr.truncated,
             env_info=recorded_info(tr.info),
-            final_observation=tr.info["final_observation"]
-            if self.options.final_observation == "dense" or self._steps_final()
-            else (),
+            final_observation=tr.info["final_observation"] if self._finals.emits else (),
             action=tr.action,
             agent_info=tr.agent_info,
             agent_state=s.agent_state if self.options.store_agent_state else (),
@@ -461,50 +464,14 @@ class Sampler:
 
     def _previous_after(self, state: SamplerState, out: _StepOut) -> SamplerState:
         """``state`` with the ``prev_action``/``prev_reward`` after a batch whose
-        steps did not carry them: the last step's action and reward, the null
-        action and 0 where it ended the episode (or the env was idle: it
-        ended earlier in the batch, and its state was kept since) — the batch's
-        ``prev_*`` shift (:func:`~jaxsample.core.assemble.assemble`) one step on."""
+        steps did not carry them: the last step's action and reward, restarted
+        where it ended the episode (or the env was idle: it ended earlier in
+        the batch, and its state was kept since) — the batch's ``prev_*``
+        shift (:func:`~jaxsample.core.assemble.assemble`) one step on."""
         done = out.terminated[-1] | out.truncated[-1]
         if self.options.reset_mode != "auto":
             done = done | ~out.valid[-1]
-        return state.replace(
-            prev_action=jax.tree.map(lambda x: restart_where(done, x[-1]), out.action),
-            prev_reward=restart_where(done, out.reward[-1]),
-        )
-
-    def _steps_final(self) -> bool:
-        """Whether the sparse store takes the step's own final observations."""
-        sparse = self.options.final_observation == "sparse"
-        return sparse and self._pool is None and not self._recompute_final
-
-    def _store_truncated(
-        self,
-        slots: PyTree,
-        n_truncated: jax.Array,
-        truncated: jax.Array,
-        k_env: jax.Array | tuple[jax.Array, jax.Array],
-        env_state: PyTree,
-        action: PyTree,
-    ) -> tuple[PyTree, jax.Array]:
-        """Keep the true final observations of the envs truncated at this step.
-
-        Run only at steps where some env truncated: the step is recomputed from
-        the same keys (gymnax envs are pure functions), so the common path never
-        materializes the final observation next to the observation. ``K`` slots
-        hold every truncation of a batch (:func:`~jaxsample.core.specs.truncation_bound`).
-        """
-        final = jax.vmap(self._stepper.env_step)(k_env, env_state, action)[5]["final_observation"]
-        return self._store(slots, n_truncated, truncated, final)
-
-    def _store(
-        self, slots: PyTree, n_truncated: jax.Array, truncated: jax.Array, final: PyTree
-    ) -> tuple[PyTree, jax.Array]:
-        """Write the final observations ``final`` ``[B, *obs]`` of the envs
-        truncated at this step into their next free slot."""
-        B = truncated.shape[0]
-        index = jnp.where(truncated, n_truncated, self._slots)  # not truncated: dropped
-        slots = jax.tree.map(
-            lambda buf, x: buf.at[jnp.arange(B), index].set(x, mode="drop"), slots, final
-        )
-        return slots, n_truncated + truncated.astype(jnp.int32)
+        last = jax.tree.map(lambda x: x[-1], (out.action, out.reward))
+        agent = state.env.agent
+        agent = jax.vmap(self._stepper.agent.after)(agent, done, *last, agent.agent_state)
+        return state.replace(env=state.env.replace(agent=agent))

@@ -6,8 +6,7 @@ given its parameters (:class:`AgentSpec`; :class:`FromParams` defers that to
 the first parameters given when they are not known at build time),
 :func:`act_checked` is the agent step with those checks at trace time,
 :func:`step_examples` builds a sampler's ``examples``, and
-:func:`truncation_bound` is how many truncations of one env the sparse
-final-observation store must hold in a batch.
+:func:`known_time_limit` reads an env's time limit where it is known for sure.
 """
 
 from __future__ import annotations
@@ -381,43 +380,3 @@ def known_time_limit(env: Any, env_params: Any) -> float | None:
     if not math.isfinite(limit) or limit < 1:
         return None
     return math.ceil(limit)
-
-
-def truncation_bound(env: Any, env_params: Any, T: int) -> int:
-    """Upper bound on the truncations of one env in ``T`` auto-reset steps:
-    ``ceil(T / limit)`` for an env of :func:`known_time_limit` (two truncations
-    are at least ``limit`` steps apart), else ``T`` (exact for any env)."""
-    return final_slots("auto", T, known_time_limit(env, env_params))
-
-
-def recompute_finals(spec: EnvSpec, time_limit: float | None) -> bool:
-    """Whether the sparse store recomputes a truncated step's final
-    observation inside its ``lax.cond`` (from the env state, action and keys
-    of the step) rather than take the step's own.
-
-    Only for a known time limit (truncations are rare), and only where the
-    observation is larger than half the env state: recomputing spares the
-    step a materialized final observation next to the observation, but the
-    cond's operands (the env state before the step, kept while the step
-    writes the new one) are copied at every step, which costs more where the
-    state is the bigger of the two (measured on Navix and MinAtar Breakout:
-    docs/benchmarks.md, "The core overhead benchmark").
-    """
-    if time_limit is None:
-        return False
-
-    def nbytes(tree: PyTree) -> int:
-        return sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(tree))
-
-    return 2 * nbytes(spec.observation) > nbytes(spec.env_state)
-
-
-def final_slots(reset_mode: str, T: int, time_limit: float | None) -> int:
-    """``K``, the slots per env of the sparse final-observation store: 1 where
-    an env ends at most one episode per batch (``"wait"``, ``"episodic"``),
-    ``ceil(T / time_limit)`` for a known time limit, else ``T``."""
-    if reset_mode != "auto":
-        return 1
-    if time_limit is None:
-        return T
-    return max(1, min(T, math.ceil(T / time_limit)))

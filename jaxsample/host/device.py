@@ -1,8 +1,9 @@
 """The host sampler's device side: the compiled functions its host loop calls.
 
-:class:`DeviceSide` holds the agent's part of a host batch, written for ``B``
-envs at once (the per-env agent step vmapped): ``start`` (per-env keys and
-seeds), ``fresh`` (new episodes' agent inputs), ``begin`` (a batch's record
+:class:`DeviceSide` holds the agent's part of a host batch: the JAX samplers'
+per-env agent step (:class:`~jaxsample.core.acting.AgentStepper`) vmapped over
+the ``B`` envs: ``start`` (per-env keys and seeds), ``fresh`` (new episodes'
+agent carry), ``begin`` (a batch's record
 buffer and agent keys), ``act`` (one step of the agent, written into the
 packed record), ``decorrelation_traj`` and ``finish`` (the batch from the host
 buffers, with the JAX sampler's own assembly,
@@ -17,7 +18,6 @@ per leaf, because every donated buffer adds to the dispatch of each step.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -27,12 +27,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxsample.agents.base import null_action
 from jaxsample.core import keys as K
-from jaxsample.core.assemble import assemble, batch_trajectories, bootstrap_values, final_store
+from jaxsample.core.acting import AgentCarry, AgentStepper, where_leading
+from jaxsample.core.assemble import Steps, assemble, batch_trajectories, bootstrap_values
+from jaxsample.core.finals import as_batch
 from jaxsample.core.options import SamplerOptions
-from jaxsample.core.resets import where_envs
-from jaxsample.core.specs import act_checked, initial_agent_state
+from jaxsample.core.specs import specs
 from jaxsample.host.envs import seed_of
 from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import AgentInputs, PyTree
@@ -111,25 +111,24 @@ class HostBatch(struct.PyTreeNode):
 @dataclasses.dataclass(frozen=True, eq=False)
 class DeviceSide:
     """The device functions of a host sampler (pure; jit them with
-    :func:`compile_device`). Build with :func:`make_device`."""
+    :func:`compile_device`). Build with :func:`make_device`. The agent's half
+    of each step is the JAX samplers' own
+    (:class:`~jaxsample.core.acting.AgentStepper`, vmapped over the ``B``
+    envs): the host holds the observations, the device the agents' carry."""
 
-    agent: Any
     options: SamplerOptions
-    action_space: Any  # gymnax space of one env's action
-    _act_spec: PyTree
-    _agent_state_spec: PyTree
+    stepper: AgentStepper
     _record_spec: Record
     _record_width: int
 
-    def _initial_states(self) -> PyTree:
-        """``agent.initial_state`` of each env's rank, ``[B, ...]``, dtypes fixed."""
-        ranks = jnp.asarray(self.options.env_ranks, jnp.int32)
-        initial = functools.partial(initial_agent_state, self.agent, self._agent_state_spec)
-        return jax.vmap(initial)(ranks)
+    @property
+    def agent(self) -> Any:
+        """The agent."""
+        return self.stepper.agent
 
     def act(
         self,
-        carry: dict[str, PyTree],
+        carry: tuple[AgentCarry, jax.Array],
         packed: jax.Array,
         agent_keys: jax.Array,
         agent_params: PyTree,
@@ -137,48 +136,38 @@ class DeviceSide:
         reward_prev: jax.Array,
         flags_prev: jax.Array,
         last_action: jax.Array,
-    ) -> tuple[dict[str, PyTree], jax.Array, jax.Array]:
+    ) -> tuple[tuple[AgentCarry, jax.Array], jax.Array, jax.Array]:
         """Step ``t`` of the batch on the device, for the ``B`` envs.
 
-        From the previous step's reward and flags (``[B]``, from the host: bit 0
-        done, bit 1 active): the agent's inputs (``prev_action``/``prev_reward``
-        zeros after an episode end) and its state (initial after an episode
-        end); then the agent acts and the buffers are written at ``t``.
-        ``carry`` holds the agent state, the previous action and ``t``.
+        From the previous step's action, reward and flags (``[B]``, from the
+        host: bit 0 done, bit 1 active) the agents' carry restarts where the
+        episode ended or the env idles
+        (:meth:`~jaxsample.core.acting.AgentStepper.after`); then the agent
+        acts (an idle env keeps its state) and the buffers are written at
+        ``t``. ``carry`` is the agents' carry ``[B]`` and ``t``.
         """
-        t = carry["t"]
-        done_prev = (flags_prev & 1).astype(bool)
-        if self.options.reset_mode == "auto":  # every env is active
-            go, reset, active = ~done_prev, done_prev, jnp.ones_like(done_prev)
-        else:
-            active_prev = (flags_prev & 2).astype(bool)
-            go = active_prev & ~done_prev  # the episode goes on
-            reset = active_prev & done_prev
-            active = go
-        agent_state = where_envs(reset, self._initial_states(), carry["agent_state"])
-        prev_action = where_envs(go, last_action, jnp.zeros_like(last_action))
-        prev_reward = jnp.where(go, reward_prev, jnp.zeros_like(reward_prev))
+        agent, t = carry
+        ended = (flags_prev & 1).astype(bool)
+        if self.options.reset_mode != "auto":  # an idle env restarts too
+            ended = ended | ~(flags_prev & 2).astype(bool)
         k_agent = jax.lax.dynamic_index_in_dim(agent_keys, t, 0, keepdims=False)
-        act = functools.partial(
-            act_checked,
-            self.agent,
-            null_action=null_action(self.action_space),
-            state_spec=self._agent_state_spec,
-            space=self.action_space,
-        )
-        inputs = AgentInputs(obs, prev_action, prev_reward)
-        step, new_state = jax.vmap(act, in_axes=(None, 0, 0, 0))(
-            agent_params, inputs, agent_state, k_agent
-        )
-        new_state = where_envs(active, new_state, agent_state)
+        act = self.stepper.agent_act(agent_params)
 
+        def one(agent: AgentCarry, ended, action, reward, obs, key):
+            agent = self.stepper.after(agent, ended, action, reward, agent.agent_state)
+            step, new_state = self.stepper.act(agent, obs, act, key)
+            if self.options.reset_mode != "auto":  # an idle env's state is kept
+                new_state = where_leading(ended, agent.agent_state, new_state)
+            return agent.replace(agent_state=new_state), step, agent.agent_state
+
+        agent, step, before = jax.vmap(one)(agent, ended, last_action, reward_prev, obs, k_agent)
         record = Record(
             action=step.action,
             agent_info=step.agent_info,
-            agent_state=agent_state if self.options.store_agent_state else (),
+            agent_state=before if self.options.store_agent_state else (),
         )
         packed = jax.lax.dynamic_update_index_in_dim(packed, pack(record), t, 0)
-        return {"agent_state": new_state, "t": t + 1}, packed, step.action
+        return (agent, t + 1), packed, step.action
 
     def begin(self, key: jax.Array, step: jax.Array) -> tuple[jax.Array, jax.Array]:
         """The zeroed packed record buffer ``[T, B, K]`` of a batch, and the
@@ -192,49 +181,45 @@ class DeviceSide:
 
     def start(self, key: jax.Array) -> dict[str, Any]:
         """Per env, from ``fold_in(key, rank)``: the env's seed, the seed of its
-        decorrelation, the run key and the initial agent state."""
+        decorrelation, the run key, and the agents' carry and trajectory
+        accumulators of new episodes."""
 
         def one(rank: jax.Array) -> dict[str, Any]:
             _, k_decorrelate, k_run = K.env_keys(key, rank)
             return {
                 "key": k_run,
-                "env_rank": rank,
                 "seed": seed_of(key, rank),
                 "decorrelation_seed": jax.random.bits(k_decorrelate, dtype=jnp.uint32),
             }
 
         out = jax.vmap(one)(jnp.asarray(self.options.env_ranks, jnp.int32))
-        out.update(self.fresh())
+        out["agent"], out["traj"] = self.fresh()
         out["step"] = jnp.zeros((self.options.batch_spec.B,), jnp.uint32)
         return out
 
-    def fresh(self) -> dict[str, Any]:
-        """The agent states, trajectory accumulators and previous action and
-        reward of new episodes, ``[B, ...]``."""
-        B = self.options.batch_spec.B
-        traj = jax.vmap(lambda _: TrajAccumulator.zeros(self.options.traj_fields))(jnp.arange(B))
-        return {
-            "agent_state": self._initial_states(),
-            "traj": traj,
-            "prev_action": jnp.zeros((B, *self._act_spec.shape), self._act_spec.dtype),
-            "prev_reward": jnp.zeros((B,), jnp.float32),
-        }
+    def fresh(self) -> tuple[AgentCarry, TrajAccumulator]:
+        """The agents' carry and the trajectory accumulators of new episodes,
+        ``[B, ...]``."""
+        ranks = jnp.asarray(self.options.env_ranks, jnp.int32)
+        traj = jax.vmap(lambda _: TrajAccumulator.zeros(self.options.traj_fields))(ranks)
+        return jax.vmap(self.stepper.start)(ranks), traj
 
     def decorrelation_traj(
         self,
         traj: TrajAccumulator,
+        agent: AgentCarry,
         reward: jax.Array,
         ended: jax.Array,
         valid: jax.Array,
         last_action: jax.Array,
-    ) -> tuple[TrajAccumulator, jax.Array, jax.Array]:
+    ) -> tuple[TrajAccumulator, AgentCarry]:
         """The accumulators after the decorrelation steps (inputs ``[n, B]``),
-        and ``prev_action``/``prev_reward`` after the last of them."""
-        go = ~ended[-1]
-        prev_action = where_envs(go, last_action, jnp.zeros_like(last_action))
-        prev_reward = jnp.where(go, reward[-1], jnp.zeros_like(reward[-1]))
+        and the agents' carry after the last of them."""
+        agent = jax.vmap(self.stepper.after)(
+            agent, ended[-1], last_action, reward[-1], agent.agent_state
+        )
         traj = batch_trajectories(self.options.discount, traj, reward, ended, valid)[0]
-        return traj, prev_action, prev_reward
+        return traj, agent
 
     def finish(
         self,
@@ -244,14 +229,13 @@ class DeviceSide:
         key: jax.Array,
         step: jax.Array,
         traj: TrajAccumulator,
-        carry: dict[str, PyTree],
-        initial_state: PyTree,
-        start_prev_action: jax.Array,
-        start_prev_reward: jax.Array,
+        carry: tuple[AgentCarry, jax.Array],
+        start: AgentCarry,
         agent_params: PyTree,
     ) -> dict[str, Any]:
         """The batch from the buffers: ``done``, ``prev_*``, ``TrajInfo``, the
-        final-observation store and ``bootstrap_value``; the state's device part."""
+        final-observation store and ``bootstrap_value``; the state's device
+        part (``start``: the agents' carry at the batch start)."""
         T, _ = self.options.batch_spec
         valid = host.valid
 
@@ -260,74 +244,51 @@ class DeviceSide:
             return jnp.where(mask, x, jnp.zeros_like(x))
 
         record = unpack(packed, self._record_spec)
-        # The inputs after the last step, as the next step would see them.
-        go = host.last_active & ~host.last_done
-        reset = host.last_active & host.last_done
-        agent_state = where_envs(reset, self._initial_states(), carry["agent_state"])
-        end_prev_action = where_envs(go, last_action, jnp.zeros_like(last_action))
-        end_prev_reward = jnp.where(go, host.last_reward, jnp.zeros_like(host.last_reward))
+        # The carry after the last step, as the next step would see it.
+        ended = ~host.last_active | host.last_done
+        agent = carry[0]
+        agent = jax.vmap(self.stepper.after)(
+            agent, ended, last_action, host.last_reward, agent.agent_state
+        )
         bootstrap = None
         if self.options.bootstrap_value:
-            inputs = AgentInputs(host.next_observation, end_prev_action, end_prev_reward)
-            bootstrap = bootstrap_values(self.agent, agent_params, inputs, agent_state)
-        traj, batch = assemble(
-            discount=self.options.discount,
-            traj=traj,
-            observation=host.observation,
-            reward=host.reward,
-            terminated=host.terminated,
-            truncated=host.truncated,
-            valid=valid,
-            env_info=host.env_info,
+            inputs = AgentInputs(host.next_observation, agent.prev_action, agent.prev_reward)
+            bootstrap = bootstrap_values(self.agent, agent_params, inputs, agent.agent_state)
+        stored = record.agent_state if self.options.store_agent_state else None
+        steps = Steps.of(
+            host,
             action=jax.tree.map(on_valid, record.action),
             agent_info=jax.tree.map(on_valid, record.agent_info),
-            initial_state=initial_state,
-            stored_state=jax.tree.map(on_valid, record.agent_state)
-            if self.options.store_agent_state
-            else None,
-            start_prev_action=start_prev_action,
-            start_prev_reward=start_prev_reward,
-            final=final_store(self.options.final_observation, host.next_observation, host.final),
-            bootstrap_value=bootstrap,
-            traj_done=self.options.traj_done,
+            agent_state=jax.tree.map(on_valid, stored),
+        )
+        dense = self.options.final_observation == "dense"
+        final = as_batch(dense, host.final, host.next_observation)
+        traj, batch = assemble(
+            self.options.discount, traj, steps, start, final, bootstrap, self.options.traj_done
         )
         epoch_keys = jax.vmap(K.EpochKeys.of)(key, step)
         key, step = jax.vmap(K.advance_epoch, in_axes=(0, None))(epoch_keys, T)
-        return {
-            "batch": batch,
-            "agent_state": agent_state,
-            "prev_action": end_prev_action,
-            "prev_reward": end_prev_reward,
-            "traj": traj,
-            "key": key,
-            "step": step,
-        }
+        return {"batch": batch, "agent": agent, "traj": traj, "key": key, "step": step}
 
 
 def make_device(
     options: SamplerOptions,
-    agent: Any,
-    action_space: Any,
-    act_spec: PyTree,
-    agent_state_spec: PyTree,
+    stepper: AgentStepper,
     agent_info_spec: PyTree,
 ) -> DeviceSide:
-    """The :class:`DeviceSide` of a host sampler with ``options`` and
-    ``agent``; a clear
-    ``TypeError`` for a record leaf whose dtype cannot be packed."""
+    """The :class:`DeviceSide` of a host sampler with ``options`` and the
+    agent's ``stepper``; a clear ``TypeError`` for a record leaf whose dtype
+    cannot be packed."""
     record_spec = Record(
-        action=act_spec,
+        action=specs(stepper.null_action),
         agent_info=agent_info_spec,
-        agent_state=agent_state_spec if options.store_agent_state else (),
+        agent_state=stepper.agent_state_spec if options.store_agent_state else (),
     )
     for path, spec in jax.tree_util.tree_flatten_with_path(record_spec)[0]:
         _check_packable(spec, jax.tree_util.keystr(path))
     return DeviceSide(
-        agent=agent,
         options=options,
-        action_space=action_space,
-        _act_spec=act_spec,
-        _agent_state_spec=agent_state_spec,
+        stepper=stepper,
         _record_spec=record_spec,
         _record_width=sum(_width(x) for x in jax.tree.leaves(record_spec)),
     )

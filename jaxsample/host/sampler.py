@@ -65,14 +65,15 @@ import numpy as np
 from flax import struct
 
 from jaxsample._checks import check_key as _check_key
-from jaxsample.agents.base import Agent, action_spec
+from jaxsample.agents.base import Agent, action_spec, null_action
+from jaxsample.core.acting import AgentCarry, AgentFields, AgentStepper
+from jaxsample.core.finals import final_slots, write_host_finals
 from jaxsample.core.options import SamplerOptions, check_agent, sampler_options
 from jaxsample.core.specs import (
     FromParams,
     agent_spec,
     agent_state_spec,
     default_params,
-    final_slots,
     step_examples,
 )
 from jaxsample.host import device as host_device
@@ -90,31 +91,37 @@ from jaxsample.types import Batch, BatchSpec, PyTree, Samples
 
 
 @struct.dataclass
-class HostSamplerState:
+class HostSamplerState(AgentFields):
     """What carries over between ``collect`` calls; leaves ``[B, ...]``.
 
     Host (numpy) leaves: ``observation`` (``[B, *obs]``, what the agent sees
     next) and ``stale`` (bool: in ``"wait"`` mode the env was stepped while it
     idled, so it is reset when the next batch starts). Device leaves:
-    ``prev_action``, ``prev_reward`` (float32), ``agent_state``, ``key``
-    (``[B]`` epoch keys), ``step`` (``[B]`` uint32 steps in the epoch), ``traj``
-    (:class:`~jaxsample.traj_info.TrajAccumulator`) and ``env_rank``.
+    ``agent``, the agents' :class:`~jaxsample.core.acting.AgentCarry` (the
+    JAX samplers' agent half of their carry: ``prev_action``, ``prev_reward``
+    float32, ``agent_state``, ``env_rank``; read them as
+    ``state.prev_action``, ... too), ``key`` (``[B]`` epoch keys), ``step``
+    (``[B]`` uint32 steps in the epoch) and ``traj``
+    (:class:`~jaxsample.traj_info.TrajAccumulator`). There is no env state:
+    the host env holds it.
 
     ``handle`` (the host env, :attr:`env`) and ``generation`` are static: a
     state may be collected from only while it is its env's latest.
     """
 
     observation: np.ndarray
-    prev_action: jax.Array
-    prev_reward: jax.Array
-    agent_state: PyTree
+    agent: AgentCarry
     key: jax.Array
     step: jax.Array
     traj: TrajAccumulator
     stale: np.ndarray
-    env_rank: jax.Array
     handle: EnvHandle = struct.field(pytree_node=False)
     generation: int = struct.field(pytree_node=False)
+
+    @property
+    def agent_carry(self) -> AgentCarry:
+        """The agents' carry, ``agent``."""
+        return self.agent
 
     @property
     def env(self) -> Any:
@@ -188,7 +195,7 @@ class HostSampler:
         seeds = [int(s) for s in np.asarray(dev["seed"])]
         obs = _np_zeros(self._obs_spec, (B,))
         adapter = self._handle.start(seeds, obs)
-        prev_action, prev_reward, traj = dev["prev_action"], dev["prev_reward"], dev["traj"]
+        agent, traj = dev["agent"], dev["traj"]
         n = self.options.max_decorrelation_steps
         if n:
             n_steps, actions = decorrelation_plan(
@@ -207,19 +214,16 @@ class HostSampler:
                 rewards[i] = res.reward
                 ended[i] = res.done & counted
             valid = np.arange(n)[:, None] >= first[None, :]
-            traj, prev_action, prev_reward = self._device.decorrelation_traj(
-                traj, rewards, ended, valid, actions[-1]
+            traj, agent = self._device.decorrelation_traj(
+                traj, agent, rewards, ended, valid, actions[-1]
             )
         return HostSamplerState(
             observation=obs,
-            prev_action=prev_action,
-            prev_reward=prev_reward,
-            agent_state=dev["agent_state"],
+            agent=agent,
             key=dev["key"],
             step=dev["step"],
             traj=traj,
             stale=np.zeros((B,), bool),
-            env_rank=dev["env_rank"],
             handle=self._handle,
             generation=self._handle.generation,
         )
@@ -274,8 +278,7 @@ class HostSampler:
         final = _np_zeros(self._obs_spec, (T, B) if dense else (B, self._slots))
         n_truncated = np.zeros((B,), np.int64)
 
-        prev_action, prev_reward = state.prev_action, state.prev_reward
-        agent_state, traj = state.agent_state, state.traj
+        agent, traj = state.agent, state.traj
         obs_buf[0] = state.observation
         resets = self.options.reset_mode == "episodic" or (
             self.options.reset_mode == "wait" and bool(state.stale.any())
@@ -284,14 +287,11 @@ class HostSampler:
             handle.generation += 1
         if self.options.reset_mode == "episodic":
             adapter.reset(None, obs_buf[0])
-            fresh = self._device.fresh()
-            agent_state, traj = fresh["agent_state"], fresh["traj"]
-            prev_action, prev_reward = fresh["prev_action"], fresh["prev_reward"]
+            agent, traj = self._device.fresh()
         elif resets:
             adapter.reset_where(state.stale, obs_buf[0])
-        initial_state = agent_state
         packed, agent_keys = self._device.begin(state.key, state.step)
-        carry = {"agent_state": agent_state, "t": self._zero_t}
+        carry = (agent, self._zero_t)
 
         stale = np.zeros((B,), bool)  # stepped while idle
         held = None if auto else np.zeros_like(obs_buf[0])  # reset obs of idle envs
@@ -314,9 +314,9 @@ class HostSampler:
             agent_keys,
             agent_params,
             obs_buf[0],
-            np.asarray(prev_reward),
+            np.asarray(agent.prev_reward),
             flags,
-            prev_action,
+            agent.prev_action,
         )
         if not resets:  # the envs move at the first step: older states are stale
             handle.generation += 1
@@ -351,7 +351,7 @@ class HostSampler:
                     action_dev,
                 )
             if dense or (res.any_done and trunc.any()) or (episodic and t == T - 1):
-                self._store_final(final, n_truncated, t, res, trunc, active, obs_buf[t + 1])
+                write_host_finals(final, n_truncated, dense, t, res, trunc, active, obs_buf[t + 1])
             if env_info:
                 for name, buf in env_info.items():
                     _write_info(res.info, name, res.done, mode, buf[t])
@@ -390,64 +390,22 @@ class HostSampler:
             state.step,
             traj,
             carry,
-            initial_state,
-            prev_action,
-            prev_reward,
+            agent,
             agent_params,
         )
         new_state = HostSamplerState(
             observation=next_observation,
-            prev_action=out["prev_action"],
-            prev_reward=out["prev_reward"],
-            agent_state=out["agent_state"],
+            agent=out["agent"],
             key=out["key"],
             step=out["step"],
             traj=out["traj"],
             stale=stale if self.options.reset_mode == "wait" else np.zeros((B,), bool),
-            env_rank=state.env_rank,
             handle=handle,
             generation=handle.generation,
         )
         return new_state, out["batch"]
 
     # --------------------------------------------------------------- helpers
-    def _store_final(
-        self,
-        final: np.ndarray,
-        n_truncated: np.ndarray,
-        t: int,
-        res: Any,
-        truncated: np.ndarray,
-        active: np.ndarray,
-        next_obs: np.ndarray,
-    ) -> None:
-        """Record the true final observations of step ``t`` (host buffers)."""
-        if self.options.final_observation == "dense":  # res.final_mask is res.done
-            final[t] = next_obs
-            if res.any_done:
-                final[t][res.done] = res.final_rows
-            final[t][~active] = 0
-            return
-        which = truncated & active
-        if not which.any():
-            return
-        rows = next_obs[which]  # a forced (episodic) truncation: the env goes on
-        if res.any_done:  # res.final_mask is res.truncated: the env's own
-            own = res.truncated[which]
-            position = np.cumsum(res.truncated) - 1  # row of each env in final_rows
-            rows[own] = res.final_rows[position[which & res.truncated]]
-        envs = np.flatnonzero(which)
-        slot = n_truncated[envs]
-        if (slot >= self._slots).any():
-            raise RuntimeError(
-                f"an env truncated more than {self._slots} times in one batch of "
-                f"T={self.options.batch_spec.T} steps, more than the sparse final-observation "
-                "store holds (its bound comes from the env's time limit); build the "
-                "sampler with final_observation='dense'"
-            )
-        final[envs, slot] = rows
-        n_truncated[envs] += 1
-
     def _check_state(self, state: Any) -> None:
         if not isinstance(state, HostSamplerState):
             raise TypeError(
@@ -568,7 +526,8 @@ def make_host_sampler(
             store_agent_state=store_agent_state,
             bootstrap_value=bootstrap_value,
         )
-        device = make_device(opts, agent, space, act_spec, state_spec, info_spec)
+        stepper = AgentStepper(agent, space, null_action(space), obs_spec, state_spec)
+        device = make_device(opts, stepper, info_spec)
         return examples, compile_device(device)
 
     sampler = HostSampler(

@@ -694,12 +694,12 @@ def test_ppo_async_run_is_replayed_exactly_from_its_versions(ppo_trainer, ppo_dr
     learner = jax.device_put(learner, LEARNER)
     for i, version in enumerate(r.records["version"]):
         params = jax.device_put(params_of[int(version)], ACTOR)
-        actor, batch = d._collect(actor, params, np.int32(i))
-        learner, _ = d._learn(learner, jax.device_put(batch, LEARNER))
+        actor, batch = d.programs.collect(actor, params, np.int32(i))
+        learner, _ = d.programs.learn(learner, jax.device_put(batch, LEARNER))
     assert tree_equal(actor, r.actor_states[0])
     assert tree_equal(learner, r.learner_state)
     # one compiled program each, for every batch and version
-    assert d._collect._cache_size() == 1 and d._learn._cache_size() == 1
+    assert d.programs.collect._cache_size() == 1 and d.programs.learn._cache_size() == 1
 
 
 # the feedforward case (agent.evaluate) is slow; the recurrent one (evaluate_sequence) stays

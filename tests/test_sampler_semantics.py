@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from gymnax.environments.classic_control.cartpole import CartPole, EnvState
+from gymnax.environments.classic_control.cartpole import CartPole
 from helpers import CounterAgent, auto_step, concat
 from helpers import counter_params as params
 from helpers import counter_value as np_value
@@ -102,56 +102,9 @@ def run(name: str, seed: int = 7, ws: tuple[float, ...] = WS):
 
 
 # ----------------------------------------------------------------------------
-# (a) the env's own dynamics, and the seams between steps and batches
+# (a) the final-observation stores (the env's own dynamics and the seams between
+# steps and batches: tests/test_batch_contract.py)
 # ----------------------------------------------------------------------------
-
-
-def test_steps_follow_the_env_dynamics():
-    """Every valid step of the dense batch re-stepped with gymnax from the state.
-
-    A CartPole state is its observation plus its time; with trajectory
-    statistics running from the episode's real start (decorrelation included),
-    the time before step t is ``length[t] - 1``. CartPole's step is
-    deterministic (the key only matters for the auto-reset).
-    """
-    c = compiled("dense")
-    _, _, batches = run("dense")
-    obs = concat(batches, lambda b: b.samples.env.observation)
-    action = concat(batches, lambda b: b.samples.agent.action)
-    length = concat(batches, lambda b: b.traj_infos.length)
-    flat = obs.reshape(-1, 4)
-    state = EnvState(
-        x=flat[:, 0],
-        x_dot=flat[:, 1],
-        theta=flat[:, 2],
-        theta_dot=flat[:, 3],
-        time=(length.reshape(-1) - 1).astype(np.int32),
-    )
-    step = jax.jit(jax.vmap(c.env.step, in_axes=(None, 0, 0, None)))
-    _, _, reward, terminated, truncated, info = step(
-        jax.random.key(0), state, action.reshape(-1), c.env_params
-    )
-    shape = obs.shape[:2]
-    np.testing.assert_allclose(
-        concat(batches, lambda b: b.samples.env.final_observation),
-        np.asarray(info["final_observation"]).reshape(obs.shape),
-        rtol=1e-5,
-        atol=1e-6,
-    )
-    np.testing.assert_array_equal(
-        concat(batches, lambda b: b.samples.env.reward), reward.reshape(shape)
-    )
-    np.testing.assert_array_equal(
-        concat(batches, lambda b: b.samples.env.terminated), terminated.reshape(shape)
-    )
-    np.testing.assert_array_equal(
-        concat(batches, lambda b: b.samples.env.truncated), truncated.reshape(shape)
-    )
-    np.testing.assert_array_equal(
-        concat(batches, lambda b: b.samples.env.env_info["discount"]),
-        np.asarray(info["discount"]).reshape(shape),
-    )
-    assert np.asarray(terminated).any() and np.asarray(truncated).any()
 
 
 def test_sparse_store_equals_dense_store():

@@ -19,6 +19,7 @@ import shutil
 import struct
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -362,6 +363,23 @@ def test_one_program_reports_from_inside_and_matches_the_chunked_run() -> None:
         for i in range(6):
             value = value * (1 - hparams["lr"][r % 2]) + 1.0
             assert x[r, i] == pytest.approx(value, rel=1e-6)
+
+
+def test_the_runner_compiles_init_cheaply_on_cpu_and_names_a_bad_part() -> None:
+    """Init runs once: XLA's cheapest LLVM level; the loop: -O2. The options
+    are ones this XLA takes, and the results do not depend on them."""
+    from jaxsample.algos import runner
+
+    assert jax.default_backend() == "cpu"
+    assert runner.compiler_options("init") == {"xla_backend_optimization_level": 0}
+    assert runner.compiler_options("run") == {"xla_backend_optimization_level": 2}
+    f = jax.jit(lambda x: jnp.tanh(x) * 3.0 + jnp.exp(-x))
+    x = jnp.linspace(-3.0, 3.0, 64)
+    for part in ("init", "run"):
+        exe = f.lower(x).compile(runner.compiler_options(part))
+        np.testing.assert_array_equal(exe(x), f(x))
+    with pytest.raises(ValueError, match="part must be one of"):
+        runner.compiler_options("loop")
 
 
 @pytest.mark.parametrize("live", [False, True])

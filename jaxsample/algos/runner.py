@@ -7,11 +7,12 @@ is a frozen object of pure functions ``init(key) -> state`` and
 them over seeds, compiles one chunk of iterations (and the remainder, if any)
 once, and runs the chunks back to back: between two chunks it only reads the
 small per-iteration metrics, so the display costs one host round trip per chunk.
-With ``one_program=True`` it compiles the whole run, init included, as one
-program (the program ``reference_run`` times, plus the callbacks) and reports
+With ``one_program=True`` it compiles every iteration of the run as one
+program (the loop ``reference_run`` times, plus the callbacks) and reports
 progress from inside it through ordered host callbacks at a bounded rate. This
 is what ``jaxsample train`` runs: one program, or chunks with ``--checkpoint-dir``
-(a checkpoint after every chunk). (Not to be confused with the
+(a checkpoint after every chunk). Init is a program of its own in both, compiled
+with cheap XLA options on CPU (:func:`compiler_options`): it runs once. (Not to be confused with the
 actor/learner runtime of :mod:`jaxsample.driver`, which overlaps collection and
 learning on separate devices.)
 """
@@ -112,33 +113,53 @@ def _chunk_size(num_iterations: int, chunks: int) -> int:
 #: one process (a resumed run, a test) does not compile again.
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
+#: XLA options on CPU of the run's init program (``part="init"``): it runs
+#: once, for milliseconds, so LLVM's optimization of its kernels (the
+#: parameters' orthogonal initialization, the key splits, the first resets)
+#: is not worth its compile time (about 60% less XLA time for init). And of
+#: the iterations (``part="run"``): LLVM's -O2 instead of XLA's default -O3,
+#: a shorter compile at the same run time (docs/benchmarks.md).
+CPU_COMPILER_OPTIONS: dict[str, dict[str, Any]] = {
+    "init": {"xla_backend_optimization_level": 0},
+    "run": {"xla_backend_optimization_level": 2},
+}
+
+
+def compiler_options(part: str) -> dict[str, Any]:
+    """The XLA options the runner compiles ``part`` (``"init"`` or ``"run"``)
+    with: :data:`CPU_COMPILER_OPTIONS` on the CPU backend, none elsewhere."""
+    if part not in CPU_COMPILER_OPTIONS:
+        raise ValueError(f"part must be one of {sorted(CPU_COMPILER_OPTIONS)}, got {part!r}")
+    return dict(CPU_COMPILER_OPTIONS[part]) if jax.default_backend() == "cpu" else {}
+
 
 def _program(
     trainer: Any, what: int | str | tuple, *args: Any, store: ProgramStore | None = None
 ) -> Any:
-    """The compiled ``vmap(trainer.init)`` (``what="init"``), ``vmap`` of
-    ``trainer.run(state, what)`` (state donated), or the one-program run
-    (``what=("one", n, every)``: :func:`one_program`, with the holder of its
-    host callback, its init and iteration from ``store`` when given) for
-    arguments like ``args``."""
+    """The compiled ``vmap(trainer.init)`` (``what="init"``; from ``store``
+    when given), ``vmap`` of ``trainer.run(state, what)`` (state donated), or
+    the one-program run of a state (``what=("one", n, every)``:
+    :func:`one_program`, state donated, with the holder of its host callback
+    and its iteration from ``store`` when given) for arguments like ``args``."""
     avals = jax.tree.map(lambda x: (x.shape, x.dtype), args)
     key = (what, str(jax.tree.structure(args)), str(avals), store is None)
     cache = _PROGRAMS.setdefault(trainer, {})
     if key not in cache:
         if what == "init":
-            cache[key] = jax.jit(jax.vmap(trainer.init)).lower(*args).compile()
+            init = jax.vmap(trainer.init)
+            if store is not None:
+                init = store.function("init", init, *args)
+            cache[key] = jax.jit(init).lower(*args).compile(compiler_options("init"))
         elif isinstance(what, tuple):
             holder: list[Callable[..., None]] = [lambda i, m: None]
-            parts = None
+            step = None
             if store is not None:
-                init = store.function("init", jax.vmap(trainer.init), *args)
-                step = store.function("iteration", jax.vmap(trainer.iteration), init.out_shapes)
-                parts = (init, step)
-            fn = jax.jit(one_program(trainer, what[1], what[2], holder, parts))
-            cache[key] = (fn.lower(*args).compile(), holder)
+                step = store.function("iteration", jax.vmap(trainer.iteration), *args)
+            fn = jax.jit(one_program(trainer, what[1], what[2], holder, step), donate_argnums=0)
+            cache[key] = (fn.lower(*args).compile(compiler_options("run")), holder)
         else:
             fn = jax.jit(jax.vmap(lambda s: trainer.run(s, what)), donate_argnums=0)
-            cache[key] = fn.lower(*args).compile()
+            cache[key] = fn.lower(*args).compile(compiler_options("run"))
     return cache[key]
 
 
@@ -153,10 +174,11 @@ def one_program(
     n: int,
     every: int,
     holder: list[Callable[..., Any]],
-    parts: tuple[Callable[..., Any], Callable[..., Any]] | None = None,
-) -> Callable[[Any, Any], tuple[Any, dict[str, jax.Array], jax.Array]]:
-    """The whole vmapped run as one function of ``(keys, hparams)``: init, then
-    a ``lax.while_loop`` over up to ``n`` iterations of
+    step: Callable[..., Any] | None = None,
+) -> Callable[[Any], tuple[Any, dict[str, jax.Array], jax.Array]]:
+    """The whole vmapped run after init (``vmap(trainer.init)``, compiled
+    apart: :func:`compiler_options`) as one function of the vmapped state: a
+    ``lax.while_loop`` over up to ``n`` iterations of
     ``vmap(trainer.iteration)`` that hands ``(iteration, metrics [R])`` to
     ``holder[0]`` on the host (an ordered ``io_callback``) after every
     ``every``-th iteration and the last one.
@@ -167,8 +189,8 @@ def one_program(
     Ctrl-C does in ``jaxsample train``). The iterations run are the same
     computations as a ``lax.scan``'s, so an uninterrupted run is bit-identical.
 
-    ``parts`` replaces ``(vmap(trainer.init), vmap(trainer.iteration))``
-    with functions that compute the same (the exported ones of a
+    ``step`` replaces ``vmap(trainer.iteration)`` with a function that
+    computes the same (the exported one of a
     :class:`~jaxsample.algos.program_store.ProgramStore`).
 
     Returns ``(state, metrics, done)``: metrics ``[n, R]`` (rows from ``done``
@@ -182,11 +204,10 @@ def one_program(
     def check(i: Any) -> np.ndarray:
         return np.int32(holder[1](int(i)) if len(holder) > 1 else n)
 
-    def program(keys: Any, hparams: Any) -> tuple[Any, dict[str, jax.Array], jax.Array]:
+    def program(state: Any) -> tuple[Any, dict[str, jax.Array], jax.Array]:
         # jit: the shapes below and the loop's call share one trace
-        init, step = parts or (jax.vmap(trainer.init), jax.jit(jax.vmap(trainer.iteration)))
-        state = init(keys, hparams)
-        shapes = jax.eval_shape(step, state)[1]
+        iteration = step or jax.jit(jax.vmap(trainer.iteration))
+        shapes = jax.eval_shape(iteration, state)[1]
         buffers = jax.tree.map(lambda s: jnp.zeros((n, *s.shape), s.dtype), shapes)
 
         def go_on(carry: tuple) -> jax.Array:
@@ -195,7 +216,7 @@ def one_program(
 
         def body(carry: tuple) -> tuple:
             i, state, buffers, next_check = carry
-            state, metrics = step(state)
+            state, metrics = iteration(state)
             buffers = jax.tree.map(
                 lambda b, m: jax.lax.dynamic_update_index_in_dim(b, m, i, 0), buffers, metrics
             )
@@ -329,8 +350,9 @@ def run_training(
         iterations of ``metrics`` (numpy ``[R, k]`` each, the history).
       on_chunk: called after each chunk with ``(state, iterations_done,
         metrics [R, iterations_done])`` (the CLI checkpoints and logs here).
-      one_program: compile the whole run, init included, as ONE program (no
-        host round trip between chunks); ``progress`` is then fed from inside
+      one_program: compile every iteration of the run as ONE program (no
+        host round trip between chunks; init is compiled apart, as in
+        chunks); ``progress`` is then fed from inside
         it by an ordered host callback every ``num_iterations / chunks``
         iterations (``recent_return``: the mean over the runs of that
         iteration's ``average_return`` metric where the trainer has one, else
@@ -417,7 +439,9 @@ def _run_one_program(
     begin = time.perf_counter()
     if progress is not None:
         progress({"phase": "compiling", "total_steps": num_iterations * steps_per_iteration})
-    compiled, holder = _program(trainer, ("one", num_iterations, every), keys, hparams, store=store)
+    init = _program(trainer, "init", keys, hparams, store=store)
+    state = init(keys, hparams)  # milliseconds; the loop is compiled for its arrays
+    compiled, holder = _program(trainer, ("one", num_iterations, every), state, store=store)
     compile_seconds = time.perf_counter() - begin
     t0 = time.perf_counter()
 
@@ -443,9 +467,9 @@ def _run_one_program(
         holder.append(check)
     try:
         if stop is None:
-            out = jax.block_until_ready(compiled(keys, hparams))
+            out = jax.block_until_ready(compiled(state))
         else:
-            out = _call_interruptibly(compiled, keys, hparams)
+            out = _call_interruptibly(compiled, state)
     finally:
         holder[:] = [lambda i, m: None]
     state, metrics, done = out

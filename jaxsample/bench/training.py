@@ -6,10 +6,12 @@ The three programs train the same :class:`~jaxsample.algos.configs.PPOConfig`
 one ``jax.vmap``:
 
 * ``train`` — what ``jaxsample train`` compiles and runs
-  (``runner.run_training(..., one_program=True)``): init and every iteration
-  in ONE program that hands a progress event to the host (an ordered
-  ``io_callback``) every ``num_iterations / chunks`` iterations (20 events,
-  as the command gives);
+  (``runner.run_training(..., one_program=True)``): init (its own program,
+  compiled with ``runner.compiler_options("init")``), then every iteration
+  in ONE program (``compiler_options("run")``) that hands a progress event
+  to the host (an ordered ``io_callback``) every ``num_iterations / chunks``
+  iterations (20 events, as the command gives); its figures are the two
+  programs' sums;
 * ``reference_run`` — ``jit(vmap(trainer.train))``, the program
   ``ppo.reference_run`` times;
 * ``purejaxrl`` — :mod:`jaxsample.bench.purejaxrl`, PureJaxRL's ``ppo.py``
@@ -28,7 +30,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -43,7 +45,18 @@ PROGRAMS = ("train", "reference_run", "purejaxrl")
 STAGES = ("trace", "lower", "compile")
 
 
-def _programs(config: ppo.PPOConfig, seeds: int, every: int) -> dict[str, tuple[Any, tuple]]:
+class _Part(NamedTuple):
+    """One compiled program of a run: a jitted function and the XLA options it
+    is compiled with. A run's parts are called in turn, each on the previous
+    one's output (the first on the run's arguments)."""
+
+    fn: Any
+    options: dict[str, Any]
+
+
+def _programs(
+    config: ppo.PPOConfig, seeds: int, every: int
+) -> dict[str, tuple[list[_Part], tuple]]:
     """Fresh jitted programs (new trainer, new closures: nothing cached) and
     their arguments. Each returns all it computes, as the real one does (the
     final state and every metric), so nothing is left out of the program."""
@@ -51,13 +64,17 @@ def _programs(config: ppo.PPOConfig, seeds: int, every: int) -> dict[str, tuple[
     keys, hparams = runner.run_inputs(trainer, jax.random.key(0), seeds)
     holder: list[Callable[..., None]] = [lambda i, m: None]
     peer = purejaxrl.make_train(config, trainer.env, trainer.env_params)
+    loop = runner.one_program(trainer, trainer.num_iterations, every, holder)
     return {
         "train": (
-            jax.jit(runner.one_program(trainer, trainer.num_iterations, every, holder)),
+            [
+                _Part(jax.jit(jax.vmap(trainer.init)), runner.compiler_options("init")),
+                _Part(jax.jit(loop, donate_argnums=0), runner.compiler_options("run")),
+            ],
             (keys, hparams),
         ),
-        "reference_run": (jax.jit(jax.vmap(trainer.train)), (keys, hparams)),
-        "purejaxrl": (jax.jit(jax.vmap(peer)), (keys,)),
+        "reference_run": ([_Part(jax.jit(jax.vmap(trainer.train)), {})], (keys, hparams)),
+        "purejaxrl": ([_Part(jax.jit(jax.vmap(peer)), {})], (keys,)),
     }
 
 
@@ -69,18 +86,39 @@ def _returns(name: str, out: Any) -> np.ndarray:
     return np.asarray(metrics).T if name == "train" else np.asarray(metrics)
 
 
-def _compile_once(fn: Any, args: tuple) -> tuple[Any, dict[str, float], dict[str, int]]:
-    """Trace, lower and compile ``fn`` for ``args``, each stage timed; and the
-    program's size (:func:`program_size`)."""
-    t0 = time.perf_counter()
-    traced = fn.trace(*args)
-    t1 = time.perf_counter()
-    lowered = traced.lower()
-    t2 = time.perf_counter()
-    compiled = lowered.compile()
-    t3 = time.perf_counter()
-    seconds = {"trace": t1 - t0, "lower": t2 - t1, "compile": t3 - t2}
-    return compiled, seconds, program_size(traced.jaxpr, compiled.as_text())
+def _call(exes: list[Any], args: tuple) -> Any:
+    """Run a program's compiled parts in turn (:class:`_Part`)."""
+    out = exes[0](*args)
+    for exe in exes[1:]:
+        out = exe(out)
+    return out
+
+
+def _compile_once(
+    parts: list[_Part], args: tuple
+) -> tuple[list[Any], dict[str, float], dict[str, int]]:
+    """Trace, lower and compile each part of a program, each stage timed and
+    summed over the parts; and the program's size (:func:`program_size`, summed).
+    A part after the first is compiled for the previous part's output (run,
+    untimed, to get it: milliseconds for a run's init)."""
+    seconds = dict.fromkeys(STAGES, 0.0)
+    size = {"jaxpr_eqns": 0, "hlo_fusions": 0}
+    exes: list[Any] = []
+    for n, part in enumerate(parts):
+        if n:
+            args = (exes[-1](*args),)
+        t0 = time.perf_counter()
+        traced = part.fn.trace(*args)
+        t1 = time.perf_counter()
+        lowered = traced.lower()
+        t2 = time.perf_counter()
+        exes.append(lowered.compile(part.options))
+        t3 = time.perf_counter()
+        for stage, dt in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+            seconds[stage] += dt
+        for k, v in program_size(traced.jaxpr, exes[-1].as_text()).items():
+            size[k] += v
+    return exes, seconds, size
 
 
 def program_size(jaxpr: Any, hlo: str) -> dict[str, int]:
@@ -150,17 +188,17 @@ def training_comparison(
             jax.clear_caches()
             programs = _programs(config, seeds, every)
             for name in PROGRAMS if r % 2 == 0 else PROGRAMS[::-1]:
-                fn, args = programs[name]
-                exe, seconds, size[name] = _compile_once(fn, args)
+                parts, args = programs[name]
+                exes, seconds, size[name] = _compile_once(parts, args)
                 stages[name].append(seconds)
-                compiled[name] = (exe, args)
+                compiled[name] = (exes, args)
     finally:
         jax.config.update("jax_enable_compilation_cache", cache_was)
     returns: dict[str, Any] = {}
 
     def run(name: str) -> Callable[[], None]:
-        exe, args = compiled[name]
-        return lambda: returns.__setitem__(name, jax.block_until_ready(exe(*args)))
+        exes, args = compiled[name]
+        return lambda: returns.__setitem__(name, jax.block_until_ready(_call(exes, args)))
 
     times = interleave({name: run(name) for name in PROGRAMS}, reps=reps)
     compile_s = {}

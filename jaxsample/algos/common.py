@@ -86,12 +86,16 @@ def make_trainer_sampler(
 def make_optimizer(config: Any) -> optax.GradientTransformation:
     """``clip_by_global_norm(config.max_grad_norm)`` (unless it is None) then
     ``scale_by_adam(eps=config.adam_eps)``; a trainer steps by ``-lr`` times
-    its output, so the learning rate can be traced (vmapped)."""
+    its output, so the learning rate can be traced (vmapped).
+
+    Both act on the parameters raveled into one vector (``optax.flatten``; the
+    state's moments are vectors too): the same arithmetic, in a few kernels
+    instead of a few per parameter array, which XLA compiles in less time."""
     transforms = []
     if config.max_grad_norm is not None:
         transforms.append(optax.clip_by_global_norm(config.max_grad_norm))
     transforms.append(optax.scale_by_adam(eps=config.adam_eps))
-    return optax.chain(*transforms)
+    return optax.flatten(optax.chain(*transforms))
 
 
 # ----------------------------------------------------------------------------

@@ -315,7 +315,9 @@ class Trainer(TrainerBase):
         env_steps = (state.iteration + 1) * c.steps_per_iteration  # int32, < 2**31
         learn = env_steps >= c.learning_starts
         lr = self._lr(state.iteration, state.hparams.lr)
-        key, k_learn = jax.random.split(state.key)
+        # One hash for the next key and every gradient step's (not a split of a split).
+        keys = jax.random.split(state.key, c.gradient_steps + 1)
+        key, k_steps = keys[0], keys[1:]
 
         per = c.prioritized_replay
 
@@ -337,9 +339,7 @@ class Trainer(TrainerBase):
             return (optax.apply_updates(network, updates), opt_state, r_state), (loss, q_mean)
 
         def learn_fn(carry: tuple) -> tuple:
-            carry, (loss, q_mean) = jax.lax.scan(
-                gradient_step, carry, jax.random.split(k_learn, c.gradient_steps)
-            )
+            carry, (loss, q_mean) = jax.lax.scan(gradient_step, carry, k_steps)
             return carry, jnp.mean(loss), jnp.mean(q_mean)
 
         def skip_fn(carry: tuple) -> tuple:

@@ -40,6 +40,7 @@ Everything here is pure (callers jit) except the reference benchmark,
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -174,6 +175,20 @@ def ppo_loss(
     return loss, stats
 
 
+def permutation(key: jax.Array, n: int) -> jax.Array:
+    """A uniformly random permutation of ``range(n)`` (int32 ``[n]``): the
+    indices sorted by random uint32 words, in as many rounds as
+    ``jax.random.permutation`` sorts (one below ``n`` of about 1600; round
+    ``r > 0`` draws with ``fold_in(key, r)``), but drawn from ``key`` itself:
+    one hash less than ``jax.random.permutation``'s split of the key first."""
+    rounds = max(1, math.ceil(3 * math.log(max(n, 1)) / math.log(2**32 - 1)))
+    perm = jnp.arange(n, dtype=jnp.int32)
+    for r in range(rounds):
+        bits = jax.random.bits(jax.random.fold_in(key, r) if r else key, (n,), jnp.uint32)
+        perm = jax.lax.sort_key_val(bits, perm)[1]
+    return perm
+
+
 # ----------------------------------------------------------------------------
 # Trainer
 # ----------------------------------------------------------------------------
@@ -241,7 +256,9 @@ class Trainer(TrainerBase):
         c = self.config
         rollout = self._rollout(state.params, batch.samples)
         lr = self._lr(state.iteration, state.hparams.lr)
-        key, k_epochs = jax.random.split(state.key)
+        # One hash for the next key and every epoch's (not a split of a split).
+        keys = jax.random.split(state.key, c.update_epochs + 1)
+        key, k_epochs = keys[0], keys[1:]
 
         def epoch(carry, k_epoch):
             minibatches = self._minibatches(rollout, k_epoch)
@@ -250,7 +267,7 @@ class Trainer(TrainerBase):
         (params, opt_state, _, _), stats = jax.lax.scan(
             epoch,
             (state.params, state.opt_state, state.hparams, lr),
-            jax.random.split(k_epochs, c.update_epochs),
+            k_epochs,
         )
         metrics = state.metrics.update(batch)
         new_state = state.replace(
@@ -310,7 +327,7 @@ class Trainer(TrainerBase):
         M = c.num_minibatches
         T, B = rollout.advantage.shape
         if c.recurrent:
-            perm = jax.random.permutation(key, B)
+            perm = permutation(key, B)
             steps = rollout.replace(initial_state=())
             steps = jax.tree.map(
                 lambda x: jnp.swapaxes(
@@ -324,7 +341,7 @@ class Trainer(TrainerBase):
             )
             steps = self._shard(steps, P(None, None, self.mesh_axis))
             return steps.replace(initial_state=self._shard(initial, P(None, self.mesh_axis)))
-        perm = jax.random.permutation(key, T * B)
+        perm = permutation(key, T * B)
         steps = rollout.replace(initial_state=(), reset=jnp.zeros((T, B), bool))
         steps = jax.tree.map(
             lambda x: jnp.take(x.reshape(T * B, *x.shape[2:]), perm, axis=0).reshape(

@@ -17,6 +17,7 @@ from jaxsample.agents.epsilon_greedy import (
     EpsilonGreedyParams,
 )
 from jaxsample.agents.recurrent import RecurrentActorCritic
+from jaxsample.agents.shared import SharedAgent
 
 __all__ = [
     "ActorCriticInfo",
@@ -28,6 +29,7 @@ __all__ = [
     "GaussianActorCritic",
     "RandomAgent",
     "RecurrentActorCritic",
+    "SharedAgent",
     "action_spec",
     "categorical_entropy",
     "categorical_log_prob",

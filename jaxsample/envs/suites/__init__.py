@@ -1,5 +1,5 @@
 """JAX environment suites as gymnax (>= 1.0) envs that every part of jaxsample
-takes: Brax (and MJX), Jumanji, Craftax, Navix, XLand-MiniGrid (one module
+takes: Brax (and MJX), Jumanji, Craftax, Navix, XLand-MiniGrid, JaxMARL (one module
 each; see docs/guides/env-suites.md and ``docs/design.md``).
 
 The suite modules import their suite only when called, so this package
@@ -9,6 +9,12 @@ imports without any suite installed.
 from jaxsample.envs.suites.base import NoParams, SuiteEnv, SuiteState, SuiteStep
 from jaxsample.envs.suites.brax import BraxEnv, from_brax, make_brax
 from jaxsample.envs.suites.craftax import CraftaxEnv, from_craftax, make_craftax
+from jaxsample.envs.suites.jaxmarl import (
+    JaxMARLEnv,
+    MaskedJaxMARLEnv,
+    from_jaxmarl,
+    make_jaxmarl,
+)
 from jaxsample.envs.suites.jumanji import JumanjiEnv, from_jumanji, make_jumanji
 from jaxsample.envs.suites.navix import NavixEnv, from_navix, make_navix
 from jaxsample.envs.suites.registry import SUITES, available, is_env_name, make
@@ -18,7 +24,9 @@ __all__ = [
     "SUITES",
     "BraxEnv",
     "CraftaxEnv",
+    "JaxMARLEnv",
     "JumanjiEnv",
+    "MaskedJaxMARLEnv",
     "NavixEnv",
     "NoParams",
     "SuiteEnv",
@@ -28,6 +36,7 @@ __all__ = [
     "available",
     "from_brax",
     "from_craftax",
+    "from_jaxmarl",
     "from_jumanji",
     "from_navix",
     "from_xminigrid",
@@ -35,6 +44,7 @@ __all__ = [
     "make",
     "make_brax",
     "make_craftax",
+    "make_jaxmarl",
     "make_jumanji",
     "make_navix",
     "make_xminigrid",

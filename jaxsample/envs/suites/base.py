@@ -219,11 +219,22 @@ def _defining(cls: type, name: str) -> type:
     return next(c for c in cls.__mro__ if name in c.__dict__)
 
 
+#: lines jaxmarl 0.2.0 prints whenever it is imported without its optional
+#: git-submodule envs
+_NOISE = frozenset(
+    ("Importing submoduled environments...", "Submoduled environments not found. Skipping import.")
+)
+
+
 def import_quietly(name: str) -> Any:
     """``importlib.import_module(name)`` without the lines some suites print
     while importing that a user cannot act on (MuJoCo's ``Failed to import
     warp: No module named 'warp'``, printed by Brax's import of MJX when the
-    optional NVIDIA Warp is not installed); anything else printed is kept."""
+    optional NVIDIA Warp is not installed; jaxmarl's notes on its optional
+    submodule envs); anything else printed is kept. An import that sets
+    ``sys.stdout``/``sys.stderr`` back to ``sys.__stdout__``/``__stderr__``
+    (jaxmarl 0.2.0's MABrax module does) writes to the capture too, and the
+    streams are restored afterwards."""
     import contextlib
     import importlib
     import io
@@ -232,9 +243,14 @@ def import_quietly(name: str) -> Any:
     if name in sys.modules:
         return sys.modules[name]
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        module = importlib.import_module(name)
+    saved = sys.stdout, sys.stderr, sys.__stdout__
+    try:
+        with contextlib.redirect_stdout(printed):
+            sys.__stdout__ = printed
+            module = importlib.import_module(name)
+    finally:
+        sys.stdout, sys.stderr, sys.__stdout__ = saved
     for line in printed.getvalue().splitlines():
-        if not (line.startswith("Failed to import ") and "warp" in line):
+        if not ((line.startswith("Failed to import ") and "warp" in line) or line in _NOISE):
             print(line)
     return module

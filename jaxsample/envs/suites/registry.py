@@ -3,7 +3,8 @@
 A name is ``"<suite>/<env>"`` (``brax/inverted_pendulum``,
 ``brax-mjx/inverted_pendulum`` for Brax on MuJoCo XLA,
 ``jumanji/Snake-v1``, ``craftax/Craftax-Symbolic-v1``,
-``navix/Navix-Empty-5x5-v0``, ``xminigrid/MiniGrid-Empty-5x5``) or a bare
+``navix/Navix-Empty-5x5-v0``, ``xminigrid/MiniGrid-Empty-5x5``,
+``jaxmarl/MPE_simple_spread_v3`` for a multi-agent env) or a bare
 gymnax name (``CartPole-v1``). The CLI, the trainers and ``jaxsample bench``
 resolve names here.
 """
@@ -63,6 +64,12 @@ def _xminigrid_names() -> list[str]:
     return sorted(n for n in xminigrid.registered_environments() if n.startswith("MiniGrid-"))
 
 
+def _jaxmarl_names() -> list[str]:
+    from jaxsample.envs.suites.base import import_quietly
+
+    return sorted(import_quietly("jaxmarl").registered_envs)
+
+
 #: suite prefix -> (the package it needs, its ``pip`` extra, make(name), names())
 SUITES: dict[str, tuple[str, str, Callable[[str], Any], Callable[[], list[str]]]] = {
     "brax": ("brax", "brax", _maker("brax"), _brax_names),
@@ -71,6 +78,7 @@ SUITES: dict[str, tuple[str, str, Callable[[str], Any], Callable[[], list[str]]]
     "craftax": ("craftax", "craftax", _maker("craftax"), _craftax_names),
     "navix": ("navix", "navix", _maker("navix"), _navix_names),
     "xminigrid": ("xminigrid", "xminigrid", _maker("xminigrid"), _xminigrid_names),
+    "jaxmarl": ("jaxmarl", "jaxmarl", _maker("jaxmarl"), _jaxmarl_names),
 }
 
 

@@ -1,0 +1,203 @@
+"""JaxMARL multi-agent envs (``jaxsample.envs.suites.jaxmarl``) and the shared
+agent (``jaxsample.agents.SharedAgent``).
+
+The adapter is checked against JaxMARL's OWN loop: its public ``step`` (which
+auto-resets, splitting the key as gymnax does) driven with the same keys and
+actions gives the adapter's stacked observations, rewards and episode ends,
+over episodes that end inside the run; the ends are split into terminated and
+truncated by the rules of the module docstring.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+pytest.importorskip("jaxmarl")
+
+import jaxsample as js
+from jaxsample.agents import SharedAgent
+from jaxsample.envs import suites
+from jaxsample.envs.per_agent import PerAgent
+from jaxsample.envs.suites.base import import_quietly
+from jaxsample.envs.suites.jaxmarl import space_of
+
+jaxmarl = import_quietly("jaxmarl")
+
+
+@pytest.fixture(autouse=True)
+def _rank_promotion():
+    """JaxMARL's own code broadcasts ranks implicitly (conftest raises on that)."""
+    with jax.numpy_rank_promotion("allow"):
+        yield
+
+
+def _own_and_adapted(name: str, steps: int, **kwargs):
+    """``steps`` steps of JaxMARL's own ``step`` and of the adapter's, with the
+    same keys and random actions (one env): stacked numpy arrays."""
+    raw = jaxmarl.make(name, **kwargs)
+    env = suites.from_jaxmarl(raw)
+    params = env.default_params
+    space = env.action_space(params)
+    own_step = jax.jit(raw.step)
+    step = jax.jit(env.step)
+    key = jax.random.key(7)
+    k_reset, key = jax.random.split(key)
+    own_obs, own_state = raw.reset(k_reset)
+    obs, state = env.reset(k_reset, params)
+    out = {k: [] for k in ("own_obs", "obs", "own_reward", "reward", "own_done", "term", "trunc")}
+    masks = []
+    for t in range(steps):
+        k_act, k_step = jax.random.split(jax.random.fold_in(key, t))
+        action = space.sample(k_act)
+        if hasattr(env, "action_mask"):
+            # a legal action per agent (the games refuse or ignore others)
+            mask = env.action_mask(state, params)
+            masks.append(np.asarray(mask))
+            action = jax.vmap(lambda k, m: jax.random.choice(k, m.shape[0], p=m / m.sum()))(
+                jax.random.split(k_act, env.num_agents), mask.astype(jnp.float32)
+            ).astype(space.dtype)
+        actions = {a: action[i] for i, a in enumerate(env.agents)}
+        out["own_obs"].append(np.stack([own_obs[a] for a in env.agents]))
+        out["obs"].append(np.asarray(obs))
+        own_obs, own_state, own_r, own_d, _ = own_step(k_step, own_state, actions)
+        obs, state, r, term, trunc, _ = step(k_step, state, action, params)
+        out["own_reward"].append(np.stack([own_r[a] for a in env.agents]))
+        out["reward"].append(np.asarray(r))
+        out["own_done"].append(bool(own_d["__all__"]))
+        out["term"].append(bool(term))
+        out["trunc"].append(bool(trunc))
+    return env, {k: np.stack(v) for k, v in out.items()}, masks
+
+
+def _check_same(out: dict) -> None:
+    # equal up to float rounding: the two jitted programs fuse differently
+    close = dict(rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out["obs"], out["own_obs"], **close)
+    np.testing.assert_allclose(out["reward"], out["own_reward"], **close)
+    np.testing.assert_array_equal(out["term"] | out["trunc"], out["own_done"])
+    assert not (out["term"] & out["trunc"]).any()
+    assert out["reward"].dtype == np.float32
+
+
+@pytest.mark.long
+def test_mpe_equals_jaxmarls_own_loop_and_its_ends_are_truncations() -> None:
+    env, out, _ = _own_and_adapted("MPE_simple_spread_v3", 60, max_steps=10)
+    _check_same(out)
+    assert env.observation_space(env.default_params).shape == (3, 18)
+    assert out["obs"].shape == (60, 3, 18) and out["reward"].shape == (60, 3)
+    # MPE ends only at its time limit: after max_steps + 1 = 11 steps, truncated
+    ends = np.flatnonzero(out["own_done"])
+    np.testing.assert_array_equal(ends, [10, 21, 32, 43, 54])
+    assert out["trunc"][ends].all() and not out["term"].any()
+    assert env.known_time_limit(env.default_params) == 11
+
+
+@pytest.mark.long
+def test_hanabi_equals_jaxmarls_own_loop_and_its_ends_are_terminations() -> None:
+    _env, out, masks = _own_and_adapted("hanabi", 150)
+    _check_same(out)
+    assert out["own_done"].any() and out["term"][out["own_done"]].all()
+    assert not out["trunc"].any()
+    # Hanabi: only the player whose turn it is has a move besides the no-op
+    masks = np.stack(masks)
+    assert masks.shape == (150, 2, 21) and masks.dtype == bool
+    assert (masks.sum(-1) > 1).sum(-1).max() == 1
+
+
+@pytest.mark.slow
+def test_smax_equals_jaxmarls_own_loop_time_limit_truncates() -> None:
+    scenario = jaxmarl.environments.smax.map_name_to_scenario("3m")
+    _env, out, masks = _own_and_adapted("HeuristicEnemySMAX", 40, scenario=scenario, max_steps=8)
+    _check_same(out)
+    assert out["trunc"].any()  # the 9th step of an episode that no team won
+    assert np.stack(masks).shape == (40, 3, 8)  # 5 moves, 3 enemies to shoot
+
+
+def test_heterogeneous_teams_are_refused_naming_the_agents() -> None:
+    raw = jaxmarl.make("MPE_simple_tag_v3")
+    with pytest.raises(TypeError, match=r"observation spaces differ.*'adversary_0'.*'agent_0'"):
+        suites.from_jaxmarl(raw)
+    smax = jaxmarl.make("SMAX", num_allies=2, num_enemies=3)
+    with pytest.raises(TypeError, match=r"action spaces differ.*Discrete\(8\).*'ally_0'"):
+        suites.from_jaxmarl(smax)
+    with pytest.raises(TypeError, match="must be a JaxMARL MultiAgentEnv"):
+        suites.from_jaxmarl(object())
+
+
+def test_registry_makes_jaxmarl_envs_with_masks_where_the_env_has_them() -> None:
+    env, params = suites.make("jaxmarl/MPE_simple_spread_v3")
+    assert isinstance(env, suites.JaxMARLEnv) and not hasattr(env, "action_mask")
+    assert env.agents == ("agent_0", "agent_1", "agent_2")
+    space = env.action_space(params)
+    assert isinstance(space, PerAgent) and space.shape == (3,) and space.space.n == 5
+    assert "MPE_simple_spread_v3" in suites.available()["jaxmarl"]
+    smax, params = suites.make("jaxmarl/SMAX")
+    assert isinstance(smax, suites.MaskedJaxMARLEnv)
+    _, state = smax.reset(jax.random.key(0), params)
+    mask = smax.action_mask(state, params)
+    assert mask.shape == (10, 10) and mask.dtype == bool
+    # at the start nobody is in range: the 4 moves and stop, no attack
+    np.testing.assert_array_equal(mask[:, :5], True)
+    np.testing.assert_array_equal(mask[:, 5:], False)
+
+
+def test_per_agent_space_samples_every_agent() -> None:
+    space = PerAgent(space_of(jaxmarl.environments.spaces.Discrete(4)), 3)
+    x = space.sample(jax.random.key(0))
+    assert x.shape == (3,) and x.dtype == jnp.int32 and bool(space.contains(x))
+    assert not bool(space.contains(jnp.array([0, 1, 4])))
+    draws = jax.vmap(space.sample)(jax.random.split(jax.random.key(1), 400))
+    assert set(np.unique(draws[:, 2]).tolist()) == {0, 1, 2, 3}
+    with pytest.raises(ValueError, match="num_agents must be an int >= 1"):
+        PerAgent(space.space, 0)
+
+
+def test_shared_agent_is_the_agent_vmapped_over_the_agent_axis() -> None:
+    """Same params for every agent, agent i acts with split(key, N)[i]: equal
+    to calling the single agent on each agent's inputs by hand."""
+    from gymnax.environments import spaces
+
+    inner = js.agents.CategoricalActorCritic(spaces.Discrete(5), hidden_sizes=(8,))
+    team = SharedAgent(inner, 3)
+    obs = jax.random.normal(jax.random.key(0), (3, 6))
+    params = team.init(jax.random.key(1), obs)
+    inputs = js.AgentInputs(obs, jnp.zeros(3, jnp.int32), jnp.zeros(3, jnp.float32))
+    key = jax.random.key(2)
+    step, state = team.step(params, inputs, team.initial_state(jnp.int32(4)), key)
+    assert step.action.shape == (3,) and step.agent_info.value.shape == (3,)
+    keys = jax.random.split(key, 3)
+    for i in range(3):
+        one = js.AgentInputs(obs[i], inputs.prev_action[i], inputs.prev_reward[i])
+        want, _ = inner.step(params, one, (), keys[i])
+        assert int(step.action[i]) == int(want.action)
+        np.testing.assert_allclose(step.agent_info.value[i], want.agent_info.value, rtol=1e-6)
+        np.testing.assert_allclose(
+            team.value(params, inputs, state)[i], want.agent_info.value, rtol=1e-6
+        )
+    log_prob, entropy, value = team.evaluate(params, inputs, step.action)
+    np.testing.assert_allclose(log_prob, step.agent_info.log_prob, rtol=1e-6)
+    assert entropy.shape == value.shape == (3,)
+    assert isinstance(team.as_eval(), SharedAgent) and team.as_eval().agent.greedy
+    with pytest.raises(ValueError, match="leading agent axis of 3"):
+        team.value(params, js.AgentInputs(obs[:2], jnp.zeros(2), jnp.zeros(2)), ())
+    with pytest.raises(ValueError, match="num_agents must be an int >= 1"):
+        SharedAgent(inner, 0)
+
+
+def test_shared_agent_gives_every_agent_its_own_rank() -> None:
+    class Ranks:  # an agent whose state is its rank
+        def initial_state(self, rank):
+            return rank
+
+        def step(self, params, inputs, state, key):
+            return js.AgentStep(state, ()), state
+
+        def value(self, params, inputs, state):
+            return jnp.zeros(())
+
+    team = SharedAgent(Ranks(), 4)
+    ranks = jax.vmap(team.initial_state)(jnp.arange(2, dtype=jnp.int32))
+    np.testing.assert_array_equal(ranks, [[0, 1, 2, 3], [4, 5, 6, 7]])

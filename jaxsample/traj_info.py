@@ -136,7 +136,10 @@ class TrajAccumulator:
     ``discounted_return``. The int32 counts ``length`` and ``nonzero_rewards``
     saturate at ``2**31 - 1`` (:data:`COUNT_MAX`) instead of wrapping to
     negative numbers in an episode of more than ``2**31`` steps. ``extra`` holds
-    the values of the user's ``fields`` (static).
+    the values of the user's ``fields`` (static). ``agent_returns`` (``[N]``)
+    is kept for a multi-agent env's reward ``[N]`` (``reward_shape``), where
+    the other returns are the team's (the mean over the agents, see
+    :class:`~jaxsample.types.TrajInfo`); None for a scalar reward.
     """
 
     length: jax.Array
@@ -146,10 +149,16 @@ class TrajAccumulator:
     nonzero_rewards: jax.Array
     extra: dict[str, jax.Array] = struct.field(default_factory=dict)
     fields: tuple[TrajField, ...] = struct.field(pytree_node=False, default=())
+    agent_returns: jax.Array | None = None
 
     @classmethod
-    def zeros(cls, fields: tuple[TrajField, ...] = ()) -> TrajAccumulator:
-        """The accumulator of a trajectory that has not taken a step yet."""
+    def zeros(
+        cls, fields: tuple[TrajField, ...] = (), reward_shape: tuple[int, ...] = ()
+    ) -> TrajAccumulator:
+        """The accumulator of a trajectory that has not taken a step yet, for
+        rewards of ``reward_shape`` (``()``, or ``(N,)`` for N agents)."""
+        if len(reward_shape) > 1:
+            raise ValueError(f"the reward must be a scalar or [N] per agent, got {reward_shape}")
         return cls(
             length=jnp.zeros((), jnp.int32),
             episode_return=jnp.zeros((), jnp.float32),
@@ -158,27 +167,35 @@ class TrajAccumulator:
             nonzero_rewards=jnp.zeros((), jnp.int32),
             extra={f.name: f.initial() for f in fields},
             fields=tuple(fields),
+            agent_returns=jnp.zeros(reward_shape, jnp.float32) if reward_shape else None,
         )
 
     def reset(self) -> TrajAccumulator:
         """A fresh accumulator with the same fields."""
-        return TrajAccumulator.zeros(self.fields)
+        shape = () if self.agent_returns is None else self.agent_returns.shape
+        return TrajAccumulator.zeros(self.fields, shape)
 
     def add(
         self, reward: jax.Array, discount: float, step: TrajStep | None = None
     ) -> TrajAccumulator:
-        """Account for one more step with float32 scalar ``reward`` (and ``step``
-        for the user's fields; required when there are some)."""
+        """Account for one more step with float32 ``reward`` (a scalar, or
+        ``[N]`` for an accumulator made for N agents) and ``step`` for the
+        user's fields (required when there are some)."""
         if self.fields and step is None:
             raise ValueError("an accumulator with traj_fields needs the step")
+        shape = () if self.agent_returns is None else self.agent_returns.shape
+        if jnp.shape(reward) != shape:
+            raise ValueError(f"reward must have shape {shape}, got {jnp.shape(reward)}")
+        team = reward if self.agent_returns is None else jnp.mean(reward)
         return TrajAccumulator(
             length=_saturating_increment(self.length, jnp.ones((), bool)),
-            episode_return=self.episode_return + reward,
-            discounted_return=self.discounted_return + self.discount_power * reward,
+            episode_return=self.episode_return + team,
+            discounted_return=self.discounted_return + self.discount_power * team,
             discount_power=self.discount_power * jnp.float32(discount),
-            nonzero_rewards=_saturating_increment(self.nonzero_rewards, reward != 0),
+            nonzero_rewards=_saturating_increment(self.nonzero_rewards, jnp.any(reward != 0)),
             extra={f.name: f.apply(self.extra[f.name], step) for f in self.fields},
             fields=self.fields,
+            agent_returns=None if self.agent_returns is None else self.agent_returns + reward,
         )
 
     def info(self, completed: jax.Array) -> TrajInfo:
@@ -190,6 +207,7 @@ class TrajAccumulator:
             discounted_return=self.discounted_return,
             nonzero_rewards=self.nonzero_rewards,
             extra=dict(self.extra),
+            agent_returns=self.agent_returns,
         )
 
 

@@ -185,14 +185,23 @@ class TrajInfo:
     ``completed`` is True a trajectory ended at that step and the fields are its
     totals.
 
+    With a multi-agent env (a reward ``[N]`` per step, one per agent) the
+    returns are the team's: at each step the mean of the agents' rewards (so a
+    reward the agents share counts once, and the team return does not grow
+    with ``N``; JaxMARL's baselines report this mean), and ``agent_returns``
+    holds each agent's own.
+
     Attributes:
       completed: bool, a trajectory ended at this step.
       length: int32, number of steps in the trajectory so far.
       episode_return: float32, undiscounted sum of rewards.
       discounted_return: float32, ``sum_k discount**k * reward_k``.
-      nonzero_rewards: int32, number of steps with a nonzero reward.
+      nonzero_rewards: int32, number of steps with a nonzero reward (any
+        agent's).
       extra: the user's fields (``traj_fields=`` of the sampler, rlpyt's
         ``TrajInfoCls``), by name; empty by default.
+      agent_returns: float32 ``[..., N]``, each agent's undiscounted return,
+        for a multi-agent env; None otherwise.
     """
 
     completed: jax.Array
@@ -201,6 +210,7 @@ class TrajInfo:
     discounted_return: jax.Array
     nonzero_rewards: jax.Array
     extra: dict[str, jax.Array] = struct.field(default_factory=dict)
+    agent_returns: jax.Array | None = None
 
 
 @struct.dataclass

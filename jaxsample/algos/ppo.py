@@ -23,6 +23,13 @@ lambda-recursion stops at every episode end. Treating truncations as termination
 (what most JAX PPO code does: after an auto-reset the next observation it has is
 the reset one) teaches the critic that the 500th step of CartPole is worth ``r``.
 
+A multi-agent env (an action space :class:`~jaxsample.envs.per_agent.PerAgent`,
+e.g. ``jaxmarl/MPE_simple_spread_v3``) is trained with parameter sharing
+(IPPO): the agent below, built for one agent's space, acts for every agent as
+a :class:`~jaxsample.agents.SharedAgent`; values, rewards and advantages are
+``[T, B, N]`` (GAE per agent, the env's ends broadcast over the agents) and
+the agents are one more axis of every minibatch sample.
+
 Two variants (``config.recurrent``):
 
 * feedforward: :class:`~jaxsample.agents.CategoricalActorCritic` (or
@@ -52,12 +59,18 @@ from gymnax.environments import spaces
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxsample.agents import CategoricalActorCritic, GaussianActorCritic, RecurrentActorCritic
+from jaxsample.agents import (
+    CategoricalActorCritic,
+    GaussianActorCritic,
+    RecurrentActorCritic,
+    SharedAgent,
+)
 from jaxsample.algos import common
 from jaxsample.algos.common import TrainerBase, episode_metrics, make_env, make_trainer_sampler
 from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT, PPOConfig
 from jaxsample.algos.returns import final_values, gae
 from jaxsample.envs import mask_velocity
+from jaxsample.envs.per_agent import PerAgent
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import SamplerState
 from jaxsample.types import AgentInputs, Batch, PyTree, Samples
@@ -325,7 +338,7 @@ class Trainer(TrainerBase):
         """
         c = self.config
         M = c.num_minibatches
-        T, B = rollout.advantage.shape
+        T, B = rollout.advantage.shape[:2]  # [T, B, N] with a team of N agents
         if c.recurrent:
             perm = permutation(key, B)
             steps = rollout.replace(initial_state=())
@@ -432,6 +445,8 @@ def make_train(
     if config.mask_velocity:
         env = mask_velocity(env)
     space = env.action_space(env_params)
+    team = space if isinstance(space, PerAgent) else None  # a multi-agent env
+    space = space.space if team else space
     if config.recurrent:
         agent = RecurrentActorCritic(
             space,
@@ -445,6 +460,8 @@ def make_train(
         agent = GaussianActorCritic(space, hidden_sizes=config.hidden_sizes)
     else:
         raise TypeError(f"PPO needs a Discrete or Box action space, got {type(space).__name__}")
+    if team:
+        agent = SharedAgent(agent, team.num_agents)
     sampler = make_trainer_sampler(
         env,
         env_params,

@@ -62,6 +62,12 @@ def gae(
       valid: optional bool mask (the sampler's ``samples.valid``); an invalid
         (idle) step ends the recursion and gets advantage 0.
 
+    Per agent (a multi-agent env, parameter sharing): ``reward``, ``value``,
+    ``final_value`` ``[T, B, N]`` and ``bootstrap_value`` ``[B, N]`` with the
+    env's ``terminated``, ``truncated`` and ``valid`` ``[T, B]``: those are
+    broadcast over the trailing agent axis (the episode ends for every agent
+    at once), and each agent gets its own advantages.
+
     With ``next_value[t] = final_value[t]`` if ``truncated[t]``, else
     ``value[t + 1]`` (``bootstrap_value`` for ``t = T - 1``), and
     ``done[t] = terminated[t] | truncated[t] | ~valid[t]``::
@@ -86,6 +92,14 @@ def gae(
     shape = reward.shape
     if len(shape) < 1:
         raise ValueError(f"reward must be time-major [T, ...], got shape {shape}")
+    if terminated.ndim < len(shape) and terminated.shape == shape[: terminated.ndim]:
+        # the env's ends (and valid) for every agent: broadcast over the agent axis
+        ends = terminated.shape
+        extra = (1,) * (len(shape) - len(ends))
+        terminated, truncated, valid = (
+            jnp.broadcast_to(x.reshape(ends + extra), shape) if x.shape == ends else x
+            for x in (terminated, truncated, valid)
+        )
     for name, x in (
         ("value", value),
         ("final_value", final_value),

@@ -201,3 +201,54 @@ def test_shared_agent_gives_every_agent_its_own_rank() -> None:
     team = SharedAgent(Ranks(), 4)
     ranks = jax.vmap(team.initial_state)(jnp.arange(2, dtype=jnp.int32))
     np.testing.assert_array_equal(ranks, [[0, 1, 2, 3], [4, 5, 6, 7]])
+
+
+def test_team_and_agent_returns_of_a_reward_per_agent() -> None:
+    """A reward ``[N]``: the team return is the sum over steps of the mean
+    over agents, ``agent_returns`` each agent's sum (a plain-Python reference)."""
+    from jaxsample.traj_info import TrajAccumulator
+
+    rewards = np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 0.0], [-1.0, 3.0, 0.5]], np.float32)
+    acc = TrajAccumulator.zeros((), (3,))
+    for r in rewards:
+        acc = acc.add(jnp.asarray(r), 0.5)
+    info = acc.info(jnp.ones((), bool))
+    team = [float(np.mean(r)) for r in rewards]
+    assert float(info.episode_return) == pytest.approx(sum(team))
+    assert float(info.discounted_return) == pytest.approx(
+        sum(0.5**k * x for k, x in enumerate(team))
+    )
+    np.testing.assert_allclose(info.agent_returns, rewards.sum(0))
+    assert int(info.nonzero_rewards) == 2 and int(info.length) == 3
+    assert acc.reset().agent_returns.shape == (3,)
+    assert TrajAccumulator.zeros().agent_returns is None  # one agent: unchanged
+    with pytest.raises(ValueError, match=r"reward must have shape \(3,\)"):
+        acc.add(jnp.zeros(()), 0.5)
+
+
+def test_gae_per_agent_equals_gae_of_each_agent() -> None:
+    """Rewards and values ``[T, B, N]`` with the env's ends ``[T, B]``: each
+    agent's advantages are GAE of its own column, with the env's ends."""
+    from jaxsample.algos.returns import gae
+
+    T, B, N = 12, 2, 3
+    k = jax.random.split(jax.random.key(0), 5)
+    reward, value, final = (jax.random.normal(x, (T, B, N)) for x in k[:3])
+    bootstrap = jax.random.normal(k[3], (B, N))
+    ends = jax.random.randint(k[4], (T, B), 0, 4)
+    terminated, truncated = ends == 1, ends == 2
+    kw = dict(gamma=0.9, lam=0.8)
+    adv, ret = gae(reward, value, final, bootstrap, terminated, truncated, **kw)
+    assert adv.shape == ret.shape == (T, B, N)
+    for i in range(N):
+        a, r = gae(
+            reward[..., i],
+            value[..., i],
+            final[..., i],
+            bootstrap[:, i],
+            terminated,
+            truncated,
+            **kw,
+        )
+        np.testing.assert_allclose(adv[..., i], a, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(ret[..., i], r, rtol=1e-6, atol=1e-6)

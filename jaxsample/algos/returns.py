@@ -162,7 +162,7 @@ def final_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:
                 "final_values needs the agent's state before every step for a recurrent "
                 "agent: build the sampler with store_agent_state=True"
             )
-        T, B = env.reward.shape
+        T, B = env.reward.shape[:2]  # [T, B, N] for a team of N agents
         stateless = jax.tree.map(
             lambda x: jnp.broadcast_to(x, (T, B, *x.shape[1:])), ag.initial_state
         )

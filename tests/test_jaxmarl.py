@@ -252,3 +252,24 @@ def test_gae_per_agent_equals_gae_of_each_agent() -> None:
         )
         np.testing.assert_allclose(adv[..., i], a, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(ret[..., i], r, rtol=1e-6, atol=1e-6)
+
+
+def test_shared_recurrent_agent_evaluates_each_agents_sequence() -> None:
+    from gymnax.environments import spaces
+
+    inner = js.agents.RecurrentActorCritic(spaces.Discrete(4), hidden_size=8)
+    team = SharedAgent(inner, 2)
+    T = 5
+    obs = jax.random.normal(jax.random.key(0), (T, 2, 3))
+    inputs = js.AgentInputs(obs, jnp.zeros((T, 2), jnp.int32), jnp.zeros((T, 2), jnp.float32))
+    params = team.init(jax.random.key(1), obs[0])
+    initial = team.initial_state(jnp.int32(0))
+    reset = jnp.array([False, False, True, False, False])
+    action = jnp.array([[0, 1], [2, 3], [1, 1], [0, 2], [3, 0]], jnp.int32)
+    got = team.evaluate_sequence(params, inputs, initial, reset, action)
+    for i in range(2):
+        one = jax.tree.map(lambda x, i=i: x[:, i], inputs)
+        state = jax.tree.map(lambda x, i=i: x[i], initial)
+        want = inner.evaluate_sequence(params, one, state, reset, action[:, i])
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g[:, i], w, rtol=1e-5, atol=1e-6)

@@ -102,16 +102,11 @@ class SharedAgent:
         return jax.vmap(self.agent.evaluate, in_axes=(None, 0, 0))(params, inputs, action)
 
     def evaluate_sequence(
-        self,
-        params: PyTree,
-        inputs: AgentInputs,
-        initial_state: PyTree,
-        reset: jax.Array,
-        action: jax.Array,
+        self, params: PyTree, *sequence: Any
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """``agent.evaluate_sequence`` for every agent: inputs and ``action``
+        """``agent.evaluate_sequence`` for every agent; ``sequence`` is
+        ``(inputs, initial_state, reset, action)``: inputs and ``action``
         ``[T, N, ...]``, ``initial_state`` ``[N, ...]``, ``reset`` ``[T]`` (the
-        env's); returns ``(log_prob, entropy, value)``, each ``[T, N]``."""
-        return jax.vmap(self.agent.evaluate_sequence, in_axes=(None, 1, 0, None, 1), out_axes=1)(
-            params, inputs, initial_state, reset, action
-        )
+        env's). Returns ``(log_prob, entropy, value)``, each ``[T, N]``."""
+        run = jax.vmap(self.agent.evaluate_sequence, in_axes=(None, 1, 0, None, 1), out_axes=1)
+        return run(params, *sequence)

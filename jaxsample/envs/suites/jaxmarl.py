@@ -268,7 +268,7 @@ def _family(env: Any) -> str | None:
     step = type(env).step_env
     if isinstance(env, SimpleMPE) and step in (SimpleMPE.step_env, SimpleFacmacMPE.step_env):
         return "mpe"
-    own_terminal = type(env).is_terminal is SMAX.is_terminal
+    own_terminal = getattr(type(env), "is_terminal", None) is SMAX.is_terminal
     if isinstance(env, SMAX) and step is SMAX.step_env and own_terminal:
         return "smax"
     if isinstance(env, EnemySMAX) and step is EnemySMAX.step_env:

@@ -238,7 +238,7 @@ def _step_fields(batch) -> dict[str, np.ndarray]:
         value = getattr(batch.traj_infos, f.name)
         if f.name == "extra":  # the user's fields, by name (none here)
             out.update({f"traj.extra.{k}": v for k, v in value.items()})
-        else:
+        elif value is not None:  # agent_returns: None for one agent
             out[f"traj.{f.name}"] = value
     return {k: np.asarray(v) for k, v in out.items()}
 

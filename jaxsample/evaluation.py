@@ -176,8 +176,8 @@ class Evaluator:
         B, N = self.n_envs, self.capacity
         ranks = jnp.arange(B, dtype=jnp.int32)
         envs = jax.vmap(self._init_env, in_axes=(None, 0))(key, ranks)
-        zeros = TrajAccumulator.zeros().info(jnp.zeros((), bool))
-        out = jax.tree.map(lambda x: jnp.zeros((N,), x.dtype), zeros)
+        zeros = self._traj().info(jnp.zeros((), bool))
+        out = jax.tree.map(lambda x: jnp.zeros((N, *x.shape), x.dtype), zeros)
         start = _Loop(
             t=jnp.zeros((), jnp.int32), envs=envs, out=out, count=jnp.zeros((), jnp.int32)
         )
@@ -224,11 +224,15 @@ class Evaluator:
         return out, stats
 
     # ------------------------------------------------------------ internals
+    def _traj(self) -> TrajAccumulator:
+        """A fresh accumulator for the env's reward (``[N]`` for a team)."""
+        return TrajAccumulator.zeros((), self._stepper.env_spec.reward.shape)
+
     def _init_env(self, key: jax.Array, rank: jax.Array) -> _EnvState:
         k_reset, k_run = K.eval_env_keys(key, rank)
         return _EnvState(
             env=self._stepper.start(k_reset, rank),
-            traj=TrajAccumulator.zeros(),
+            traj=self._traj(),
             key=k_run,
             n_done=jnp.zeros((), jnp.int32),
         )
@@ -327,7 +331,9 @@ def make_evaluator(
     env_s = stepper.env_spec
     agent_params = default_params(eval_agent, agent_params, env_s.observation)
     if agent_params is not None:  # else run() checks the agent with its parameters
-        agent_spec(eval_agent, agent_params, env_s.observation, env_s.action_space)
+        agent_spec(
+            eval_agent, agent_params, env_s.observation, env_s.action_space, reward=env_s.reward
+        )
 
     most = n_envs * max_T  # at most one trajectory per env per step
     if max_trajectories is None:

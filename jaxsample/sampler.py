@@ -135,7 +135,12 @@ def make_sampler(
 
     def derive_examples(params: PyTree) -> Samples:
         agent_s = agent_spec(
-            agent, params, env_s.observation, env_s.action_space, value=bootstrap_value
+            agent,
+            params,
+            env_s.observation,
+            env_s.action_space,
+            value=bootstrap_value,
+            reward=env_s.reward,
         )
         return step_examples(
             env_s.observation,
@@ -145,6 +150,7 @@ def make_sampler(
             state_spec,
             store_agent_state=opts.store_agent_state,
             bootstrap_value=bootstrap_value,
+            reward=env_s.reward,
         )
 
     examples = FromParams(

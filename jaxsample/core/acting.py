@@ -23,7 +23,7 @@ from flax import struct
 
 from jaxsample.agents.base import Agent
 from jaxsample.core.liveness import reads_inputs
-from jaxsample.core.specs import act_checked, initial_agent_state
+from jaxsample.core.specs import REWARD, act_checked, initial_agent_state
 from jaxsample.types import AgentInputs, AgentStep, PyTree
 
 # act(inputs, agent_state, key) -> (AgentStep, agent_state): the agent's step
@@ -118,6 +118,8 @@ class AgentStepper:
       check_actions: callers check the agent's actions with
         :meth:`check_actions_fit` (the checked mode; off by default, and then
         nothing of it is in the program).
+      reward: spec of one reward (``prev_reward``'s): a scalar, ``[N]`` for a
+        team of N agents.
     """
 
     agent: Agent
@@ -126,6 +128,7 @@ class AgentStepper:
     observation: PyTree
     agent_state_spec: PyTree
     check_actions: bool = False
+    reward: Any = REWARD
 
     def initial_state(self, rank: jax.Array) -> PyTree:
         """``agent.initial_state(rank)`` with fixed dtypes."""
@@ -136,7 +139,7 @@ class AgentStepper:
         reward, initial agent state."""
         return AgentCarry(
             prev_action=self.null_action,
-            prev_reward=jnp.zeros((), jnp.float32),
+            prev_reward=jnp.zeros(self.reward.shape, jnp.float32),
             agent_state=self.initial_state(rank),
             env_rank=rank,
         )
@@ -210,8 +213,7 @@ class AgentStepper:
             inputs = AgentInputs(obs, prev_action, prev_reward)
             return act(inputs, state, jax.random.key(0))
 
-        reward = jax.ShapeDtypeStruct((), jnp.float32)
-        args = (self.null_action, reward, self.observation, self.agent_state_spec)
+        args = (self.null_action, self.reward, self.observation, self.agent_state_spec)
         return reads_inputs(act_on, args, which=(0, 1))
 
     def check_actions_fit(

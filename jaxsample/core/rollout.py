@@ -234,7 +234,9 @@ class Sampler:
             env=self._stepper.start(k_reset, rank),
             key=k_run,
             step=jnp.zeros((), jnp.uint32),
-            traj=TrajAccumulator.zeros(self.options.traj_fields),
+            traj=TrajAccumulator.zeros(
+                self.options.traj_fields, self._stepper.env_spec.reward.shape
+            ),
             idle=jnp.zeros((), bool),
         )
         k_count, k_steps = K.decorrelation_keys(k_decorrelate)

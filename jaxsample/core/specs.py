@@ -55,6 +55,10 @@ def strong(tree: PyTree, spec: PyTree) -> PyTree:
     return jax.tree.map(lambda x, s: jnp.asarray(x, s.dtype), tree, spec)
 
 
+#: the spec of a scalar reward (one agent)
+REWARD = jax.ShapeDtypeStruct((), jnp.float32)
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
     """One env's spaces and the specs of what it returns (no batch axis).
@@ -64,6 +68,8 @@ class EnvSpec:
       action: spec of one action; ``null_action`` is zeros of it.
       observation, env_state: as ``env.step`` returns them (the carry's dtypes).
       info: spec of ``env.step``'s info dict.
+      reward: spec of one reward (float32): a scalar, or ``[N]`` for a team
+        of N agents (one reward per agent, e.g. a JaxMARL env).
     """
 
     action_space: Any
@@ -72,6 +78,7 @@ class EnvSpec:
     observation: PyTree
     env_state: PyTree
     info: dict[str, Any]
+    reward: Any = REWARD
 
     @property
     def env_info(self) -> dict[str, Any]:
@@ -88,7 +95,8 @@ def recorded_info(info: dict[str, Any]) -> dict[str, Any]:
 def env_spec(env: Any, env_params: Any, *, same_observation: bool = False) -> EnvSpec:
     """Derive and check a gymnax (>= 1.0) env's specs; a clear error if its
     ``step`` does not return ``(obs, state, reward, terminated, truncated,
-    info)`` with scalar reward/flags and ``info["final_observation"]``, or (with
+    info)`` with scalar flags, a scalar (or per-agent ``[N]``) reward and
+    ``info["final_observation"]``, or (with
     ``same_observation``) if ``step``'s observation differs from ``reset``'s."""
     space = env.action_space(env_params)
     key = jax.random.key(0)
@@ -112,7 +120,12 @@ def env_spec(env: Any, env_params: Any, *, same_observation: bool = False) -> En
     info_spec = step_spec[5]
     if not isinstance(info_spec, dict) or "final_observation" not in info_spec:
         raise TypeError("env.step's info must be a dict with 'final_observation' (gymnax >= 1.0)")
-    for i, name in ((2, "reward"), (3, "terminated"), (4, "truncated")):
+    if step_spec[2].ndim > 1:
+        raise ValueError(
+            f"env.step's reward must be a scalar (or [N], one per agent of a team), got shape "
+            f"{step_spec[2].shape}"
+        )
+    for i, name in ((3, "terminated"), (4, "truncated")):
         if step_spec[i].shape != ():
             raise ValueError(
                 f"env.step's {name} must be a scalar, got shape {step_spec[i].shape} (a batched "
@@ -132,6 +145,7 @@ def env_spec(env: Any, env_params: Any, *, same_observation: bool = False) -> En
         observation=step_spec[0],
         env_state=step_spec[1],
         info=info_spec,
+        reward=jax.ShapeDtypeStruct(step_spec[2].shape, jnp.float32),
     )
 
 
@@ -195,15 +209,17 @@ def agent_spec(
     action_space: Any,
     *,
     value: bool = False,
+    reward: Any = REWARD,
 ) -> AgentSpec:
     """Check ``agent`` with ``agent_params`` (arrays, tracers or
     ``jax.ShapeDtypeStruct``, never None: the agent is never called with
-    made-up values) for one env of ``observation`` and ``action_space``: its
-    action, its state, and with ``value`` its scalar value."""
+    made-up values) for one env of ``observation``, ``action_space`` and
+    ``reward`` (spec; ``[N]`` for a team): its action, its state, and with
+    ``value`` its value, one per reward (a scalar, or ``[N]``)."""
     key = jax.random.key(0)
     state_spec = agent_state_spec(agent)
     act_spec = action_spec(action_space)
-    inputs = AgentInputs(observation, act_spec, jax.ShapeDtypeStruct((), jnp.float32))
+    inputs = AgentInputs(observation, act_spec, reward)
 
     def act(params: PyTree, inputs: AgentInputs, state: PyTree, key: jax.Array):
         return act_checked(
@@ -221,8 +237,11 @@ def agent_spec(
     agent_step, _ = jax.eval_shape(act, agent_params, inputs, state_spec, key)
     if value:
         value_spec = jax.eval_shape(agent.value, agent_params, inputs, state_spec)
-        if value_spec.shape != ():
-            raise ValueError(f"agent.value must return a scalar, got shape {value_spec.shape}")
+        if value_spec.shape != reward.shape:
+            raise ValueError(
+                f"agent.value must return the reward's shape {reward.shape} (a scalar; [N] for "
+                f"a team of N agents), got shape {value_spec.shape}"
+            )
     return AgentSpec(params=agent_params, state=state_spec, info=specs(agent_step.agent_info))
 
 
@@ -319,16 +338,18 @@ def step_examples(
     *,
     store_agent_state: bool,
     bootstrap_value: bool,
+    reward: Any = REWARD,
 ) -> Samples:
     """A sampler's ``examples``: :class:`Samples` of one step (no ``T``/``B``
     axes) with ``jax.ShapeDtypeStruct`` leaves, from the specs of one env's
-    observation, action, info, and the agent's info and state."""
-    f32, boolean = jax.ShapeDtypeStruct((), jnp.float32), jax.ShapeDtypeStruct((), bool)
+    observation, action, info, reward (``[N]`` for a team: the rewards and
+    the bootstrap value are per agent), and the agent's info and state."""
+    boolean = jax.ShapeDtypeStruct((), bool)
     return Samples(
         env=EnvSamples(
             observation=specs(observation),
-            reward=f32,
-            prev_reward=f32,
+            reward=reward,
+            prev_reward=reward,
             terminated=boolean,
             truncated=boolean,
             done=boolean,
@@ -343,7 +364,7 @@ def step_examples(
             state=specs(agent_state) if store_agent_state else None,
         ),
         valid=boolean,
-        bootstrap_value=f32 if bootstrap_value else None,
+        bootstrap_value=reward if bootstrap_value else None,
     )
 
 

@@ -106,6 +106,7 @@ class EnvStepper:
             spec.observation,
             agent_state_spec(agent),
             check_actions,
+            spec.reward,
         )
         return cls(env, env_params, spec, acting)
 

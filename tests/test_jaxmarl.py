@@ -273,3 +273,52 @@ def test_shared_recurrent_agent_evaluates_each_agents_sequence() -> None:
         want = inner.evaluate_sequence(params, one, state, reset, action[:, i])
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g[:, i], w, rtol=1e-5, atol=1e-6)
+
+
+def _mpe_batches(mesh) -> dict:
+    """Two batches of 8 MPE envs (a shared random team, decorrelated, time
+    limit 11 steps) on ``mesh`` (None: one device), flattened to arrays."""
+    env = suites.from_jaxmarl(jaxmarl.make("MPE_simple_spread_v3", max_steps=10))
+    params = env.default_params
+    space = env.action_space(params)
+    agent = SharedAgent(js.agents.RandomAgent(space.space), space.num_agents)
+    sampler = js.make_sampler(
+        env, params, agent, js.BatchSpec(T=24, B=8), max_decorrelation_steps=6, mesh=mesh
+    )
+    state = jax.jit(sampler.init)(jax.random.key(3), ())
+    collect = jax.jit(sampler.collect)
+    out = {}
+    for i in range(2):
+        state, batch = collect(state, ())
+        env_samples = batch.samples.env
+        leaves = {
+            "obs": env_samples.observation,
+            "final": env_samples.final_observation,
+            "reward": env_samples.reward,
+            "prev_reward": env_samples.prev_reward,
+            "truncated": env_samples.truncated,
+            "action": batch.samples.agent.action,
+            "team": batch.traj_infos.episode_return,
+            "agents": batch.traj_infos.agent_returns,
+        }
+        out.update({f"{k}{i}": np.asarray(v) for k, v in leaves.items()})
+    return out
+
+
+@pytest.mark.slow
+def test_batches_on_two_devices_equal_one_device() -> None:
+    """The agent axis under sharding: 8 envs over 2 of conftest's forced CPU
+    devices give the one-device batches (same seed, same ranks). What the keys
+    decide (actions, episode ends) is equal bit for bit; MPE's float physics
+    to rounding: XLA's CPU code for a per-device batch of 4 envs rounds some
+    results 1 ulp away from a batch of 8 (as tests/test_distributed.py allows
+    for a network's outputs)."""
+    one = _mpe_batches(None)
+    two = _mpe_batches(jax.sharding.Mesh(np.array(jax.devices()[:2]), ("envs",)))
+    assert one["reward0"].shape == (24, 8, 3) and one["agents1"].shape == (24, 8, 3)
+    assert one["truncated0"].any() and one["truncated1"].any()
+    for k in one:
+        if np.issubdtype(one[k].dtype, np.floating):
+            np.testing.assert_allclose(two[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)
+        else:
+            np.testing.assert_array_equal(two[k], one[k], err_msg=k)

@@ -5,7 +5,8 @@ reset, dense final observations, random actions) equals a plain Python loop
 over the suite's OWN reset/step (its own wrappers for the time limit where it
 has them: Brax's ``EpisodeWrapper``; dm_env's ``step_type``/``discount`` for
 Jumanji and XLand-MiniGrid; Navix's ``step_type``; Craftax's ``done`` split by
-its health), driven with the batch's actions and the sampler's key schedule
+its health; JaxMARL's ``step_env`` with actions keyed by agent, whose MPE ends
+only at its time limit), driven with the batch's actions and the sampler's key schedule
 re-derived here (docs/design.md, "Key schedule"). Short time limits make
 episodes truncate inside the batch: those steps must be truncated, not
 terminated, with the true final observation.
@@ -121,6 +122,30 @@ def craftax_case(name: str = "Craftax-Classic-Symbolic-v1") -> Case:
     return Case(suites.from_craftax(raw), params, lambda k: raw.reset(k, params), step)
 
 
+def jaxmarl_case() -> Case:
+    """MPE simple spread, 3 agents: observations ``[B, 3, 18]``, actions and
+    rewards ``[B, 3]``; its ``max_steps`` of 10 ends an episode at the 11th
+    step (tested before the count rises), a truncation."""
+    from jaxsample.envs.suites.base import import_quietly
+
+    raw = import_quietly("jaxmarl").make("MPE_simple_spread_v3", max_steps=LIMIT)
+
+    def stack(d):
+        return jnp.stack([d[a] for a in raw.agents])
+
+    def reset(key):
+        obs, state = raw.reset(key)
+        return stack(obs), state
+
+    def step(key, state, a):
+        obs, state, reward, dones, _ = raw.step_env(
+            key, state, {name: a[i] for i, name in enumerate(raw.agents)}
+        )
+        return stack(obs), state, stack(reward), jnp.zeros((), bool), dones["__all__"]
+
+    return Case(suites.from_jaxmarl(raw), suites.NoParams(), reset, step)
+
+
 def brax_case(backend: str = "mjx") -> Case:
     from brax import envs
     from brax.envs.wrappers.training import EpisodeWrapper
@@ -226,6 +251,7 @@ FAST = {
     "xminigrid": xminigrid_case,
     "brax-spring": lambda: brax_case("spring"),
     "craftax-classic": craftax_case,
+    "jaxmarl-mpe": jaxmarl_case,
 }
 SLOW = {
     "craftax-symbolic": lambda: craftax_case("Craftax-Symbolic-v1"),

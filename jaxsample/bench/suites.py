@@ -6,7 +6,8 @@ times, interleaved in one process (:func:`~jaxsample.bench.measure.measure`),
 ``lax.scan(vmap(step))`` of the suite's OWN auto-resetting step with random
 actions (Brax ``AutoResetWrapper(EpisodeWrapper(env))``, Jumanji
 ``AutoResetWrapper``, Navix's ``step``, XLand-MiniGrid's
-``GymAutoResetWrapper``, Craftax's ``auto_reset=True`` env), storing what
+``GymAutoResetWrapper``, Craftax's ``auto_reset=True`` env, JaxMARL's own
+``step``, which auto-resets, with actions keyed by agent), storing what
 the gymnax floor stores (:func:`own_rollout`). ``ratio`` is the sampler's
 throughput over the bare loop's (>= 1: the sampler is faster); ``pool_ratio``
 the same for the sampler with cheap resets (``reset_pool``, as ``jaxsample
@@ -40,6 +41,7 @@ DEFAULT_ENVS = (
     "jumanji/Snake-v1",
     "craftax/Craftax-Classic-Symbolic-v1",
     "brax/inverted_pendulum",
+    "jaxmarl/MPE_simple_spread_v3",
 )
 
 
@@ -103,7 +105,31 @@ def _own_step(env: Any, params: Any) -> tuple[Callable, Callable, Callable]:
             lambda k, s, a: own.step(k, s, a, params),
             lambda out: (out[1], out[0], out[2], out[3]),  # (obs, state, reward, done, info)
         )
+    if isinstance(env, suites.JaxMARLEnv):
+        return _jaxmarl_own_step(inner, env.agents)
     raise TypeError(f"no suite's own step for {type(env).__name__}")
+
+
+def _jaxmarl_own_step(inner: Any, agents: tuple[str, ...]) -> tuple[Callable, Callable, Callable]:
+    """JaxMARL's own auto-resetting ``step`` (dicts keyed by agent), stacked
+    over the agents as the adapter stacks them; the episode ends at
+    ``dones["__all__"]``."""
+
+    def stack(by_agent: dict[str, Any]) -> jax.Array:
+        return jnp.stack([by_agent[a] for a in agents])
+
+    def jaxmarl_reset(key: jax.Array) -> tuple[Any, Any]:
+        obs, state = inner.reset(key)
+        return state, stack(obs)
+
+    def jaxmarl_step(key: jax.Array, state: Any, action: jax.Array) -> Any:
+        return inner.step(key, state, {a: action[i] for i, a in enumerate(agents)})
+
+    return (
+        jaxmarl_reset,
+        jaxmarl_step,
+        lambda out: (out[1], stack(out[0]), stack(out[2]), out[3]["__all__"]),
+    )
 
 
 def _timestep_reset(reset: Callable) -> Callable:

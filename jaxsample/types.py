@@ -32,12 +32,17 @@ class AgentInputs(NamedTuple):
     """What the agent sees at one step of one environment.
 
     ``observation`` (``*obs``), ``prev_action`` (``*act``: the null action, zeros,
-    right after a reset) and ``prev_reward`` (scalar float32, 0 after a reset).
+    right after a reset), ``prev_reward`` (scalar float32, 0 after a reset) and
+    ``action_mask``: the legal actions of ``observation``, bool ``[n]`` for an
+    env with an ``action_mask`` method (Pgx, Jumanji envs with a mask), None
+    for any other env (then nothing of it is in the program). Agents act only
+    on legal actions (:mod:`jaxsample.agents.masks`).
     """
 
     observation: PyTree
     prev_action: PyTree
     prev_reward: jax.Array
+    action_mask: jax.Array | None = None
 
 
 class AgentStep(NamedTuple):
@@ -86,6 +91,12 @@ class EnvSamples:
         ``final_observation``).
       final_store: where the true next observations are kept; read them
         through :attr:`final_observation`.
+      action_mask: ``[T, B, n]`` bool, the legal actions of ``observation[t]``
+        (what ``action[t]`` was chosen under), for an env with an
+        ``action_mask`` method; None for any other env.
+      final_mask_store: the legal actions of the true next observations, kept
+        as ``final_store`` keeps those (read them through
+        :attr:`final_action_mask`); None without masks.
     """
 
     observation: PyTree
@@ -96,6 +107,17 @@ class EnvSamples:
     done: jax.Array
     env_info: PyTree
     final_store: PyTree
+    action_mask: jax.Array | None = None
+    final_mask_store: PyTree = None
+
+    @property
+    def final_action_mask(self) -> jax.Array | None:
+        """``[T, B, n]`` bool, the legal actions of :attr:`final_observation`
+        (exact where it is; False where it is zeros); None without masks. What
+        DQN's target maximises over at a truncated step."""
+        if self.action_mask is None:
+            return None
+        return self._final(self.action_mask, self.final_mask_store)
 
     @property
     def final_observation(self) -> PyTree:
@@ -108,7 +130,11 @@ class EnvSamples:
         step, terminated ones included. Inside ``jax.jit`` XLA fuses this lookup
         into whatever consumes it.
         """
-        store = self.final_store
+        return self._final(self.observation, self.final_store)
+
+    def _final(self, observation: PyTree, store: PyTree) -> PyTree:
+        """The true next values of ``observation`` (leaves ``[T, B, ...]``)
+        from their ``store`` (sparse or dense)."""
         if not isinstance(store, SparseFinalObservation):
             return store
         truncated, done = self.truncated, self.done
@@ -125,7 +151,7 @@ class EnvSamples:
             out = jnp.where(truncated[expand], from_slot, shifted)
             return jnp.where((done & ~truncated)[expand], jnp.zeros_like(out), out)
 
-        return jax.tree.map(one, self.observation, store.next_observation, store.slots)
+        return jax.tree.map(one, observation, store.next_observation, store.slots)
 
 
 @struct.dataclass
@@ -175,6 +201,23 @@ class Samples:
     agent: AgentSamples
     valid: jax.Array
     bootstrap_value: jax.Array | None = None
+
+    @property
+    def agent_inputs(self) -> AgentInputs:
+        """What the agent saw at every step, leaves ``[T, B, ...]``:
+        ``AgentInputs(observation, prev_action, prev_reward, action_mask)``."""
+        env, prev_action = self.env, self.agent.prev_action
+        return AgentInputs(env.observation, prev_action, env.prev_reward, env.action_mask)
+
+    @property
+    def next_agent_inputs(self) -> AgentInputs:
+        """The inputs after every step had the episode gone on, leaves
+        ``[T, B, ...]``: ``AgentInputs(final_observation, action, reward,
+        final_action_mask)`` (what a value target bootstraps from)."""
+        env = self.env
+        return AgentInputs(
+            env.final_observation, self.agent.action, env.reward, env.final_action_mask
+        )
 
 
 @struct.dataclass

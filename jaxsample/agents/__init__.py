@@ -16,6 +16,7 @@ from jaxsample.agents.epsilon_greedy import (
     EpsilonGreedyInfo,
     EpsilonGreedyParams,
 )
+from jaxsample.agents.masks import masked_argmax, masked_logits, masked_max, uniform_legal
 from jaxsample.agents.recurrent import RecurrentActorCritic
 from jaxsample.agents.shared import SharedAgent
 
@@ -36,5 +37,9 @@ __all__ = [
     "flatten_observation",
     "gaussian_entropy",
     "gaussian_log_prob",
+    "masked_argmax",
+    "masked_logits",
+    "masked_max",
     "null_action",
+    "uniform_legal",
 ]

@@ -12,7 +12,10 @@ concatenated (in ``jax.tree.leaves`` order) into one feature vector ``[D]``.
 
 ``agent_info`` is :class:`ActorCriticInfo` ``(log_prob, value, dist_params)``:
 
-* categorical: ``dist_params`` = logits ``[n]``;
+* categorical: ``dist_params`` = logits ``[n]``, masked where the inputs
+  have an ``action_mask`` (illegal logits ``finfo.min``:
+  :func:`jaxsample.agents.masks.masked_logits`), so the action, its
+  log-probability and the entropy are the masked distribution's;
 * Gaussian: ``dist_params`` = ``(mean, log_std)``, both shaped like the action.
 
 The learner-side helpers (``log_prob``, ``entropy``, ``evaluate``,
@@ -34,6 +37,7 @@ from gymnax.environments import spaces
 
 from jaxsample.agents.base import Stateless
 from jaxsample.agents.initializers import orthogonal
+from jaxsample.agents.masks import masked_logits
 from jaxsample.types import AgentInputs, AgentStep, PyTree
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -120,6 +124,11 @@ class CategoricalHead:
         del log_std
         return out
 
+    def masked(self, dist_params: jax.Array, action_mask: jax.Array | None) -> jax.Array:
+        """The logits with the illegal actions of ``action_mask`` (bool ``[n]``
+        or None) at ``finfo.min``."""
+        return masked_logits(dist_params, action_mask)
+
     def prev_action_features(self, prev_action: jax.Array) -> jax.Array:
         """One-hot ``[n]`` float32 (the null action 0 maps to action 0's one-hot)."""
         _check_prev_action(prev_action, ())
@@ -151,6 +160,12 @@ class GaussianHead:
 
     def mode(self, dist_params: tuple[jax.Array, jax.Array]) -> jax.Array:
         return dist_params[0].astype(self.dtype)
+
+    def masked(self, dist_params: PyTree, action_mask: jax.Array | None) -> PyTree:
+        """``dist_params`` as they are: a ``Box`` has no legal-action mask."""
+        if action_mask is not None:
+            raise ValueError("action_mask: a Box action space has no legal-action mask")
+        return dist_params
 
     def dist_params(self, out: jax.Array, log_std: jax.Array | None) -> tuple[jax.Array, jax.Array]:
         """``(mean, log_std)`` shaped like the action, from the network's policy
@@ -372,12 +387,15 @@ class _FeedforwardActorCritic(Stateless):
             return p["actor"]["dense_0"]["kernel"].shape[0]
         return p["policy_head"]["kernel"].shape[0]
 
-    def forward(self, params: PyTree, observation: PyTree) -> tuple[PyTree, jax.Array]:
-        """``(dist_params, value)`` of one observation."""
+    def forward(
+        self, params: PyTree, observation: PyTree, action_mask: jax.Array | None = None
+    ) -> tuple[PyTree, jax.Array]:
+        """``(dist_params, value)`` of one observation (logits masked by
+        ``action_mask``, bool ``[n]``, when given)."""
         x = flatten_observation(observation)
         check_features(x, self._expected_features(params))
         out, log_std, value = self.network.apply(params, x)
-        return self._head.dist_params(out, log_std), value
+        return self._head.masked(self._head.dist_params(out, log_std), action_mask), value
 
     # -- protocol ------------------------------------------------------------
 
@@ -389,7 +407,7 @@ class _FeedforwardActorCritic(Stateless):
         Returns ``(AgentStep(action, ActorCriticInfo(log_prob, value, dist_params)),
         state)``; the action has the action space's shape and dtype.
         """
-        dist_params, value = self.forward(params, inputs.observation)
+        dist_params, value = self.forward(params, inputs.observation, inputs.action_mask)
         return act(self._head, dist_params, value, key, self.greedy), state
 
     def value(self, params: PyTree, inputs: AgentInputs, state: PyTree) -> jax.Array:
@@ -411,19 +429,29 @@ class _FeedforwardActorCritic(Stateless):
         """Entropy of the distribution with ``dist_params``: scalar."""
         return self._head.entropy(dist_params)
 
-    def log_prob(self, params: PyTree, observation: PyTree, action: jax.Array) -> jax.Array:
-        """Log-probability of ``action`` at ``observation`` under ``params``: scalar."""
-        return self._head.log_prob(self.forward(params, observation)[0], action)
+    def log_prob(
+        self,
+        params: PyTree,
+        observation: PyTree,
+        action: jax.Array,
+        action_mask: jax.Array | None = None,
+    ) -> jax.Array:
+        """Log-probability of ``action`` at ``observation`` under ``params``
+        (the masked distribution with ``action_mask``): scalar."""
+        return self._head.log_prob(self.forward(params, observation, action_mask)[0], action)
 
-    def entropy(self, params: PyTree, observation: PyTree) -> jax.Array:
-        """Policy entropy at ``observation``: scalar."""
-        return self._head.entropy(self.forward(params, observation)[0])
+    def entropy(
+        self, params: PyTree, observation: PyTree, action_mask: jax.Array | None = None
+    ) -> jax.Array:
+        """Policy entropy at ``observation`` (masked with ``action_mask``): scalar."""
+        return self._head.entropy(self.forward(params, observation, action_mask)[0])
 
     def evaluate(
         self, params: PyTree, inputs: AgentInputs, action: jax.Array
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """``(log_prob, entropy, value)`` of ``action`` at ``inputs`` (for PPO): scalars."""
-        dist_params, value = self.forward(params, inputs.observation)
+        """``(log_prob, entropy, value)`` of ``action`` at ``inputs`` (for PPO;
+        the distribution masked by ``inputs.action_mask``): scalars."""
+        dist_params, value = self.forward(params, inputs.observation, inputs.action_mask)
         return self._head.log_prob(dist_params, action), self._head.entropy(dist_params), value
 
 
@@ -440,7 +468,10 @@ class CategoricalActorCritic(_FeedforwardActorCritic):
 
     ``params`` is the flax variables dict returned by ``init``. The action is a
     scalar of the space's dtype (int32); ``agent_info`` is
-    ``ActorCriticInfo(log_prob [], value [], dist_params=logits [n])``.
+    ``ActorCriticInfo(log_prob [], value [], dist_params=logits [n])``. With
+    ``inputs.action_mask`` (bool ``[n]``) the policy is the masked one: only
+    legal actions are drawn (or taken greedily), and the stored logits,
+    log-probability and entropy are the masked distribution's.
     """
 
     _allowed_spaces = (spaces.Discrete,)

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from gymnax.environments import spaces
 
+from jaxsample.agents.masks import legal, uniform_legal
 from jaxsample.types import AgentInputs, AgentStep, PyTree
 
 
@@ -63,6 +64,16 @@ def num_actions(space: Any) -> int:
     return int(space.n)
 
 
+def random_action(space: Any, inputs: AgentInputs, key: jax.Array) -> PyTree:
+    """A uniformly random action of ``space``: among the legal ones of
+    ``inputs.action_mask`` where it is not None (``space`` then ``Discrete``),
+    else ``space.sample(key)``."""
+    if inputs.action_mask is None:
+        return space.sample(key)
+    n = num_actions(space)
+    return uniform_legal(key, legal(inputs.action_mask, n), jnp.dtype(space.dtype))
+
+
 class Stateless:
     """The ``initial_state`` of an agent without recurrent state (a base class)."""
 
@@ -76,8 +87,10 @@ class Stateless:
 class RandomAgent(Stateless):
     """Uniformly random actions from ``action_space``; stateless, no parameters.
 
-    ``value`` is 0 (a random agent has no value estimate) and ``agent_info`` is
-    empty.
+    With ``inputs.action_mask`` (bool ``[n]``, a ``Discrete(n)`` space) the
+    action is uniform over the legal actions; without one it is
+    ``action_space.sample(key)``. ``value`` is 0 (a random agent has no value
+    estimate) and ``agent_info`` is empty.
     """
 
     action_space: Any
@@ -90,8 +103,8 @@ class RandomAgent(Stateless):
     def step(
         self, params: PyTree, inputs: AgentInputs, state: PyTree, key: jax.Array
     ) -> tuple[AgentStep, PyTree]:
-        del params, inputs
-        return AgentStep(action=self.action_space.sample(key), agent_info=()), state
+        del params
+        return AgentStep(action=random_action(self.action_space, inputs, key), agent_info=()), state
 
     def value(self, params: PyTree, inputs: AgentInputs, state: PyTree) -> jax.Array:
         del params, inputs, state

@@ -39,6 +39,7 @@ from jaxsample.agents.actor_critic import (
     validate_hidden_sizes,
 )
 from jaxsample.agents.base import num_actions
+from jaxsample.agents.masks import legal, masked_argmax, masked_max, uniform_legal
 from jaxsample.types import AgentInputs, AgentStep, PyTree
 
 
@@ -224,14 +225,22 @@ class EpsilonGreedyAgent:
     ) -> tuple[AgentStep, jax.Array]:
         """Greedy action w.p. ``1 - epsilon``, else uniform over all ``n`` actions.
 
-        The action is a scalar of the space's dtype; the state is returned unchanged.
+        With ``inputs.action_mask`` (bool ``[n]``) both are over the legal
+        actions only: the greedy action maximises Q over them and the random
+        one is uniform among them (``q_values`` in the info stay the
+        network's, unmasked). The action is a scalar of the space's dtype;
+        the state is returned unchanged.
         """
         q = self.q_values(params.network, inputs.observation)
         eps = self.epsilon(params, state)
         explore_key, action_key = jax.random.split(key)
         explore = jax.random.uniform(explore_key, (), jnp.float32) < eps
-        random_action = jax.random.randint(action_key, (), 0, self.n_actions, jnp.int32)
-        greedy_action = jnp.argmax(q).astype(jnp.int32)
+        mask = inputs.action_mask
+        if mask is None:
+            random_action = jax.random.randint(action_key, (), 0, self.n_actions, jnp.int32)
+        else:
+            random_action = uniform_legal(action_key, legal(mask, self.n_actions))
+        greedy_action = masked_argmax(q, mask)
         action = jnp.where(explore, random_action, greedy_action).astype(self.action_space.dtype)
         info = EpsilonGreedyInfo(q_values=q, epsilon=eps)
         return AgentStep(action=action, agent_info=info), state
@@ -239,9 +248,10 @@ class EpsilonGreedyAgent:
     def value(
         self, params: EpsilonGreedyParams, inputs: AgentInputs, state: jax.Array
     ) -> jax.Array:
-        """``max_a Q(observation, a)``: float32 scalar."""
+        """``max_a Q(observation, a)`` over the legal actions of
+        ``inputs.action_mask`` (all without one): float32 scalar."""
         del state
-        return jnp.max(self.q_values(params.network, inputs.observation))
+        return masked_max(self.q_values(params.network, inputs.observation), inputs.action_mask)
 
     def as_eval(self) -> EpsilonGreedyAgent:
         """The copy acting with ``eval_epsilon`` (same params and state)."""

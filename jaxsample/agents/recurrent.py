@@ -172,12 +172,14 @@ class RecurrentActorCritic:
     def apply_step(
         self, params: PyTree, inputs: AgentInputs, state: PyTree
     ) -> tuple[PyTree, jax.Array, PyTree]:
-        """One cell step: ``(dist_params, value [], next_state)``."""
+        """One cell step: ``(dist_params, value [], next_state)`` (logits
+        masked by ``inputs.action_mask`` where it is not None)."""
         self._check_state(state)
         x = self.features(inputs)
         check_features(x, self._expected_features(params), "inputs")
         next_state, out, log_std, value = self.network.apply(params, state, x)
-        return self._head.dist_params(out, log_std), value, next_state
+        dist_params = self._head.masked(self._head.dist_params(out, log_std), inputs.action_mask)
+        return dist_params, value, next_state
 
     # -- protocol ------------------------------------------------------------
 

@@ -169,6 +169,12 @@ class PPOConfig(_RunLength):
         (e.g. CartPole with only position and angle observed: a POMDP).
       max_decorrelation_steps: the sampler's start-state decorrelation.
       metrics_window: episodes averaged by ``StepMetrics`` (``average_return``).
+      negamax: self-play in a zero-sum two-player game: values are from the
+        acting player's view and GAE negates the next value (and advantage)
+        where the other player moves next
+        (:func:`~jaxsample.algos.returns.turn_signs`, read from the env's
+        ``player``/``next_player`` info). None (default): what the env says
+        (its ``zero_sum`` attribute: True for Pgx's two-player games).
     """
 
     env_name: str = "CartPole-v1"
@@ -196,8 +202,11 @@ class PPOConfig(_RunLength):
     mask_velocity: bool = False
     max_decorrelation_steps: int = 0
     metrics_window: int = 20
+    negamax: bool | None = None
 
     def __post_init__(self) -> None:
+        if self.negamax is not None and not isinstance(self.negamax, bool):
+            raise TypeError(f"negamax must be a bool or None, got {self.negamax!r}")
         check_config(
             self,
             ints=[(name, 1) for name in _PPO_POSITIVE_INTS],

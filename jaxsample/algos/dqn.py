@@ -235,7 +235,9 @@ class Trainer(TrainerBase):
 
         :func:`td_target` of ``samples.env.final_observation``: bootstraps from
         the true next observation unless the step terminated; double DQN picks
-        the next action with ``network``.
+        the next action with ``network``. With legal-action masks both
+        maximise over the legal actions of the next observation
+        (``samples.env.final_action_mask``).
         """
         L, N = jnp.shape(samples.env.reward)
         final = jax.tree.map(
@@ -246,7 +248,12 @@ class Trainer(TrainerBase):
         if self.config.double_dqn:
             next_q_online = self.q_values(network, final).reshape(L, N, -1)
         return td_target(
-            samples.env.reward, samples.env.terminated, next_q_target, gamma, next_q_online
+            samples.env.reward,
+            samples.env.terminated,
+            next_q_target,
+            gamma,
+            next_q_online,
+            samples.env.final_action_mask,
         )
 
     def loss(

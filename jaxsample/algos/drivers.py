@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from jaxsample._checks import check_int
 from jaxsample.algos.returns import final_values
 from jaxsample.driver import Driver, DriverResult, make_driver
-from jaxsample.types import AgentInputs, PyTree
+from jaxsample.types import PyTree
 
 __all__ = [
     "ACTOR_KEY_TAG",
@@ -93,7 +93,7 @@ def refresh_behaviour(trainer: Any, params: PyTree, batch: Any) -> Any:
     """
     samples = batch.samples
     env, ag = samples.env, samples.agent
-    inputs = AgentInputs(env.observation, ag.prev_action, env.prev_reward)
+    inputs = samples.agent_inputs
     if trainer.config.recurrent:
         reset = jnp.concatenate([jnp.zeros_like(env.done[:1]), env.done[:-1]], axis=0)
         evaluate = jax.vmap(trainer.agent.evaluate_sequence, in_axes=(None, 1, 0, 1, 1), out_axes=1)

@@ -68,7 +68,7 @@ from jaxsample.agents import (
 from jaxsample.algos import common
 from jaxsample.algos.common import TrainerBase, episode_metrics, make_env, make_trainer_sampler
 from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT, PPOConfig
-from jaxsample.algos.returns import final_values, gae
+from jaxsample.algos.returns import final_values, gae, turn_signs
 from jaxsample.envs import mask_velocity
 from jaxsample.envs.per_agent import PerAgent
 from jaxsample.metrics import StepMetrics
@@ -234,6 +234,7 @@ class Trainer(TrainerBase):
     optimizer: optax.GradientTransformation
     mesh: Mesh | None = None
     mesh_axis: str = "envs"
+    negamax: bool = False
     hparams_type = HParams
 
     # -- pure functions ------------------------------------------------------
@@ -314,12 +315,13 @@ class Trainer(TrainerBase):
             gamma=c.gamma,
             lam=c.gae_lambda,
             valid=samples.valid,
+            next_sign=turn_signs(env.env_info) if self.negamax else None,
         )
         # The sampler reset the state before step t iff done[t - 1]; the state
         # before step 0 (initial_state) already accounts for the previous batch.
         reset = jnp.concatenate([jnp.zeros_like(env.done[:1]), env.done[:-1]], axis=0)
         return _Rollout(
-            inputs=AgentInputs(env.observation, ag.prev_action, env.prev_reward),
+            inputs=samples.agent_inputs,
             action=ag.action,
             log_prob=ag.agent_info.log_prob,
             value=ag.agent_info.value,
@@ -486,7 +488,10 @@ def make_train(
                 f"the {n} devices of mesh axis {mesh_axis!r}: change num_minibatches"
             )
     optimizer = common.make_optimizer(config)
-    return Trainer(config, env, env_params, agent, sampler, optimizer, mesh, mesh_axis)
+    negamax = config.negamax
+    if negamax is None:  # what the env says: a Pgx two-player game is zero-sum
+        negamax = bool(getattr(env, "zero_sum", False))
+    return Trainer(config, env, env_params, agent, sampler, optimizer, mesh, mesh_axis, negamax)
 
 
 # ----------------------------------------------------------------------------

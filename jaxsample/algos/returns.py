@@ -11,7 +11,11 @@ Used by PPO (:mod:`jaxsample.algos.ppo`), its actor/learner adapter
   ``r + gamma * V(final_observation)`` at a truncated step, ``r`` at a
   terminated one, with the lambda-recursion stopped at every episode end;
 * :func:`td_target`: DQN's one-step target ``r + gamma * (1 - terminated) *
-  V(s')`` from the Q-values of the true next observation.
+  V(s')`` from the Q-values of the true next observation;
+* :func:`turn_signs`: for self-play in a zero-sum two-player game (Pgx), the
+  sign of the next value seen from the player who acted (``-1`` where the
+  other player moves next), which :func:`gae` takes as ``next_sign``
+  (negamax values).
 
 Conventions (time-major ``[T, B]``, ``final_observation``, ``bootstrap_value``)
 are the sampler's: see ``docs/design.md``.
@@ -24,9 +28,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxsample.agents.masks import masked_argmax, masked_max
 from jaxsample.types import AgentInputs, PyTree, Samples
 
-__all__ = ["final_values", "gae", "td_target"]
+__all__ = ["final_values", "gae", "td_target", "turn_signs"]
 
 
 def gae(
@@ -40,6 +45,7 @@ def gae(
     gamma: float | jax.Array,
     lam: float | jax.Array,
     valid: jax.Array | None = None,
+    next_sign: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Generalized advantage estimation that bootstraps through truncation only.
 
@@ -61,6 +67,11 @@ def gae(
       gamma, lam: discount and GAE lambda.
       valid: optional bool mask (the sampler's ``samples.valid``); an invalid
         (idle) step ends the recursion and gets advantage 0.
+      next_sign: optional float ``+1``/``-1`` per step (:func:`turn_signs`):
+        the next step's value and advantage are seen from the view of the
+        player who acted at ``t`` with this sign (self-play in a zero-sum
+        two-player game: ``-1`` where the opponent moves next, negamax).
+        None: ``+1`` everywhere (the ordinary GAE, computed as before).
 
     Per agent (a multi-agent env, parameter sharing): ``reward``, ``value``,
     ``final_value`` ``[T, B, N]`` and ``bootstrap_value`` ``[B, N]`` with the
@@ -77,6 +88,8 @@ def gae(
 
     so a truncated step's TD target is ``r + gamma * V(final observation)``, a
     terminated step's is ``r``, and no advantage flows across an episode end.
+    With ``next_sign`` both ``next_value[t]`` and ``A[t + 1]`` are multiplied
+    by ``next_sign[t]``.
 
     Returns:
       ``(advantages, returns)``, both ``[T, ...]`` float32, ``returns = A + value``
@@ -100,7 +113,10 @@ def gae(
             jnp.broadcast_to(x.reshape(ends + extra), shape) if x.shape == ends else x
             for x in (terminated, truncated, valid)
         )
+    signed = next_sign is not None
+    sign = jnp.asarray(next_sign if signed else 1.0, jnp.float32)
     for name, x in (
+        *((("next_sign", sign),) if signed else ()),
         ("value", value),
         ("final_value", final_value),
         ("terminated", terminated),
@@ -118,6 +134,9 @@ def gae(
     next_value = jnp.where(truncated, final_value, following)
     not_terminated = 1.0 - terminated.astype(jnp.float32)
     not_done = 1.0 - (terminated | truncated | ~valid).astype(jnp.float32)
+    if signed:  # the next player's view, seen from the acting player's
+        next_value = sign * next_value
+        not_done = sign * not_done
     delta = reward + gamma * not_terminated * next_value - value
 
     def step(next_advantage: jax.Array, x: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array]:
@@ -136,11 +155,12 @@ def final_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:
 
     The value of the true next observation of step ``t`` is what the agent would
     have reported at step ``t + 1`` had the episode not ended:
-    ``agent.value(params, AgentInputs(final_observation[t], action[t], reward[t]),
-    state_after[t])``, where ``state_after[t]`` is the agent's recurrent state
-    after its step ``t``, before the sampler reset it. That state is not in the
-    batch when the episode ended at ``t`` (the next stored state is the reset
-    one), so it is recomputed from the state BEFORE step ``t``
+    ``agent.value(params, AgentInputs(final_observation[t], action[t], reward[t],
+    final_action_mask[t]), state_after[t])`` (``samples.next_agent_inputs``),
+    where ``state_after[t]`` is the agent's recurrent state after its step
+    ``t``, before the sampler reset it. That state is not in the batch when
+    the episode ended at ``t`` (the next stored state is the reset one), so
+    it is recomputed from the state BEFORE step ``t``
     (``samples.agent.state``, kept by a sampler built with
     ``store_agent_state=True``) by re-running ``agent.step`` on step ``t``'s
     inputs: one parallel cell application per step, no sequential scan. (This
@@ -154,7 +174,7 @@ def final_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:
     the value meaningless (GAE never reads it).
     """
     env, ag = samples.env, samples.agent
-    next_inputs = AgentInputs(env.final_observation, ag.action, env.reward)
+    next_inputs = samples.next_agent_inputs
     value = jax.vmap(jax.vmap(agent.value, in_axes=(None, 0, 0)), in_axes=(None, 0, 0))
     if ag.state is None:
         if jax.tree.leaves(ag.initial_state):
@@ -167,7 +187,7 @@ def final_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:
             lambda x: jnp.broadcast_to(x, (T, B, *x.shape[1:])), ag.initial_state
         )
         return value(params, next_inputs, stateless).astype(jnp.float32)
-    inputs = AgentInputs(env.observation, ag.prev_action, env.prev_reward)
+    inputs = samples.agent_inputs
     key = jax.random.key(0)  # unused by the state transition (see docstring)
 
     def state_after(step_inputs: AgentInputs, state: PyTree) -> PyTree:
@@ -183,6 +203,7 @@ def td_target(
     next_q_target: jax.Array,
     gamma: jax.Array | float,
     next_q_online: jax.Array | None = None,
+    next_action_mask: jax.Array | None = None,
 ) -> jax.Array:
     """The one-step TD target ``r + gamma * (1 - terminated) * V(s')``.
 
@@ -199,6 +220,9 @@ def td_target(
       next_q_target: ``[..., A]``, the target network's Q-values of ``s'``.
       gamma: scalar discount.
       next_q_online: optional ``[..., A]``, the online network's Q-values of ``s'``.
+      next_action_mask: optional bool ``[..., A]``, the legal actions of
+        ``s'`` (``samples.env.final_action_mask``): the max (and double DQN's
+        argmax) are over those only.
 
     Returns:
       float32 ``[...]``.
@@ -216,15 +240,36 @@ def td_target(
     if jnp.shape(gamma) != ():
         raise ValueError(f"gamma must be a scalar, got shape {list(jnp.shape(gamma))}")
     next_q_target = jnp.asarray(next_q_target, jnp.float32)
+    if next_action_mask is not None and jnp.shape(next_action_mask) != jnp.shape(next_q_target):
+        raise ValueError(
+            f"next_action_mask must have next_q_target's shape "
+            f"{list(jnp.shape(next_q_target))}, got {list(jnp.shape(next_action_mask))}"
+        )
     if next_q_online is None:
-        next_v = jnp.max(next_q_target, axis=-1)
+        next_v = masked_max(next_q_target, next_action_mask)
     else:
         if jnp.shape(next_q_online) != jnp.shape(next_q_target):
             raise ValueError(
                 f"next_q_online must have next_q_target's shape "
                 f"{list(jnp.shape(next_q_target))}, got {list(jnp.shape(next_q_online))}"
             )
-        best = jnp.argmax(next_q_online, axis=-1)
+        best = masked_argmax(next_q_online, next_action_mask)
         next_v = jnp.take_along_axis(next_q_target, best[..., None], axis=-1)[..., 0]
     next_v = jnp.where(jnp.asarray(terminated, bool), 0.0, next_v)
     return jnp.asarray(reward, jnp.float32) + jnp.asarray(gamma, jnp.float32) * next_v
+
+
+def turn_signs(env_info: dict[str, Any]) -> jax.Array:
+    """float32 ``+1`` where the same player acts at the next step, ``-1``
+    where another does: from ``env_info["player"]`` (who acted) and
+    ``env_info["next_player"]`` (who moves next, in the final state at an
+    episode's end), any common shape (a Pgx env's info,
+    :class:`jaxsample.envs.suites.PgxEnv`). :func:`gae`'s ``next_sign``."""
+    missing = [k for k in ("player", "next_player") if k not in env_info]
+    if missing:
+        raise ValueError(
+            f"turn_signs needs env_info keys 'player' and 'next_player' (a turn-based "
+            f"env such as Pgx's), missing {missing} of {sorted(env_info)}"
+        )
+    same = jnp.asarray(env_info["player"]) == jnp.asarray(env_info["next_player"])
+    return jnp.where(same, 1.0, -1.0).astype(jnp.float32)

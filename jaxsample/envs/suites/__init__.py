@@ -1,6 +1,6 @@
 """JAX environment suites as gymnax (>= 1.0) envs that every part of jaxsample
-takes: Brax (and MJX), Jumanji, Craftax, Navix, XLand-MiniGrid, JaxMARL (one module
-each; see docs/guides/env-suites.md and ``docs/design.md``).
+takes: Brax (and MJX), Jumanji, Craftax, Navix, XLand-MiniGrid, JaxMARL, Pgx
+(one module each; see docs/guides/env-suites.md and ``docs/design.md``).
 
 The suite modules import their suite only when called, so this package
 imports without any suite installed.
@@ -17,6 +17,7 @@ from jaxsample.envs.suites.jaxmarl import (
 )
 from jaxsample.envs.suites.jumanji import JumanjiEnv, from_jumanji, make_jumanji
 from jaxsample.envs.suites.navix import NavixEnv, from_navix, make_navix
+from jaxsample.envs.suites.pgx import PgxEnv, from_pgx, make_pgx, player_returns
 from jaxsample.envs.suites.registry import SUITES, available, is_env_name, make
 from jaxsample.envs.suites.xminigrid import XMiniGridEnv, from_xminigrid, make_xminigrid
 
@@ -29,6 +30,7 @@ __all__ = [
     "MaskedJaxMARLEnv",
     "NavixEnv",
     "NoParams",
+    "PgxEnv",
     "SuiteEnv",
     "SuiteState",
     "SuiteStep",
@@ -39,6 +41,7 @@ __all__ = [
     "from_jaxmarl",
     "from_jumanji",
     "from_navix",
+    "from_pgx",
     "from_xminigrid",
     "is_env_name",
     "make",
@@ -47,5 +50,7 @@ __all__ = [
     "make_jaxmarl",
     "make_jumanji",
     "make_navix",
+    "make_pgx",
     "make_xminigrid",
+    "player_returns",
 ]

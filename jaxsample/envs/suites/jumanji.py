@@ -8,6 +8,13 @@ adapter calls the env's own ``reset``/``step`` (``jumanji.make`` returns the
 env without ``AutoResetWrapper``); observations stay the suite's pytrees
 (e.g. Snake's ``Observation(grid, step_count, action_mask)``); ``extras`` are
 recorded in ``env_info``.
+
+Legal actions: a Jumanji env whose observation has a bool ``action_mask``
+``[num_actions]`` field for its ``Discrete`` action (Snake, Maze, Knapsack,
+TSP, ...) is adapted as a :class:`MaskedJumanjiEnv`, whose
+:meth:`~MaskedJumanjiEnv.action_mask` is that field (kept next to the suite's
+state, since some envs have it only in the observation); jaxsample's agents
+then act only on legal actions.
 """
 
 from __future__ import annotations
@@ -19,10 +26,10 @@ import jax
 import jax.numpy as jnp
 from gymnax.environments import spaces
 
-from jaxsample.envs.suites.base import SuiteEnv, SuiteStep, box, dm_env_step
+from jaxsample.envs.suites.base import SuiteEnv, SuiteState, SuiteStep, box, dm_env_step
 from jaxsample.types import PyTree
 
-__all__ = ["JumanjiEnv", "from_jumanji", "make_jumanji", "space_of_spec"]
+__all__ = ["JumanjiEnv", "MaskedJumanjiEnv", "from_jumanji", "make_jumanji", "space_of_spec"]
 
 
 def space_of_spec(spec: Any) -> Any:
@@ -86,10 +93,49 @@ class JumanjiEnv(SuiteEnv):
         return space_of_spec(self.env.observation_spec)
 
 
+class MaskedJumanjiEnv(JumanjiEnv):
+    """A :class:`JumanjiEnv` whose observation has an ``action_mask``: the
+    suite state is ``(state, action_mask)``, the Jumanji state and the mask of
+    the observation that goes with it."""
+
+    def suite_reset(self, key: jax.Array, params: Any) -> tuple[PyTree, PyTree]:
+        obs, state = super().suite_reset(key, params)
+        return obs, (state, obs.action_mask)
+
+    def suite_step(self, key: jax.Array, inner: PyTree, action: Any, params: Any) -> SuiteStep:
+        out = super().suite_step(key, inner[0], action, params)
+        return out._replace(inner=(out.inner, out.observation.action_mask))
+
+    def suite_time_limit(self, params: Any) -> float | None:
+        """:meth:`JumanjiEnv.suite_time_limit` (the same step)."""
+        return super().suite_time_limit(params)
+
+    def action_mask(self, state: SuiteState, params: Any) -> jax.Array:
+        """bool ``[num_actions]``: the observation's ``action_mask``."""
+        return jnp.asarray(state.inner[1], bool)
+
+
+def has_action_mask(env: Any) -> bool:
+    """Whether a Jumanji env's observation has a bool ``action_mask`` of
+    shape ``[n]`` for its ``Discrete(n)`` action."""
+    from jumanji import specs
+
+    action = getattr(env, "action_spec", None)
+    mask = getattr(getattr(env, "observation_spec", None), "action_mask", None)
+    return (
+        isinstance(action, specs.DiscreteArray)
+        and isinstance(mask, specs.Array)
+        and mask.shape == (int(action.num_values),)
+        and jnp.dtype(mask.dtype) == jnp.bool_
+    )
+
+
 def from_jumanji(env: Any, episode_length: int | None = None) -> JumanjiEnv:
     """Adapt a Jumanji env; ``episode_length`` adds a time limit to the
-    env's own (None: only the env's own)."""
-    return JumanjiEnv(env, episode_length)
+    env's own (None: only the env's own). A :class:`MaskedJumanjiEnv` where
+    the observation has an action mask (:func:`has_action_mask`)."""
+    cls = MaskedJumanjiEnv if has_action_mask(env) else JumanjiEnv
+    return cls(env, episode_length)
 
 
 def make_jumanji(name: str, *, episode_length: int | None = None, **kwargs: Any) -> JumanjiEnv:

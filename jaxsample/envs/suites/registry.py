@@ -4,7 +4,8 @@ A name is ``"<suite>/<env>"`` (``brax/inverted_pendulum``,
 ``brax-mjx/inverted_pendulum`` for Brax on MuJoCo XLA,
 ``jumanji/Snake-v1``, ``craftax/Craftax-Symbolic-v1``,
 ``navix/Navix-Empty-5x5-v0``, ``xminigrid/MiniGrid-Empty-5x5``,
-``jaxmarl/MPE_simple_spread_v3`` for a multi-agent env) or a bare
+``jaxmarl/MPE_simple_spread_v3`` for a multi-agent env,
+``pgx/tic_tac_toe`` a two-player game) or a bare
 gymnax name (``CartPole-v1``). The CLI, the trainers and ``jaxsample bench``
 resolve names here.
 """
@@ -58,6 +59,12 @@ def _navix_names() -> list[str]:
     return sorted(navix.registry())
 
 
+def _pgx_names() -> list[str]:
+    import pgx
+
+    return sorted(pgx.available_envs())
+
+
 def _xminigrid_names() -> list[str]:
     import xminigrid
 
@@ -79,6 +86,7 @@ SUITES: dict[str, tuple[str, str, Callable[[str], Any], Callable[[], list[str]]]
     "navix": ("navix", "navix", _maker("navix"), _navix_names),
     "xminigrid": ("xminigrid", "xminigrid", _maker("xminigrid"), _xminigrid_names),
     "jaxmarl": ("jaxmarl", "jaxmarl", _maker("jaxmarl"), _jaxmarl_names),
+    "pgx": ("pgx", "pgx", _maker("pgx"), _pgx_names),
 }
 
 

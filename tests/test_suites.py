@@ -108,6 +108,24 @@ def jumanji_case() -> Case:
     return Case(suites.from_jumanji(raw, episode_length=4), suites.NoParams(), reset, step, 4)
 
 
+def pgx_case(name: str = "connect_four") -> Case:
+    import pgx
+
+    # a game of at least 7 moves: the adapter's limit of 6 truncates some
+    raw = pgx.make(name)
+
+    def reset(key):
+        state = raw.init(key)
+        return state.observation, state
+
+    def step(key, state, a):
+        mover = state.current_player
+        state = raw.step(state, a, key)
+        return state.observation, state, state.rewards[mover], state.terminated, state.truncated
+
+    return Case(suites.from_pgx(raw, episode_length=6), suites.NoParams(), reset, step, 6)
+
+
 def craftax_case(name: str = "Craftax-Classic-Symbolic-v1") -> Case:
     from craftax.craftax_env import make_craftax_env_from_name
 
@@ -252,6 +270,7 @@ FAST = {
     "brax-spring": lambda: brax_case("spring"),
     "craftax-classic": craftax_case,
     "jaxmarl-mpe": jaxmarl_case,
+    "pgx": pgx_case,
 }
 SLOW = {
     "craftax-symbolic": lambda: craftax_case("Craftax-Symbolic-v1"),

@@ -19,6 +19,7 @@ from jaxsample.agents.epsilon_greedy import (
 from jaxsample.agents.masks import masked_argmax, masked_logits, masked_max, uniform_legal
 from jaxsample.agents.recurrent import RecurrentActorCritic
 from jaxsample.agents.shared import SharedAgent
+from jaxsample.agents.turns import TurnTaking, agent_returns
 
 __all__ = [
     "ActorCriticInfo",
@@ -31,7 +32,9 @@ __all__ = [
     "RandomAgent",
     "RecurrentActorCritic",
     "SharedAgent",
+    "TurnTaking",
     "action_spec",
+    "agent_returns",
     "categorical_entropy",
     "categorical_log_prob",
     "flatten_observation",

@@ -7,14 +7,19 @@ times, interleaved in one process (:func:`~jaxsample.bench.measure.measure`),
 actions (Brax ``AutoResetWrapper(EpisodeWrapper(env))``, Jumanji
 ``AutoResetWrapper``, Navix's ``step``, XLand-MiniGrid's
 ``GymAutoResetWrapper``, Craftax's ``auto_reset=True`` env, JaxMARL's own
-``step``, which auto-resets, with actions keyed by agent), storing what
+``step``, which auto-resets, with actions keyed by agent, Pgx's
+``pgx.experimental.auto_reset``), storing what
 the gymnax floor stores (:func:`own_rollout`). ``ratio`` is the sampler's
 throughput over the bare loop's (>= 1: the sampler is faster); ``pool_ratio``
 the same for the sampler with cheap resets (``reset_pool``, as ``jaxsample
 bench``'s ``"pool"`` method), which avoids the auto-reset's every-step reset.
 The suites' own auto-resets compute a reset at every step and select it
 (``jnp.where``) or branch per env (Navix's ``lax.cond``, a select under
-vmap); the sampler's gymnax step does the same select. Run
+vmap); the sampler's gymnax step does the same select. For Pgx both
+draw uniformly among the legal actions (the sampler's random agent reads
+the mask it is given, the own loop Pgx's ``legal_action_mask``); for
+Jumanji's masked envs the sampler draws legal actions and the own loop any
+action. Run
 ``python -m jaxsample.bench.suites --B 64 --T 128``.
 """
 
@@ -42,6 +47,7 @@ DEFAULT_ENVS = (
     "craftax/Craftax-Classic-Symbolic-v1",
     "brax/inverted_pendulum",
     "jaxmarl/MPE_simple_spread_v3",
+    "pgx/connect_four",
 )
 
 
@@ -105,6 +111,20 @@ def _own_step(env: Any, params: Any) -> tuple[Callable, Callable, Callable]:
             lambda k, s, a: own.step(k, s, a, params),
             lambda out: (out[1], out[0], out[2], out[3]),  # (obs, state, reward, done, info)
         )
+    if isinstance(env, suites.PgxEnv):
+        from pgx.experimental import auto_reset
+
+        own_pgx = auto_reset(inner.step, inner.init)
+
+        def pgx_reset(key: jax.Array) -> tuple[Any, Any]:
+            state = inner.init(key)
+            return state, state.observation
+
+        return (
+            pgx_reset,
+            lambda k, s, a: own_pgx(s, a, k),
+            lambda s: (s, s.observation, s.rewards[0], s.terminated | s.truncated),
+        )
     if isinstance(env, suites.JaxMARLEnv):
         return _jaxmarl_own_step(inner, env.agents)
     raise TypeError(f"no suite's own step for {type(env).__name__}")
@@ -132,6 +152,18 @@ def _jaxmarl_own_step(inner: Any, agents: tuple[str, ...]) -> tuple[Callable, Ca
     )
 
 
+def _own_action(env: Any, params: Any) -> Callable[[jax.Array, Any], Any]:
+    """``sample(key, state)``: the own loop's random action for one env:
+    uniform among the legal actions of the suite's state where the env has
+    masks (Pgx's ``legal_action_mask``), else ``action_space.sample``."""
+    space = env.action_space(params)
+    if isinstance(env, suites.PgxEnv):
+        from jaxsample.agents import uniform_legal
+
+        return lambda k, s: uniform_legal(k, s.legal_action_mask)
+    return lambda k, s: space.sample(k)
+
+
 def _timestep_reset(reset: Callable) -> Callable:
     """``reset(key) -> (timestep, observation)`` of a reset that returns the
     first timestep (Navix, XLand-MiniGrid)."""
@@ -151,7 +183,7 @@ def own_rollout(env: Any, params: Any, T: int, B: int) -> JaxPlan:
     rollout carries it), the action, the reward and the episode's end ``[T,
     B]``."""
     reset, step, view = _own_step(env, params)
-    space = env.action_space(params)
+    sample = jax.vmap(_own_action(env, params))
     vstep = jax.vmap(lambda k, s, a: view(step(k, s, a)))
 
     def init(key: jax.Array):
@@ -162,7 +194,7 @@ def own_rollout(env: Any, params: Any, T: int, B: int) -> JaxPlan:
         def body(c, _):
             key, state, obs = c
             key, k_action, k_step = jax.random.split(key, 3)
-            action = jax.vmap(space.sample)(jax.random.split(k_action, B))
+            action = sample(jax.random.split(k_action, B), state)
             state, next_obs, reward, done = vstep(jax.random.split(k_step, B), state, action)
             out = (obs, action, jnp.asarray(reward, jnp.float32), jnp.asarray(done, bool))
             return (key, state, next_obs), out

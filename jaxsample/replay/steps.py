@@ -121,10 +121,13 @@ def check_env_subset(
     return ids.astype(jnp.int32), None
 
 
-def _layout(samples: Samples, agent_state: PyTree, final_observation: PyTree) -> Samples:
-    """The stored fields of ``samples`` (leaves ``[T, B, ...]``), in storage layout."""
+def _layout(
+    samples: Samples, agent_state: PyTree, final_observation: PyTree, final_mask: PyTree
+) -> Samples:
+    """The stored fields of ``samples`` (leaves ``[T, B, ...]``), in storage
+    layout: the final observation and its action mask dense."""
     return samples.replace(
-        env=samples.env.replace(final_store=final_observation),
+        env=samples.env.replace(final_store=final_observation, final_mask_store=final_mask),
         agent=samples.agent.replace(initial_state=agent_state, state=None),
         bootstrap_value=None,
     )
@@ -140,12 +143,13 @@ _FIELDS: tuple[tuple[str, Any], ...] = (
     ("env.truncated", lambda s: s.env.truncated),
     ("env.done", lambda s: s.env.done),
     ("env.env_info", lambda s: s.env.env_info),
+    ("env.action_mask", lambda s: s.env.action_mask),
     ("agent.action", lambda s: s.agent.action),
     ("agent.prev_action", lambda s: s.agent.prev_action),
     ("agent.agent_info", lambda s: s.agent.agent_info),
     ("agent_state", lambda s: s.agent.initial_state),
     ("valid", lambda s: s.valid),
-    ("env.final_observation", lambda s: s.env.final_store),
+    ("env.final_observation", lambda s: (s.env.final_store, s.env.final_mask_store)),
 )
 
 
@@ -218,10 +222,11 @@ def stored_steps(
     else:
         agent_state = ()
     # Check the raw fields first: the final observation is computed from them.
-    new = _layout(samples, agent_state, spec.env.final_store)
+    new = _layout(samples, agent_state, spec.env.final_store, spec.env.final_mask_store)
     for name, get in _FIELDS[:-1]:
         check_tree(name, get(spec), get(new), (T, B), "[T, B]")
-    new = _layout(samples, agent_state, samples.env.final_observation)
+    env = samples.env
+    new = _layout(samples, agent_state, env.final_observation, env.final_action_mask)
     name, get = _FIELDS[-1]
     check_tree(name, get(spec), get(new), (T, B), "[T, B]")
     return new

@@ -32,6 +32,12 @@ def make_sampler(mode: str, agent_kind: str, mesh: Any, B: int = B) -> tuple[Any
 
     env, params = gymnax.make("CartPole-v1")
     params = params.replace(max_steps_in_episode=TIME_LIMIT)
+    options: dict[str, Any] = {}
+    if agent_kind == "pgx":  # legal-action masks, turns and per-player fields
+        from jaxsample.envs import suites
+
+        env, params = suites.make_pgx("tic_tac_toe", episode_length=5), suites.NoParams()
+        options["traj_fields"] = suites.player_returns()
     space = env.action_space(params)
     if agent_kind == "recurrent":
         agent = js.agents.RecurrentActorCritic(space, hidden_size=8)
@@ -50,6 +56,7 @@ def make_sampler(mode: str, agent_kind: str, mesh: Any, B: int = B) -> tuple[Any
         bootstrap_value=agent_kind == "recurrent",
         agent_params=agent_params,
         mesh=mesh,
+        **options,
     )
     return sampler, agent_params
 
@@ -75,11 +82,9 @@ def sampler_batches(mode: str, agent_kind: str, mesh: Any, B: int = B) -> dict[s
     out: dict[str, Any] = {}
     for i in range(BATCHES):
         state, batch = collect(state, agent_params)
-        batch = batch.replace(
-            samples=batch.samples.replace(
-                env=batch.samples.env.replace(final_store=batch.samples.env.final_observation)
-            )
-        )
+        env = batch.samples.env
+        env = env.replace(final_store=env.final_observation, final_mask_store=env.final_action_mask)
+        batch = batch.replace(samples=batch.samples.replace(env=env))
         out.update(_flat(f"batch{i}", batch))
     out.update(_flat("state", state.replace(key=jax.random.key_data(state.key))))
     return out

@@ -91,6 +91,15 @@ def test_sharded_sampler_equals_one_device(references, mode, agent, n):
     assert_same(reference(references, mode, agent), got, exact_floats=agent == "random")
 
 
+def test_pgx_masks_and_turns_are_the_same_on_two_devices(references):
+    """Pgx's tic-tac-toe (legal-action masks, the acting player, per-player
+    rewards and returns) on 2 devices: the one-device batches, bit for bit."""
+    want = reference(references, "auto", "pgx")
+    for field in ("action_mask", "final_mask_store", "'player'", "player0_return"):
+        assert any(field in name for name in want), field
+    assert_same(want, worker.sampler_batches("auto", "pgx", mesh_of(2)))
+
+
 def test_sharded_batch_is_sharded_along_B():
     # the sampler of test_sharded_sampler_equals_one_device[wait-recurrent-4]: compiled once
     sampler, agent_params = worker.make_sampler("wait", "recurrent", mesh_of(4))

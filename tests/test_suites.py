@@ -42,6 +42,10 @@ class Case:
     reset: Callable
     step: Callable
     limit: int | None = None  # jaxsample's episode_length on top of the suite's
+    # the legal actions of (obs, state), for a suite with masks
+    mask: Callable | None = None
+    # (state before, state after) -> what env_info holds of the step
+    info: Callable | None = None
 
 
 def navix_case() -> Case:
@@ -105,7 +109,11 @@ def jumanji_case() -> Case:
             ts.last() & (ts.discount > 0),
         )
 
-    return Case(suites.from_jumanji(raw, episode_length=4), suites.NoParams(), reset, step, 4)
+    def mask(obs, state):
+        return obs.action_mask
+
+    env = suites.from_jumanji(raw, episode_length=4)
+    return Case(env, suites.NoParams(), reset, step, 4, mask)
 
 
 def pgx_case(name: str = "connect_four") -> Case:
@@ -123,7 +131,18 @@ def pgx_case(name: str = "connect_four") -> Case:
         state = raw.step(state, a, key)
         return state.observation, state, state.rewards[mover], state.terminated, state.truncated
 
-    return Case(suites.from_pgx(raw, episode_length=6), suites.NoParams(), reset, step, 6)
+    def info(before, after):
+        return {
+            "player": before.current_player,
+            "next_player": after.current_player,
+            "rewards": after.rewards,
+        }
+
+    def mask(obs, state):
+        return state.legal_action_mask
+
+    env = suites.from_pgx(raw, episode_length=6)
+    return Case(env, suites.NoParams(), reset, step, 6, mask, info)
 
 
 def craftax_case(name: str = "Craftax-Classic-Symbolic-v1") -> Case:
@@ -208,11 +227,14 @@ def reference(case: Case, key: jax.Array, actions: Any) -> dict[str, Any]:
     reset = jax.jit(lambda k: _strong(jax.vmap(case.reset)(k)))
     step = jax.jit(lambda k, s, a: _strong(jax.vmap(case.step)(k, s, a)))
     select = jax.jit(jax.vmap(_select))
+    mask = jax.jit(jax.vmap(case.mask or (lambda o, s: ())))
+    info = jax.jit(jax.vmap(case.info or (lambda a, b: ())))
     keys = [jax.random.split(jax.random.fold_in(key, b), 3) for b in range(B)]
     k_run = jnp.stack([k[2] for k in keys])
     obs, state = reset(jnp.stack([k[0] for k in keys]))
     count = np.zeros(B, int)
-    out: dict[str, list] = {k: [] for k in ("obs", "final", "reward", "term", "trunc")}
+    fields = ("obs", "final", "reward", "term", "trunc", "mask", "final_mask", "info")
+    out: dict[str, list] = {k: [] for k in fields}
     for t in range(T):
         k_step, k_reset = (
             jax.vmap(jax.random.fold_in, (0, None))(k_run, np.uint32(4 * t + s)) for s in (1, 2)
@@ -224,7 +246,17 @@ def reference(case: Case, key: jax.Array, actions: Any) -> dict[str, Any]:
             trunc = np.asarray(trunc) | ((count >= case.limit) & ~np.asarray(term))
         done = np.asarray(term | trunc)
         count[done] = 0
-        for k, v in zip(out, (obs, nobs, reward, term, trunc), strict=True):
+        values = (
+            obs,
+            nobs,
+            reward,
+            term,
+            trunc,
+            mask(obs, state),
+            mask(nobs, nstate),
+            info(state, nstate),
+        )
+        for k, v in zip(out, values, strict=True):
             out[k].append(jax.tree.map(np.asarray, v))
         obs, state = select(done, robs, nobs), select(done, rstate, nstate)
     return {k: jax.tree.map(lambda *x: np.stack(x), *v) for k, v in out.items()}
@@ -255,6 +287,20 @@ def check_against_reference(case: Case) -> js.Batch:
     np.testing.assert_array_equal(env.truncated, ref["trunc"])
     # the time limit is hit inside the batch: truncated, not terminated
     assert ref["trunc"].any() and not (ref["trunc"] & ref["term"]).any()
+    if case.mask is None:
+        assert env.action_mask is None and env.final_action_mask is None
+    else:
+        # the masks the actions were chosen under, and those of the final
+        # observations (exact where the final observation is kept)
+        np.testing.assert_array_equal(env.action_mask, ref["mask"])
+        kept_mask = np.where(ref["term"][..., None], False, ref["final_mask"])
+        np.testing.assert_array_equal(env.final_action_mask, kept_mask)
+        # the random agent draws legal actions only
+        action = np.asarray(batch.samples.agent.action)
+        assert np.take_along_axis(ref["mask"], action[..., None], -1).all()
+    if case.info is not None:
+        for k, want in ref["info"].items():
+            np.testing.assert_array_equal(env.env_info[k], want, err_msg=k)
     return batch
 
 

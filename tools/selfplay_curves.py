@@ -26,47 +26,29 @@ import jax
 import numpy as np
 
 import jaxsample as js
-from jaxsample.algos import ppo
+from jaxsample.algos import configs, ppo
 
-#: PPO self-play settings per game (learning rate 1e-3, entropy 0.05, gamma 1)
+#: the self-play presets of :mod:`jaxsample.algos.configs`, per game
 CONFIGS: dict[str, ppo.PPOConfig] = {
-    "tic_tac_toe": ppo.PPOConfig(
-        env_name="pgx/tic_tac_toe",
-        num_envs=128,
-        num_steps=32,
-        total_timesteps=1_000_000,
-        lr=1e-3,
-        ent_coef=0.05,
-        gamma=1.0,
-        hidden_sizes=(128, 128),
-    ),
-    "connect_four": ppo.PPOConfig(
-        env_name="pgx/connect_four",
-        num_envs=128,
-        num_steps=32,
-        total_timesteps=6_000_000,
-        lr=1e-3,
-        ent_coef=0.05,
-        gamma=1.0,
-        hidden_sizes=(256, 256),
-    ),
+    "tic_tac_toe": configs.SELF_PLAY_TIC_TAC_TOE,
+    "connect_four": configs.SELF_PLAY_CONNECT_FOUR,
 }
-
 
 #: the longest game of each (moves): the evaluator's per-env step budget
 MAX_MOVES = {"tic_tac_toe": 9, "connect_four": 42}
 
 
-def win_rates(trainer: Any, params: Any, key: jax.Array, games: int = 500) -> Any:
-    """``(win_or_draw, win)`` of ``params``' greedy policy against a uniformly
-    random legal opponent over ``games`` games (one per env), by the
-    evaluator; jittable."""
-    space = trainer.env.action_space(trainer.env_params)
-    match = js.agents.TurnTaking((trainer.agent, js.agents.RandomAgent(space)))
-    moves = MAX_MOVES[trainer.env.env.id]
+def win_rates_of(
+    env: Any, env_params: Any, agent: Any, params: Any, key: jax.Array, moves: int, games: int
+) -> Any:
+    """``(win_or_draw, win)`` of ``agent`` (greedy, with ``params``) against a
+    uniformly random legal opponent over ``games`` games of at most ``moves``
+    moves (one game per env; the agent opens in the even-ranked envs), by the
+    evaluator with ``TurnTaking((agent, random))``; jittable."""
+    match = js.agents.TurnTaking((agent, js.agents.RandomAgent(env.action_space(env_params))))
     evaluator = js.make_evaluator(
-        trainer.env,
-        trainer.env_params,
+        env,
+        env_params,
         match,
         n_envs=games,
         max_steps=games * moves,
@@ -77,6 +59,12 @@ def win_rates(trainer: Any, params: Any, key: jax.Array, games: int = 500) -> An
     done = infos.completed
     n = done.sum()
     return ((result >= 0) & done).sum() / n, ((result > 0) & done).sum() / n
+
+
+def win_rates(trainer: Any, params: Any, key: jax.Array, games: int = 500) -> Any:
+    """:func:`win_rates_of` a PPO ``trainer``'s agent on its Pgx game."""
+    moves = MAX_MOVES[trainer.env.env.id]
+    return win_rates_of(trainer.env, trainer.env_params, trainer.agent, params, key, moves, games)
 
 
 def curve(game: str, chunks: int = 10, seed: int = 0) -> list[dict[str, float]]:

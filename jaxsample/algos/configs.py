@@ -20,6 +20,8 @@ from jaxsample.replay import MAX_CAPACITY
 
 __all__ = [
     "MASKED_CARTPOLE_RECURRENT",
+    "SELF_PLAY_CONNECT_FOUR",
+    "SELF_PLAY_TIC_TAC_TOE",
     "DQNConfig",
     "PPOConfig",
     "check_config",
@@ -408,3 +410,28 @@ class DQNConfig(_RunLength):
             check_float("max_grad_norm", self.max_grad_norm, 0.0, math.inf, True)
         if self.loss not in _LOSSES:
             raise ValueError(f"loss must be one of {_LOSSES}, got {self.loss!r}")
+
+
+#: PPO self-play on Pgx's tic-tac-toe: one network plays both sides (negamax
+#: values, chosen by the env), masked to legal moves; 128 envs x 32 moves,
+#: lr 1e-3, entropy 0.05 (which keeps self-play from settling into one line
+#: of always-drawn games), no discount. Curves: docs/benchmarks.md.
+SELF_PLAY_TIC_TAC_TOE = PPOConfig(
+    env_name="pgx/tic_tac_toe",
+    num_envs=128,
+    num_steps=32,
+    total_timesteps=1_000_000,
+    lr=1e-3,
+    ent_coef=0.05,
+    gamma=1.0,
+    hidden_sizes=(128, 128),
+)
+
+#: :data:`SELF_PLAY_TIC_TAC_TOE`'s settings on Pgx's connect four, with a
+#: wider network and 6M steps.
+SELF_PLAY_CONNECT_FOUR = dataclasses.replace(
+    SELF_PLAY_TIC_TAC_TOE,
+    env_name="pgx/connect_four",
+    total_timesteps=6_000_000,
+    hidden_sizes=(256, 256),
+)

@@ -428,10 +428,12 @@ SELF_PLAY_TIC_TAC_TOE = PPOConfig(
 )
 
 #: :data:`SELF_PLAY_TIC_TAC_TOE`'s settings on Pgx's connect four, with a
-#: wider network and 6M steps.
+#: wider network, entropy 0.1 (at 0.05 self-play narrowed to lines a random
+#: opponent still beat about one game in nine) and 6M steps.
 SELF_PLAY_CONNECT_FOUR = dataclasses.replace(
     SELF_PLAY_TIC_TAC_TOE,
     env_name="pgx/connect_four",
     total_timesteps=6_000_000,
+    ent_coef=0.1,
     hidden_sizes=(256, 256),
 )

@@ -261,28 +261,29 @@ def concat_envs(batches: Sequence[Batch]) -> Batch:
     def along(axis: int, parts: list[PyTree]) -> PyTree:
         return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis), *parts)
 
+    stores = ("final_store", "final_mask_store")  # the final observations', their masks'
+
+    def sparse(env: Any) -> dict[str, PyTree]:
+        out = {k: getattr(env, k) for k in stores}
+        return {k: v for k, v in out.items() if isinstance(v, SparseFinalObservation)}
+
     def env_first(b: Batch) -> tuple[PyTree, PyTree, PyTree]:
-        store = b.samples.env.final_store
-        sparse = store if isinstance(store, SparseFinalObservation) else None
-        return b.samples.bootstrap_value, b.samples.agent.initial_state, sparse
+        return b.samples.bootstrap_value, b.samples.agent.initial_state, sparse(b.samples.env)
 
     def time_first(b: Batch) -> Batch:
         s = b.samples
-        store = s.env.final_store
         return b.replace(
             samples=s.replace(
                 bootstrap_value=None,
                 agent=s.agent.replace(initial_state=None),
-                env=s.env.replace(
-                    final_store=None if isinstance(store, SparseFinalObservation) else store
-                ),
+                env=s.env.replace(**{k: None for k in sparse(s.env)}),
             )
         )
 
     out = along(1, [time_first(b) for b in batches])
-    bootstrap, initial, sparse = along(0, [env_first(b) for b in batches])
+    bootstrap, initial, sparse_stores = along(0, [env_first(b) for b in batches])
     s = out.samples
-    env = s.env if sparse is None else s.env.replace(final_store=sparse)
+    env = s.env.replace(**sparse_stores)
     agent = s.agent.replace(initial_state=initial)
     return out.replace(samples=s.replace(env=env, agent=agent, bootstrap_value=bootstrap))
 

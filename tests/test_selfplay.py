@@ -109,3 +109,40 @@ def test_masked_sampler_errors_and_checked_mode() -> None:
     )
     with pytest.raises(Exception, match="illegal action"):
         jax.block_until_ready(jax.jit(sampler.collect)(sampler.init(jax.random.key(0), ()), ()))
+
+
+def test_dqn_target_maximises_over_the_final_observations_legal_moves() -> None:
+    """DQN on tic-tac-toe with a time limit of 4 moves (truncations in every
+    batch): it trains, and its targets maximise Q over the legal moves of the
+    true final observation (``final_action_mask``), checked against numpy."""
+    from jaxsample.algos import dqn
+
+    env = suites.make_pgx("tic_tac_toe", episode_length=4)
+    config = dqn.DQNConfig(
+        env_name="pgx/tic_tac_toe",
+        num_envs=4,
+        num_steps=4,
+        total_timesteps=4 * 4 * 6,
+        buffer_capacity=48,
+        batch_size=16,
+        learning_starts=32,
+        target_update_interval=32,
+        hidden_sizes=(16,),
+        eval_episodes=2,
+    )
+    trainer = dqn.make_train(config, env=env, env_params=suites.NoParams())
+    state, metrics = jax.jit(trainer.train)(jax.random.key(0))
+    assert np.isfinite(np.asarray(metrics["loss"])[-1])
+    params = trainer.acting_params(state)
+    _, batch = jax.jit(trainer.sampler.collect)(state.sampler_state, params)
+    samples = batch.samples
+    env_s = samples.env
+    got = jax.jit(lambda s: trainer.targets(params.network, params.network, s, 0.9))(samples)
+    final = jax.tree.map(lambda x: x.reshape(16, *x.shape[2:]), env_s.final_observation)
+    q = np.asarray(trainer.q_values(params.network, final)).reshape(4, 4, 9)
+    mask = np.asarray(env_s.final_action_mask)
+    trunc, term = np.asarray(env_s.truncated), np.asarray(env_s.terminated)
+    assert trunc.any() and not mask[trunc].all()  # the final masks matter
+    v = np.where(mask, q, -np.inf).max(-1)
+    want = np.asarray(env_s.reward) + 0.9 * np.where(term, 0.0, v)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

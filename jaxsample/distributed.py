@@ -36,6 +36,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxsample._checks import check_key
+from jaxsample.core.masking import has_action_mask
 from jaxsample.core.options import SamplerOptions
 from jaxsample.core.rollout import Sampler, SamplerState, check_state
 from jaxsample.types import (
@@ -178,9 +179,16 @@ class ShardedSampler:
             final_store: Any = SparseFinalObservation(next_observation=envs, slots=envs)
         else:
             final_store = steps
+        masked = has_action_mask(self.local.env)  # legal-action masks
         return Batch(
             samples=Samples(
-                env=_every_field(EnvSamples, steps, final_store=final_store),
+                env=_every_field(
+                    EnvSamples,
+                    steps,
+                    final_store=final_store,
+                    action_mask=steps if masked else None,
+                    final_mask_store=final_store if masked else None,
+                ),
                 agent=_every_field(
                     AgentSamples,
                     steps,

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import jax
@@ -66,10 +67,11 @@ from flax import struct
 from jaxsample._checks import check_bool, check_int, check_key
 from jaxsample.agents.base import Agent
 from jaxsample.core import keys as K
+from jaxsample.core.masking import legal_actions
 from jaxsample.core.options import check_agent, check_discount, check_env
 from jaxsample.core.specs import agent_spec, default_params
-from jaxsample.core.step import EnvCarry, EnvStepper, track
-from jaxsample.traj_info import TrajAccumulator
+from jaxsample.core.step import EnvCarry, EnvStepper, track, traj_step
+from jaxsample.traj_info import TrajAccumulator, TrajField, check_traj_fields
 from jaxsample.types import PyTree, TrajInfo
 
 EvalMode = Literal["first_per_env", "rlpyt"]
@@ -148,6 +150,7 @@ class Evaluator:
     capacity: int
     _stepper: EnvStepper
     _quota: tuple[int, ...]  # "first_per_env": episodes wanted from each env
+    traj_fields: tuple[TrajField, ...] = ()
 
     def run(self, key: jax.Array, agent_params: PyTree) -> TrajInfo:
         """Evaluate ``agent_params``; pure and jittable.
@@ -195,7 +198,10 @@ class Evaluator:
 
         def body(c: _Loop) -> _Loop:
             envs, done, info, action = step(c.envs, agent_params, c.t)
-            self._stepper.agent.check_actions_fit(action, jnp.ones((B,), bool), ranks, c.t, "step")
+            legal = legal_actions(c.envs.env.observation)
+            self._stepper.agent.check_actions_fit(
+                action, jnp.ones((B,), bool), ranks, c.t, "step", legal
+            )
             if self.mode == "rlpyt":
                 record = done
                 before = jnp.cumsum(done, dtype=jnp.int32) - done.astype(jnp.int32)
@@ -226,7 +232,7 @@ class Evaluator:
     # ------------------------------------------------------------ internals
     def _traj(self) -> TrajAccumulator:
         """A fresh accumulator for the env's reward (``[N]`` for a team)."""
-        return TrajAccumulator.zeros((), self._stepper.env_spec.reward.shape)
+        return TrajAccumulator.zeros(self.traj_fields, self._stepper.env_spec.reward.shape)
 
     def _init_env(self, key: jax.Array, rank: jax.Array) -> _EnvState:
         k_reset, k_run = K.eval_env_keys(key, rank)
@@ -249,7 +255,8 @@ class Evaluator:
         k_agent, k_env = K.eval_step_keys(s.key, t)
         act = self._stepper.agent.agent_act(agent_params)
         env, tr = self._stepper.step(s.env, act, k_agent, self._stepper.keys_of(k_env))
-        traj, info = track(s.traj, tr.reward, tr.done, self.discount)
+        step = traj_step(s.env.observation, tr) if self.traj_fields else None
+        traj, info = track(s.traj, tr.reward, tr.done, self.discount, step)
         return s.replace(env=env, traj=traj), tr.done, info, tr.action
 
 
@@ -270,6 +277,7 @@ def make_evaluator(
     discount: float = 0.99,
     agent_params: PyTree = None,
     check_actions: bool = False,
+    traj_fields: Sequence[TrajField] = (),
 ) -> Evaluator:
     """Build an evaluator of ``agent.as_eval()`` on ``n_envs`` envs.
 
@@ -299,8 +307,11 @@ def make_evaluator(
         ``init`` method; without either, ``run`` checks the agent with the
         parameters it is given.
       check_actions: the checked mode (as in :func:`jaxsample.make_sampler`):
-        ``run`` raises when an action is outside the action space; off by
-        default, at no cost.
+        ``run`` raises when an action is outside the action space or not
+        legal (an env with legal-action masks); off by default, at no cost.
+      traj_fields: user fields of the returned ``TrajInfo.extra``
+        (:class:`~jaxsample.TrajField`, as the sampler's ``traj_fields``),
+        e.g. ``js.agents.agent_returns()`` for a game against an opponent.
 
     Returns:
       An :class:`Evaluator`; call ``evaluator.run(key, agent_params)`` (under
@@ -320,6 +331,7 @@ def make_evaluator(
         raise ValueError(f"mode must be one of {EVAL_MODES}, got {mode!r}")
     discount = check_discount(discount)
     check_bool("check_actions", check_actions)
+    traj_fields = check_traj_fields(traj_fields)
     check_env(env, env_params)
     if not callable(getattr(agent, "as_eval", None)):
         raise TypeError("agent must have a method as_eval() giving its greedy behaviour")
@@ -356,4 +368,5 @@ def make_evaluator(
         capacity=capacity,
         _stepper=stepper,
         _quota=quota,
+        traj_fields=traj_fields,
     )

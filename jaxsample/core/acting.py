@@ -21,8 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxsample.agents.base import Agent
+from jaxsample.agents.base import Agent, random_action
 from jaxsample.core.liveness import reads_inputs
+from jaxsample.core.masking import agent_inputs
 from jaxsample.core.specs import REWARD, act_checked, initial_agent_state
 from jaxsample.types import AgentInputs, AgentStep, PyTree
 
@@ -148,7 +149,7 @@ class AgentStepper:
         self, carry: AgentCarry, observation: PyTree, act: ActFn, key: jax.Array
     ) -> tuple[AgentStep, PyTree]:
         """``act`` on ``observation`` and the carry's inputs and state, with ``key``."""
-        inputs = AgentInputs(observation, carry.prev_action, carry.prev_reward)
+        inputs = agent_inputs(observation, carry.prev_action, carry.prev_reward)
         return act(inputs, carry.agent_state, key)
 
     def after(
@@ -183,9 +184,9 @@ class AgentStepper:
         return act
 
     def random_act(self, inputs: AgentInputs, state: PyTree, key: jax.Array):
-        """Uniformly random actions (decorrelation); the agent state is kept."""
-        del inputs
-        return AgentStep(self.action_space.sample(key), ()), state
+        """Uniformly random actions (decorrelation), among the legal ones of
+        ``inputs.action_mask`` where the env has masks; the agent state is kept."""
+        return AgentStep(random_action(self.action_space, inputs, key), ()), state
 
     def random_policy(self, action_spec: PyTree, agent_info_spec: PyTree) -> ActFn:
         """:meth:`random_act` cast to ``action_spec``, with zeros of
@@ -210,14 +211,20 @@ class AgentStepper:
         :func:`~jaxsample.core.liveness.reads_inputs`; nothing runs)."""
 
         def act_on(prev_action: PyTree, prev_reward: jax.Array, obs: PyTree, state: PyTree):
-            inputs = AgentInputs(obs, prev_action, prev_reward)
+            inputs = agent_inputs(obs, prev_action, prev_reward)
             return act(inputs, state, jax.random.key(0))
 
         args = (self.null_action, self.reward, self.observation, self.agent_state_spec)
         return reads_inputs(act_on, args, which=(0, 1))
 
     def check_actions_fit(
-        self, action: PyTree, active: jax.Array, env_rank: jax.Array, t: jax.Array, where: str
+        self,
+        action: PyTree,
+        active: jax.Array,
+        env_rank: jax.Array,
+        t: jax.Array,
+        where: str,
+        legal: jax.Array | None = None,
     ) -> None:
         """Checked mode, batched (call it outside the vmap over envs): raise at
         run time, inside jit, when an active env's action is outside the action
@@ -229,6 +236,9 @@ class AgentStepper:
             zeros are not checked).
           env_rank: int32 ``[B]``, for the message.
           t: the step (scalar), for the message; ``where`` says of what.
+          legal: bool ``[B, n]``, the legal actions of the observations the
+            actions were chosen on (envs with masks): an illegal action is
+            reported too. None: no masks.
 
         The failure is a ``ValueError`` raised in a host callback, which JAX
         re-raises from the jitted call as a ``JaxRuntimeError`` carrying its
@@ -238,6 +248,8 @@ class AgentStepper:
             return
         space = self.action_space
         fits = jax.vmap(lambda a: jnp.all(jnp.asarray(space.contains(a))))(action)
+        if legal is not None:
+            fits = fits & jax.vmap(_is_legal)(legal, action)
         fits = fits | ~active
 
         def fail(fits: np.ndarray, action: Any, env_rank: np.ndarray, t: np.ndarray) -> None:
@@ -248,7 +260,8 @@ class AgentStepper:
             value = jax.tree.map(lambda x: np.asarray(x)[first].tolist(), action)
             more = f" (and {bad.size - 1} more envs)" if bad.size > 1 else ""
             raise ValueError(
-                f"check_actions: the agent's action is outside the action space {space}: "
+                f"check_actions: the agent's action is outside the action space {space} "
+                "or an illegal action (not in the env's action_mask): "
                 f"env rank {int(np.asarray(env_rank)[first])} at {where} {int(t)} chose "
                 f"action {value}{more}"
             )
@@ -262,3 +275,13 @@ class AgentStepper:
             env_rank,
             t,
         )
+
+
+def _is_legal(legal: jax.Array, action: jax.Array) -> jax.Array:
+    """Whether ``action`` (an int scalar, or ``[N]`` for N agents) is legal
+    under ``legal`` (bool ``[n]`` or ``[N, n]``)."""
+    action = jnp.asarray(action).astype(jnp.int32)
+    n = legal.shape[-1]
+    inside = (action >= 0) & (action < n)
+    picked = jnp.take_along_axis(legal, jnp.clip(action, 0, n - 1)[..., None], axis=-1)[..., 0]
+    return jnp.all(inside & picked)

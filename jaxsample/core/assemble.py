@@ -23,6 +23,7 @@ from flax import struct
 
 from jaxsample.agents.base import Agent
 from jaxsample.core.acting import AgentCarry, restart_where, where_leading
+from jaxsample.core.masking import split, split_store
 from jaxsample.traj_info import TrajAccumulator, TrajStep, trajectory_end
 from jaxsample.types import (
     AgentInputs,
@@ -167,8 +168,10 @@ def assemble(
     done = ended | ~s.valid
     if traj_infos is None:
         traj, traj_infos = steps_trajectories(discount, traj, s, traj_done)
+    observation, action_mask = split(s.observation)
+    final, final_mask = split_store(final)
     env = EnvSamples(
-        observation=s.observation,
+        observation=observation,
         reward=s.reward,
         prev_reward=shift_previous(done, start.prev_reward, s.reward),
         terminated=s.terminated,
@@ -176,6 +179,8 @@ def assemble(
         done=done,
         env_info=s.env_info,
         final_store=final,
+        action_mask=action_mask,
+        final_mask_store=final_mask,
     )
     agent = AgentSamples(
         action=s.action,

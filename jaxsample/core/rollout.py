@@ -45,12 +45,13 @@ from jaxsample.core import keys as K
 from jaxsample.core.acting import ActFn, AgentCarry, AgentFields
 from jaxsample.core.assemble import Steps, assemble, bootstrap_values
 from jaxsample.core.finals import FinalStore
+from jaxsample.core.masking import agent_inputs, legal_actions
 from jaxsample.core.options import SamplerOptions
 from jaxsample.core.resets import ResetPool, where_envs
 from jaxsample.core.specs import FromParams, recorded_info
-from jaxsample.core.step import EnvCarry, EnvStepper, hold_idle, track
-from jaxsample.traj_info import TrajAccumulator, TrajStep, trajectory_end
-from jaxsample.types import AgentInputs, Batch, BatchSpec, PyTree, Samples, TrajInfo
+from jaxsample.core.step import EnvCarry, EnvStepper, hold_idle, track, traj_step
+from jaxsample.traj_info import TrajAccumulator, trajectory_end
+from jaxsample.types import Batch, BatchSpec, PyTree, Samples, TrajInfo
 
 
 @struct.dataclass
@@ -343,7 +344,10 @@ class Sampler:
         new_state, out = jax.vmap(step)(state, k_agent, k_env)
         auto = self.options.reset_mode == "auto"
         active = jnp.ones(state.idle.shape, bool) if auto else out.valid
-        self._stepper.agent.check_actions_fit(out.action, active, state.env_rank, t, "batch step")
+        legal = legal_actions(state.observation)
+        self._stepper.agent.check_actions_fit(
+            out.action, active, state.env_rank, t, "batch step", legal
+        )
         return new_state, out
 
     def _pooled_reset(self, state: SamplerState, done: jax.Array, reset_keys: Any) -> SamplerState:
@@ -369,7 +373,7 @@ class Sampler:
         bootstrap = None
         if self.options.bootstrap_value:
             agent = end.env.agent
-            inputs = AgentInputs(end.observation, agent.prev_action, agent.prev_reward)
+            inputs = agent_inputs(end.observation, agent.prev_action, agent.prev_reward)
             bootstrap = bootstrap_values(self.agent, agent_params, inputs, agent.agent_state)
         steps = Steps.of(
             out,
@@ -390,17 +394,7 @@ class Sampler:
     def _track(self, s: SamplerState, tr: Any) -> tuple[TrajAccumulator, TrajInfo]:
         """The accumulator after the step ``tr`` of one env from ``s``, and the
         step's TrajInfo."""
-        step = None
-        if self.options.traj_fields:
-            step = TrajStep(
-                observation=s.observation,
-                action=tr.action,
-                reward=tr.reward,
-                terminated=tr.terminated,
-                truncated=tr.truncated,
-                env_info=recorded_info(tr.info),
-                agent_info=tr.agent_info,
-            )
+        step = traj_step(s.observation, tr) if self.options.traj_fields else None
         ended = trajectory_end(tr.done, tr.truncated, tr.info, self.options.traj_done)
         return track(s.traj, tr.reward, ended, self.options.discount, step)
 

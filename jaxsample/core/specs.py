@@ -22,6 +22,7 @@ import numpy as np
 from gymnax.environments.environment import Environment
 
 from jaxsample.agents.base import Agent, action_spec, null_action
+from jaxsample.core.masking import MaskedObservation, agent_inputs, has_action_mask, split
 from jaxsample.envs.wrappers import MaskObservation
 from jaxsample.types import AgentInputs, AgentSamples, AgentStep, EnvSamples, PyTree, Samples
 
@@ -138,11 +139,18 @@ def env_spec(env: Any, env_params: Any, *, same_observation: bool = False) -> En
             step_spec[0],
             "env.step must return observations like env.reset's.",
         )
+    observation = step_spec[0]
+    if has_action_mask(env):  # the observation travels with its legal actions
+        mask = jax.eval_shape(env.action_mask, step_spec[1], env_params)
+        if mask.dtype != jnp.bool_:
+            raise TypeError(f"env.action_mask must return bools, got {mask.dtype}")
+        observation = MaskedObservation(observation, mask)
+        info_spec = {**info_spec, "final_observation": observation}
     return EnvSpec(
         action_space=space,
         action=act_spec,
         null_action=null_action(space),
-        observation=step_spec[0],
+        observation=observation,
         env_state=step_spec[1],
         info=info_spec,
         reward=jax.ShapeDtypeStruct(step_spec[2].shape, jnp.float32),
@@ -198,7 +206,7 @@ def default_params(agent: Agent, agent_params: PyTree, observation: PyTree) -> P
     observation)`` when the agent has ``init``, else None (not known before
     the parameters are given to ``init``/``collect``/``run``)."""
     if agent_params is None and callable(getattr(agent, "init", None)):
-        return jax.eval_shape(agent.init, jax.random.key(0), observation)
+        return jax.eval_shape(agent.init, jax.random.key(0), split(observation)[0])
     return agent_params
 
 
@@ -219,7 +227,7 @@ def agent_spec(
     key = jax.random.key(0)
     state_spec = agent_state_spec(agent)
     act_spec = action_spec(action_space)
-    inputs = AgentInputs(observation, act_spec, reward)
+    inputs = agent_inputs(observation, act_spec, reward)
 
     def act(params: PyTree, inputs: AgentInputs, state: PyTree, key: jax.Array):
         return act_checked(
@@ -345,6 +353,7 @@ def step_examples(
     observation, action, info, reward (``[N]`` for a team: the rewards and
     the bootstrap value are per agent), and the agent's info and state."""
     boolean = jax.ShapeDtypeStruct((), bool)
+    observation, mask = split(observation)
     return Samples(
         env=EnvSamples(
             observation=specs(observation),
@@ -355,6 +364,8 @@ def step_examples(
             done=boolean,
             env_info=specs(env_info),
             final_store=specs(observation),
+            action_mask=specs(mask),
+            final_mask_store=specs(mask),
         ),
         agent=AgentSamples(
             action=specs(action),

@@ -34,7 +34,8 @@ from gymnax.environments.environment import Environment
 from jaxsample.agents.base import Agent
 from jaxsample.core.acting import ActFn, AgentCarry, AgentStepper, where_leading
 from jaxsample.core.keys import EnvKeys, env_step_keys
-from jaxsample.core.specs import EnvSpec, agent_state_spec, env_spec, strong
+from jaxsample.core.masking import observe, split
+from jaxsample.core.specs import EnvSpec, agent_state_spec, env_spec, recorded_info, strong
 from jaxsample.traj_info import TrajAccumulator, TrajStep
 from jaxsample.types import PyTree, TrajInfo
 
@@ -113,7 +114,13 @@ class EnvStepper:
     def reset(self, key: jax.Array) -> tuple[PyTree, PyTree]:
         """``env.reset(key)`` as ``(observation, env_state)`` with the carry's dtypes."""
         spec = (self.env_spec.observation, self.env_spec.env_state)
-        return strong(self.env.reset(key, self.env_params), spec)
+        obs, env_state = self.env.reset(key, self.env_params)
+        return strong((self._observe(obs, env_state), env_state), spec)
+
+    def _observe(self, observation: PyTree, env_state: PyTree) -> PyTree:
+        """The observation with the legal actions of ``env_state`` for an env
+        with masks (:func:`~jaxsample.core.masking.observe`), else as it is."""
+        return observe(self.env, self.env_params, observation, env_state)
 
     def start(self, key: jax.Array, rank: jax.Array) -> EnvCarry:
         """The carry of a new episode from ``env.reset(key)`` (null previous
@@ -154,6 +161,7 @@ class EnvStepper:
         )
         done = jnp.logical_or(terminated, truncated)
         obs_re, state_re = self.env.reset_env(k_reset, self.env_params)
+        obs_re = self._observe(obs_re, state_re)
         select = functools.partial(jax.lax.select, done)
         state = jax.tree.map(select, state_re, state_st)
         obs = jax.tree.map(select, obs_re, obs_st)
@@ -170,6 +178,7 @@ class EnvStepper:
             k_step, env_state, action, self.env_params
         )
         truncated = self.env.is_truncated(env_state, self.env_params)
+        obs = self._observe(obs, env_state)
         info = {
             **info,
             "terminated": terminated,
@@ -230,6 +239,20 @@ class EnvStepper:
         # truncated, done, info.
         out = Transition(action, agent_step.agent_info, reward, terminated, truncated, done, info)
         return EnvCarry(env_state, obs, agent), out
+
+
+def traj_step(observation: PyTree, tr: Transition) -> TrajStep:
+    """The :class:`~jaxsample.traj_info.TrajStep` user fields see of the step
+    ``tr`` taken on ``observation`` (the carry's: without its mask)."""
+    return TrajStep(
+        observation=split(observation)[0],
+        action=tr.action,
+        reward=tr.reward,
+        terminated=tr.terminated,
+        truncated=tr.truncated,
+        env_info=recorded_info(tr.info),
+        agent_info=tr.agent_info,
+    )
 
 
 def hold_idle(s: Any, new: Any, done: jax.Array, out: PyTree) -> tuple[Any, PyTree]:

@@ -11,6 +11,8 @@ counter before the step and the value of the inputs.
 """
 
 import dataclasses
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -129,3 +131,12 @@ def assert_close(name, actual, expected, dtype=None) -> None:
         np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5, err_msg=name)
     else:
         np.testing.assert_array_equal(actual, expected.astype(actual.dtype), err_msg=name)
+
+
+def load_tool(name: str) -> Any:
+    """The module ``tools/<name>.py`` (the repository's scripts, not a package)."""
+    path = Path(__file__).resolve().parent.parent / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

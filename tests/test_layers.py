@@ -5,17 +5,15 @@ The import graph (lazy imports inside functions included) comes from
 layering of docs/design.md.
 """
 
-import importlib.util
 from pathlib import Path
+
+from helpers import load_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "tools/import_graph.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("import_graph")
 
 
 def test_no_import_cycle_and_no_upward_import() -> None:

@@ -11,13 +11,12 @@ evaluation as the curves of docs/benchmarks.md).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import load_tool
 
 import jaxsample as js
 from jaxsample.algos import configs, ppo
@@ -25,14 +24,9 @@ from jaxsample.envs import suites
 
 pytest.importorskip("pgx")
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("selfplay", ROOT / "tools/selfplay_curves.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("selfplay_curves")
 
 
 def test_self_play_ppo_machinery_on_tic_tac_toe() -> None:

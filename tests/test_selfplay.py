@@ -35,7 +35,7 @@ def test_self_play_ppo_machinery_on_tic_tac_toe() -> None:
     )
     trainer = ppo.make_train(config)
     assert trainer.negamax  # chosen by the env: a zero-sum two-player game
-    assert not ppo.make_train(dataclasses.replace(config, negamax=False)).negamax
+    assert not ppo.make_train(dataclasses.replace(config, negamax="off")).negamax
     state, metrics = jax.jit(trainer.train)(jax.random.key(0))
     assert np.isfinite(np.asarray(metrics["loss"])).all()
     _, batch = jax.jit(trainer.sampler.collect)(state.sampler_state, state.params)

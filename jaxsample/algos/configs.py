@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 _CELLS = ("gru", "lstm")
+_NEGAMAX = ("auto", "on", "off")
 _PPO_POSITIVE_INTS = ("update_epochs", "num_minibatches", "rnn_hidden_size")
 _PPO_NON_NEGATIVE_FLOATS = ("clip_eps", "ent_coef", "vf_coef", "adam_eps")
 _LOSSES = ("mse", "huber")
@@ -175,8 +176,9 @@ class PPOConfig(_RunLength):
         acting player's view and GAE negates the next value (and advantage)
         where the other player moves next
         (:func:`~jaxsample.algos.returns.turn_signs`, read from the env's
-        ``player``/``next_player`` info). None (default): what the env says
-        (its ``zero_sum`` attribute: True for Pgx's two-player games).
+        ``player``/``next_player`` info). ``"auto"`` (default): what the env
+        says (its ``zero_sum`` attribute: True for Pgx's two-player games);
+        ``"on"``; ``"off"``.
     """
 
     env_name: str = "CartPole-v1"
@@ -204,11 +206,11 @@ class PPOConfig(_RunLength):
     mask_velocity: bool = False
     max_decorrelation_steps: int = 0
     metrics_window: int = 20
-    negamax: bool | None = None
+    negamax: str = "auto"
 
     def __post_init__(self) -> None:
-        if self.negamax is not None and not isinstance(self.negamax, bool):
-            raise TypeError(f"negamax must be a bool or None, got {self.negamax!r}")
+        if self.negamax not in _NEGAMAX:
+            raise ValueError(f"negamax must be one of {_NEGAMAX}, got {self.negamax!r}")
         check_config(
             self,
             ints=[(name, 1) for name in _PPO_POSITIVE_INTS],

@@ -488,8 +488,8 @@ def make_train(
                 f"the {n} devices of mesh axis {mesh_axis!r}: change num_minibatches"
             )
     optimizer = common.make_optimizer(config)
-    negamax = config.negamax
-    if negamax is None:  # what the env says: a Pgx two-player game is zero-sum
+    negamax = config.negamax == "on"
+    if config.negamax == "auto":  # what the env says: a Pgx two-player game is zero-sum
         negamax = bool(getattr(env, "zero_sum", False))
     return Trainer(config, env, env_params, agent, sampler, optimizer, mesh, mesh_axis, negamax)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import jax
@@ -22,7 +23,7 @@ import numpy as np
 from gymnax.environments.environment import Environment
 
 from jaxsample.agents.base import Agent, action_spec, null_action
-from jaxsample.core.masking import MaskedObservation, agent_inputs, has_action_mask, split
+from jaxsample.core.masking import agent_inputs, observe, split
 from jaxsample.envs.wrappers import MaskObservation
 from jaxsample.types import AgentInputs, AgentSamples, AgentStep, EnvSamples, PyTree, Samples
 
@@ -139,13 +140,9 @@ def env_spec(env: Any, env_params: Any, *, same_observation: bool = False) -> En
             step_spec[0],
             "env.step must return observations like env.reset's.",
         )
-    observation = step_spec[0]
-    if has_action_mask(env):  # the observation travels with its legal actions
-        mask = jax.eval_shape(env.action_mask, step_spec[1], env_params)
-        if mask.dtype != jnp.bool_:
-            raise TypeError(f"env.action_mask must return bools, got {mask.dtype}")
-        observation = MaskedObservation(observation, mask)
-        info_spec = {**info_spec, "final_observation": observation}
+    # an env with legal-action masks: the observation travels with its mask
+    observation = jax.eval_shape(partial(observe, env, env_params), step_spec[0], step_spec[1])
+    info_spec = {**info_spec, "final_observation": observation}
     return EnvSpec(
         action_space=space,
         action=act_spec,

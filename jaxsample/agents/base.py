@@ -66,11 +66,12 @@ def num_actions(space: Any) -> int:
 
 def random_action(space: Any, inputs: AgentInputs, key: jax.Array) -> PyTree:
     """A uniformly random action of ``space``: among the legal ones of
-    ``inputs.action_mask`` where it is not None (``space`` then ``Discrete``),
-    else ``space.sample(key)``."""
+    ``inputs.action_mask`` where it is not None (``space`` then ``Discrete``,
+    mask ``[n]``; or a team's ``PerAgent`` of ``Discrete``, mask ``[N, n]``:
+    each agent's among its own), else ``space.sample(key)``."""
     if inputs.action_mask is None:
         return space.sample(key)
-    n = num_actions(space)
+    n = num_actions(getattr(space, "space", space))  # PerAgent: one agent's space
     return uniform_legal(key, legal(inputs.action_mask, n), jnp.dtype(space.dtype))
 
 

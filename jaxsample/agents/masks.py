@@ -44,8 +44,8 @@ def masked_logits(logits: jax.Array, mask: jax.Array | None) -> jax.Array:
 
 
 def uniform_legal(key: jax.Array, mask: jax.Array, dtype: jnp.dtype = jnp.int32) -> jax.Array:
-    """One action drawn uniformly among the legal ones of ``mask`` ``[n]``: a
-    scalar of ``dtype``."""
+    """One action drawn uniformly among the legal ones of ``mask`` ``[..., n]``
+    (``[N, n]``: one per agent): ``[...]`` of ``dtype``."""
     mask = legal(mask)
     return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf)).astype(dtype)
 

@@ -311,7 +311,7 @@ def make_evaluator(
         legal (an env with legal-action masks); off by default, at no cost.
       traj_fields: user fields of the returned ``TrajInfo.extra``
         (:class:`~jaxsample.TrajField`, as the sampler's ``traj_fields``),
-        e.g. ``js.agents.agent_returns()`` for a game against an opponent.
+        e.g. ``js.agents.seat_returns()`` for a game against an opponent.
 
     Returns:
       An :class:`Evaluator`; call ``evaluator.run(key, agent_params)`` (under

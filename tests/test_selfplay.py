@@ -63,7 +63,7 @@ def test_evaluator_plays_an_opponent_as_a_second_agent() -> None:
     p = learner.init(jax.random.key(1), env.reset(jax.random.key(2), params)[0])
     match = js.agents.TurnTaking((learner, js.agents.RandomAgent(space)))
     evaluator = js.make_evaluator(
-        env, params, match, n_envs=16, max_steps=16 * 9, traj_fields=js.agents.agent_returns()
+        env, params, match, n_envs=16, max_steps=16 * 9, traj_fields=js.agents.seat_returns()
     )
     infos = jax.jit(evaluator.run)(jax.random.key(3), (p, ()))
     done = np.asarray(infos.completed)

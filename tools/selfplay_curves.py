@@ -5,7 +5,7 @@ negamax values) on ``pgx/<game>``, and after every chunk of iterations
 evaluates the greedy policy against a uniformly random legal opponent with
 :func:`jaxsample.make_evaluator`: the agent is ``TurnTaking((learner,
 random))`` (the learner opens in the even-ranked envs, the opponent in the
-odd ones), one game per env, and ``agent_returns()`` gives the learner's
+odd ones), one game per env, and ``seat_returns()`` gives the learner's
 result of each game. Writes the curve as JSON and PNG::
 
     python tools/selfplay_curves.py tic_tac_toe --out docs/figures
@@ -52,7 +52,7 @@ def win_rates_of(
         match,
         n_envs=games,
         max_steps=games * moves,
-        traj_fields=js.agents.agent_returns(),
+        traj_fields=js.agents.seat_returns(),
     )
     infos = evaluator.run(key, (params, ()))
     result = infos.extra["agent0_return"]

@@ -19,7 +19,7 @@ from jaxsample.agents.epsilon_greedy import (
 from jaxsample.agents.masks import masked_argmax, masked_logits, masked_max, uniform_legal
 from jaxsample.agents.recurrent import RecurrentActorCritic
 from jaxsample.agents.shared import SharedAgent
-from jaxsample.agents.turns import TurnTaking, agent_returns
+from jaxsample.agents.turns import TurnTaking, seat_returns
 
 __all__ = [
     "ActorCriticInfo",
@@ -34,7 +34,6 @@ __all__ = [
     "SharedAgent",
     "TurnTaking",
     "action_spec",
-    "agent_returns",
     "categorical_entropy",
     "categorical_log_prob",
     "flatten_observation",
@@ -44,5 +43,6 @@ __all__ = [
     "masked_logits",
     "masked_max",
     "null_action",
+    "seat_returns",
     "uniform_legal",
 ]

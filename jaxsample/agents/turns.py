@@ -13,7 +13,7 @@ chess, Go: a pass is a move), not games where a player may move twice in a
 row (backgammon).
 
 ``agent_info`` is ``{"agent": int32}``, the index of the agent that acted;
-:func:`agent_returns` turns it into every agent's return of the game as
+:func:`seat_returns` turns it into every agent's return of the game as
 TrajInfo fields.
 """
 
@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from jaxsample.traj_info import TrajField, TrajStep
 from jaxsample.types import AgentInputs, AgentStep, PyTree
 
-__all__ = ["TurnTaking", "agent_returns"]
+__all__ = ["TurnTaking", "seat_returns"]
 
 
 def _select(index: jax.Array, trees: Sequence[PyTree]) -> PyTree:
@@ -107,7 +107,7 @@ class TurnTaking:
         return TurnTaking(tuple(a.as_eval() for a in self.agents))
 
 
-def agent_returns(num_agents: int = 2) -> list[TrajField]:
+def seat_returns(num_agents: int = 2) -> list[TrajField]:
     """TrajInfo fields ``agent<i>_return`` (float32): the return of the game
     for the player agent ``i`` of a :class:`TurnTaking` plays, in a
     two-player game with per-player rewards (``env_info["rewards"]`` and
@@ -115,7 +115,7 @@ def agent_returns(num_agents: int = 2) -> list[TrajField]:
     win, 0 a draw, -1 a loss. The player of agent ``i`` is the one who acted
     where it moved, the other one elsewhere."""
     if isinstance(num_agents, bool) or not isinstance(num_agents, int) or num_agents != 2:
-        raise ValueError(f"agent_returns is for two agents (two players), got {num_agents!r}")
+        raise ValueError(f"seat_returns is for two agents (two players), got {num_agents!r}")
 
     def field(i: int) -> TrajField:
         def update(value: jax.Array, step: TrajStep) -> jax.Array:

@@ -10,6 +10,12 @@ truncated by the rules of the module docstring.
 
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -340,6 +346,50 @@ def test_batches_on_two_devices_equal_one_device() -> None:
             np.testing.assert_allclose(two[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)
         else:
             np.testing.assert_array_equal(two[k], one[k], err_msg=k)
+
+
+_EXACT_SCRIPT = """
+import sys
+import jax
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import test_jaxmarl as t
+with jax.numpy_rank_promotion("allow"):
+    one = t._mpe_batches(None)
+    two = t._mpe_batches(jax.sharding.Mesh(np.array(jax.devices()[:2]), ("envs",)))
+diff = {k: int((two[k] != one[k]).sum()) for k in one}
+assert one["truncated0"].any() and len(diff) == 16, diff
+print("DIFFERENT", sum(diff.values()), diff)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="an x86 ISA flag")
+def test_batches_on_two_devices_equal_one_device_bit_for_bit_without_fma() -> None:
+    """The 1-ulp differences above are XLA's, not the sampler's: XLA's CPU
+    backend always lets LLVM contract a multiply and an add into one fused
+    multiply-add (one rounding instead of two), and the sharded program fuses
+    MPE's physics at other boundaries than the one-device program, so some
+    ``a * b + c`` are contracted in one and not in the other. On an ISA
+    without FMA (``--xla_cpu_max_isa=AVX``) every batch, physics included, is
+    the same bit for bit on 2 devices as on 1 (a fresh process: XLA's flags
+    are read when JAX starts); under default flags the same script finds
+    differences, so the flag is what it shows."""
+    tests = str(Path(__file__).parent)
+    found = {}
+    for flags in ("--xla_cpu_max_isa=AVX", ""):
+        env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count=2 {flags}")
+        out = subprocess.run(
+            [sys.executable, "-c", _EXACT_SCRIPT, tests],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        ).stdout
+        found[flags] = int(out.split("DIFFERENT ")[1].split()[0])
+    assert found["--xla_cpu_max_isa=AVX"] == 0, found
+    assert found[""] > 0, found  # default flags: the FMA rounding shows
 
 
 @pytest.mark.slow

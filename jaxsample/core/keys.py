@@ -30,8 +30,8 @@ Samplers (the JAX sampler, :mod:`jaxsample.core.rollout`, and the host sampler,
 
 One ``fold_in`` per key is much cheaper than a per-env ``split``, and the
 sampler draws the keys of a whole batch before its scan, one hash per stream
-with the env's one epoch key (:func:`batch_step_keys`; a per-step key would
-cost twice as much), so nothing is hashed inside the scan. The keys depend only
+with the env's one epoch key (:func:`batch_step_keys`), so nothing is hashed
+inside the scan. The keys depend only
 on ``n``, so collecting ``2 x T`` steps gives the same samples as
 ``T`` steps twice (in ``"auto"`` mode), and the epochs keep the uint32 counter
 from ever wrapping onto keys already used, however long the run.
@@ -136,7 +136,11 @@ def batch_step_keys(keys: EpochKeys, T: int, reset_keys: bool) -> tuple[jax.Arra
 
     A batch that stays in one key epoch (all but one batch in ``2**30`` steps)
     hashes with the env's one epoch key; only where some env of the batch (of
-    any vmapped run) crosses into the next epoch is the key chosen per step.
+    any vmapped run) crosses into the next epoch does each step hash with its
+    own epoch's key, chosen per step before the hash. So each stream is one
+    hash in either branch of the crossing's ``lax.cond`` (hashing with both
+    keys and choosing after would compile three), and the common branch keeps
+    the cheaper hash of one key (a key per step costs about a tenth more).
     Each stream is its own hash, so XLA drops the keys that nothing uses (an
     env whose step ignores its key, as CartPole's and Navix's do).
 
@@ -148,24 +152,23 @@ def batch_step_keys(keys: EpochKeys, T: int, reset_keys: bool) -> tuple[jax.Arra
     """
     n = keys.step + jnp.arange(T, dtype=jnp.uint32)  # < 2 * EPOCH: no uint32 wrap
     crossing = any_in_batch(keys.step + jnp.uint32(T) > EPOCH)
-    impl = jax.random.key_impl(keys.key)
-    fold = jax.vmap(jax.random.fold_in, (None, 0))
+
+    def per_step() -> jax.Array:  # [T] keys: the next epoch's from the step entering it
+        data = jnp.where(
+            (n >= EPOCH)[:, None], jax.random.key_data(keys.next_key), jax.random.key_data(keys.key)
+        )
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(keys.key))
 
     def stream(s: int) -> jax.Array:  # [T]; one hash per stream, so an unused one is dropped
         # STREAMS * n + s wraps (uint32) past the epoch onto the next epoch's
-        # STREAMS * (n - EPOCH) + s, as STREAMS * EPOCH == 2**32: both epochs'
-        # keys hash the same counters, in kernels of the same shape (XLA
-        # compiles one for the three hashes).
+        # STREAMS * (n - EPOCH) + s, as STREAMS * EPOCH == 2**32: the counter
+        # of step_key's index in the step's own epoch.
         counter = jnp.uint32(STREAMS) * n + jnp.uint32(s)
-
-        def hash_with(key: jax.Array) -> jax.Array:
-            return jax.random.key_data(fold(key, counter))
-
-        def across() -> jax.Array:  # some env of the batch enters the next epoch
-            return jnp.where((n >= EPOCH)[:, None], hash_with(keys.next_key), hash_with(keys.key))
-
-        data = jax.lax.cond(crossing, across, lambda: hash_with(keys.key))
-        return jax.random.wrap_key_data(data, impl=impl)
+        return jax.lax.cond(
+            crossing,
+            lambda: jax.vmap(jax.random.fold_in)(per_step(), counter),
+            lambda: jax.vmap(jax.random.fold_in, (None, 0))(keys.key, counter),
+        )
 
     k_step = stream(ENV)
     return stream(AGENT), (k_step, stream(RESET) if reset_keys else k_step)

@@ -109,6 +109,27 @@ def _chunk_size(num_iterations: int, chunks: int) -> int:
     return min(num_iterations, target)
 
 
+def over_runs(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``jax.vmap(fn)`` over the runs' leading axis ``[R]`` of every argument
+    leaf; for one run (``R = 1``, every leading axis 1) ``fn`` of the run's
+    own arguments with the axis added back to its outputs, the same values
+    and shapes without a batch trace: vmapping a trainer's scans re-traces
+    their bodies, about 40% of ``jaxsample train``'s tracing for one seed, and
+    a single PureJaxRL run (its ``ppo.py``) is not vmapped either. Every
+    program of a run uses it, so chunks, one program and resumed runs compute
+    the same either way."""
+    batched = jax.vmap(fn)
+
+    def call(*args: Any) -> Any:
+        leaves = jax.tree.leaves(args)
+        if leaves and all(jnp.shape(x)[:1] == (1,) for x in leaves):
+            out = fn(*jax.tree.map(lambda x: x[0], args))
+            return jax.tree.map(lambda x: x[None], out)
+        return batched(*args)
+
+    return call
+
+
 #: Compiled programs per trainer, so that a second run of the same trainer in
 #: one process (a resumed run, a test) does not compile again.
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -146,7 +167,7 @@ def _program(
     cache = _PROGRAMS.setdefault(trainer, {})
     if key not in cache:
         if what == "init":
-            init = jax.vmap(trainer.init)
+            init = over_runs(trainer.init)
             if store is not None:
                 init = store.function("init", init, *args)
             cache[key] = jax.jit(init).lower(*args).compile(compiler_options("init"))
@@ -154,11 +175,11 @@ def _program(
             holder: list[Callable[..., None]] = [lambda i, m: None]
             step = None
             if store is not None:
-                step = store.function("iteration", jax.vmap(trainer.iteration), *args)
+                step = store.function("iteration", over_runs(trainer.iteration), *args)
             fn = jax.jit(one_program(trainer, what[1], what[2], holder, step), donate_argnums=0)
             cache[key] = (fn.lower(*args).compile(compiler_options("run")), holder)
         else:
-            fn = jax.jit(jax.vmap(lambda s: trainer.run(s, what)), donate_argnums=0)
+            fn = jax.jit(over_runs(lambda s: trainer.run(s, what)), donate_argnums=0)
             cache[key] = fn.lower(*args).compile(compiler_options("run"))
     return cache[key]
 
@@ -206,7 +227,7 @@ def one_program(
 
     def program(state: Any) -> tuple[Any, dict[str, jax.Array], jax.Array]:
         # jit: the shapes below and the loop's call share one trace
-        iteration = step or jax.jit(jax.vmap(trainer.iteration))
+        iteration = step or jax.jit(over_runs(trainer.iteration))
         shapes = jax.eval_shape(iteration, state)[1]
         buffers = jax.tree.map(lambda s: jnp.zeros((n, *s.shape), s.dtype), shapes)
 

@@ -3,7 +3,8 @@ and a PureJaxRL-equivalent program, side by side in one process.
 
 The three programs train the same :class:`~jaxsample.algos.configs.PPOConfig`
 (CleanRL's and PureJaxRL's CartPole settings by default), ``seeds`` runs under
-one ``jax.vmap``:
+one ``jax.vmap`` (:func:`~jaxsample.algos.runner.over_runs`: one run is not
+vmapped, in all three programs):
 
 * ``train`` — what ``jaxsample train`` compiles and runs
   (``runner.run_training(..., one_program=True)``): init (its own program,
@@ -18,7 +19,8 @@ one ``jax.vmap``:
   written inline.
 
 Compile time is measured from scratch ``compile_reps`` times per program,
-interleaved (``jax.clear_caches()`` and JAX's persistent cache off), in its
+interleaved, after one untimed round that warms the process up (each
+compile after ``jax.clear_caches()``, JAX's persistent cache off), in its
 three stages: tracing to a jaxpr (``jit(...).trace``), lowering to StableHLO
 (``.lower()``) and XLA's compile (``.compile()``). Run time: ``reps``
 interleaved runs of each compiled program
@@ -68,13 +70,13 @@ def _programs(
     return {
         "train": (
             [
-                _Part(jax.jit(jax.vmap(trainer.init)), runner.compiler_options("init")),
+                _Part(jax.jit(runner.over_runs(trainer.init)), runner.compiler_options("init")),
                 _Part(jax.jit(loop, donate_argnums=0), runner.compiler_options("run")),
             ],
             (keys, hparams),
         ),
-        "reference_run": ([_Part(jax.jit(jax.vmap(trainer.train)), {})], (keys, hparams)),
-        "purejaxrl": ([_Part(jax.jit(jax.vmap(peer)), {})], (keys,)),
+        "reference_run": ([_Part(jax.jit(runner.over_runs(trainer.train)), {})], (keys, hparams)),
+        "purejaxrl": ([_Part(jax.jit(runner.over_runs(peer)), {})], (keys,)),
     }
 
 
@@ -156,7 +158,7 @@ def training_comparison(
 
     Args:
       config: the PPO settings (default: ``PPOConfig()``, 5e5 steps).
-      seeds: runs under one ``vmap``.
+      seeds: runs under one ``vmap`` (one: none, ``runner.over_runs``).
       reps: interleaved timed runs of each program.
       compile_reps: interleaved from-scratch compiles of each program.
       chunks: progress events per ``train`` run.
@@ -184,13 +186,18 @@ def training_comparison(
     cache_was = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", False)
     try:
-        for r in range(compile_reps):
-            jax.clear_caches()
+        # Round 0 warms the process up (XLA's and LLVM's first-use costs) and
+        # is not counted; every compile starts from cleared caches, so no
+        # program reuses another's traces of shared functions (the env's
+        # step, jax.random's), and the order alternates.
+        for r in range(compile_reps + 1):
             programs = _programs(config, seeds, every)
             for name in PROGRAMS if r % 2 == 0 else PROGRAMS[::-1]:
+                jax.clear_caches()
                 parts, args = programs[name]
                 exes, seconds, size[name] = _compile_once(parts, args)
-                stages[name].append(seconds)
+                if r:
+                    stages[name].append(seconds)
                 compiled[name] = (exes, args)
     finally:
         jax.config.update("jax_enable_compilation_cache", cache_was)
@@ -243,7 +250,7 @@ def format_training(result: dict[str, Any]) -> str:
     s = result["settings"]
     lines = [
         f"PPO end to end ({s['env']}, {s['num_envs']} envs x {s['num_steps']} steps, "
-        f"{s['total_timesteps']:,} steps, {s['seeds']} seed(s) under one vmap; medians of "
+        f"{s['total_timesteps']:,} steps, {s['seeds']} seed(s); medians of "
         f"{s['compile_reps']} fresh compiles and {s['reps']} runs, interleaved):",
         f"  {'program':<14}{'trace':>7}{'lower':>7}{'XLA':>7}{'compile':>9}{'run':>8}"
         f"{'eqns':>7}{'fusions':>9}  final return",

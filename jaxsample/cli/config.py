@@ -218,9 +218,7 @@ def _from_file(name: str, value: Any, tp: Any, sweep: bool, path: str) -> Any:
         try:
             return float(value)
         except ValueError:
-            raise UsageError(
-                f"--config {path!r}: {name} must be a float, got {value!r}"
-            ) from None
+            raise UsageError(f"--config {path!r}: {name} must be a float, got {value!r}") from None
     return value
 
 

@@ -15,6 +15,7 @@ import inspect
 import json
 import math
 import os
+import re
 import statistics
 
 import jax
@@ -418,3 +419,113 @@ def test_bad_grid_arguments_are_named(kwargs, match) -> None:
 def test_run_grid_rejects_a_non_spec() -> None:
     with pytest.raises(TypeError, match="GridSpec"):
         bench.run_grid({"envs": ["CartPole-v1"]})
+
+
+def test_program_size_counts_nested_equations_and_fusions() -> None:
+    import jax.numpy as jnp
+
+    def body(c, x):
+        return c + jnp.sin(x), c * 2.0
+
+    def f(xs):
+        return jax.lax.scan(body, jnp.float32(0.0), xs)
+
+    xs = jnp.arange(3.0)
+    body_eqns = len(jax.make_jaxpr(body)(jnp.float32(0.0), jnp.float32(1.0)).jaxpr.eqns)
+    traced = jax.jit(f).trace(xs)
+    hlo = traced.lower().compile().as_text()
+    size = measure.program_size(traced.jaxpr, hlo)
+    # one scan equation, and the body's own equations inside it
+    assert size["jaxpr_eqns"] == 1 + body_eqns and body_eqns >= 3
+    assert size["hlo_fusions"] == len(re.findall(r"= \S+ fusion\(", hlo)) >= 1
+    assert measure.program_size(traced.jaxpr, "a = f32[] fusion(b), c = f32[] fusion(d)")[
+        "hlo_fusions"
+    ] == 2  # fmt: skip
+
+
+def test_compile_parts_times_the_stages_and_sums_the_sizes() -> None:
+    import jax.numpy as jnp
+
+    def parts():
+        return [
+            measure.Part(jax.jit(lambda x: x * 2.0 + 1.0), {}),
+            measure.Part(jax.jit(lambda y: jnp.sin(y).sum()), {}),
+        ]
+
+    x = np.arange(4.0, dtype=np.float32)
+    exes, seconds, size = measure.compile_parts(parts(), (x,))
+    assert list(seconds) == list(measure.STAGES) and all(s > 0 for s in seconds.values())
+    np.testing.assert_allclose(measure.call_parts(exes, (x,)), np.sin(2 * x + 1).sum(), rtol=1e-6)
+    # The sizes are the parts' own, summed: the same from a fresh trace and compile.
+    total, args = {"jaxpr_eqns": 0, "hlo_fusions": 0}, (x,)
+    for part in parts():
+        traced = part.fn.trace(*args)
+        exe = traced.lower().compile()
+        for k, v in measure.program_size(traced.jaxpr, exe.as_text()).items():
+            total[k] += v
+        args = (exe(*args),)
+    assert size == total and all(isinstance(v, int) and v > 0 for v in (size["jaxpr_eqns"],))
+    with pytest.raises(ValueError, match="parts"):
+        measure.compile_parts([], (x,))
+
+
+def test_compare_programs_compiles_fresh_and_runs_interleaved() -> None:
+    import jax.numpy as jnp
+
+    built = []
+
+    def build():
+        built.append(True)
+        x = np.arange(3.0, dtype=np.float32)
+        return {
+            "double": ([measure.Part(jax.jit(lambda v: v * 2.0), {})], (x,)),
+            "sine": ([measure.Part(jax.jit(jnp.sin), {})], (x,)),
+        }
+
+    cache = jax.config.jax_enable_compilation_cache
+    out = measure.compare_programs(build, reps=3, compile_reps=2)
+    # one round more than counted: the first warms the process up
+    assert len(built) == 3 and jax.config.jax_enable_compilation_cache == cache
+    for name in ("double", "sine"):
+        c = out["compile_s"][name]
+        assert len(c["all"]) == 2 and c["total"] == statistics.median(c["all"])
+        assert all(c[s] > 0 for s in measure.STAGES)
+        assert len(out["run_s"][name]["all"]) == 3
+        assert out["run_s"][name]["median"] == statistics.median(out["run_s"][name]["all"])
+        assert min(out["size"][name].values()) >= 1
+    np.testing.assert_allclose(out["outputs"]["double"], [0.0, 2.0, 4.0])
+    np.testing.assert_allclose(out["outputs"]["sine"], np.sin([0.0, 1.0, 2.0]), rtol=1e-6)
+    for bad in ({"reps": 0}, {"compile_reps": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            measure.compare_programs(build, **{"reps": 1, "compile_reps": 1, **bad})
+    assert len(built) == 3  # rejected before anything was built
+
+
+def test_compile_summary_and_fresh_compiles() -> None:
+    rows = [
+        {"trace": 1.0, "lower": 2.0, "compile": 3.0},
+        {"trace": 3.0, "lower": 1.0, "compile": 1.0},
+        {"trace": 2.0, "lower": 0.5, "compile": 10.0},
+    ]
+    summary = measure.compile_summary(rows)
+    assert summary == {"trace": 2.0, "lower": 1.0, "compile": 3.0, "total": 6.0,
+                       "all": [6.0, 5.0, 12.5]}  # fmt: skip
+    was = jax.config.jax_enable_compilation_cache
+    with pytest.raises(RuntimeError), measure.fresh_compiles():
+        assert jax.config.jax_enable_compilation_cache is False
+        raise RuntimeError
+    assert jax.config.jax_enable_compilation_cache == was
+
+
+def test_compile_row_has_every_column() -> None:
+    from jaxsample.bench import report
+
+    header = report.compile_header(9)
+    for column in ("program", "trace", "lower", "XLA", "compile", "run", "eqns", "fusions"):
+        assert column in header
+    stages = {"trace": 0.25, "lower": 0.5, "compile": 4.0, "total": 4.75}
+    size = {"jaxpr_eqns": 1969, "hlo_fusions": 552}
+    row = report.compile_row("train", 9, stages, 3.5, size, "500")
+    assert row.split() == ["train", "0.25s", "0.50s", "4.00s", "4.75s", "3.50s", "1969", "552",
+                           "500"]  # fmt: skip
+    assert len(row.split("  500")[0]) == len(header.split("  final return")[0])  # aligned

@@ -110,6 +110,58 @@ def test_bench_quick_runs_the_quick_grid_into_default_files(tmp_path, monkeypatc
     assert seen == [bench.GridSpec(max_call_seconds=None, peer_max_B=8)]
 
 
+def test_bench_runs_the_dqn_and_overhead_tables_on_request(tmp_path, monkeypatch, capsys) -> None:
+    # Both take minutes: measured for real in test_training_bench; here only
+    # that the flags run them, print their tables and write them to the JSON.
+    from jaxsample.bench import dqn_training
+    from jaxsample.bench import ppo as ppo_bench
+
+    stages = {"trace": 1.0, "lower": 0.5, "compile": 4.0, "total": 5.5, "all": [5.5]}
+    called = []
+
+    def dqn_result():
+        called.append("dqn")
+        names = dqn_training.PROGRAMS
+        return {
+            "settings": {"env": "CartPole-v1", "seeds": 1, "total_timesteps": 500_000,
+                         "num_envs": 10, "num_steps": 1, "reps": 1, "compile_reps": 1},
+            "compile_s": dict.fromkeys(names, stages),
+            "size": {n: {"jaxpr_eqns": 1234, "hlo_fusions": 321} for n in names},
+            "run_s": {n: {"median": 40.0, "all": [40.0]} for n in names},
+            "ratios": {"train/reference_run": {"run": 0.98, "compile": 0.91}},
+            "final_return": {n: [480.0] for n in names},
+        }  # fmt: skip
+
+    def overhead_result():
+        called.append("overhead")
+        names = ppo_bench.PROGRAMS
+        return {
+            "env": "CartPole-v1", "seeds": 1, "total_timesteps": 99_840, "reps": 1,
+            "compile_reps": 1, "compile_s": dict.fromkeys(names, stages),
+            "size": {n: {"jaxpr_eqns": 987, "hlo_fusions": 210} for n in names},
+            "run_s": {n: {"median": 2.0, "all": [2.0]} for n in names},
+            "ratio": 1.02, "compile_ratio": 1.17, "final_return": {n: [150.0] for n in names},
+        }  # fmt: skip
+
+    monkeypatch.setattr(dqn_training, "dqn_training", dqn_result)
+    monkeypatch.setattr(ppo_bench, "ppo_overhead", overhead_result)
+    out = tmp_path / "bench.json"
+    args = ["bench", "--envs", "CartPole-v1", "--B", "4", "--T", "4", "--reps", "1"]
+    args += ["--methods", "bare", "--no-training", "--plot", "", "--json", str(out)]
+    assert main([*args, "--dqn-training", "--ppo-overhead"]) == 0
+    assert called == ["dqn", "overhead"]
+    printed = capsys.readouterr().out
+    assert "DQN end to end" in printed
+    assert "train/reference_run: run 0.98x, compile 0.91x" in printed
+    assert "jaxsample/inline: run 1.02x, compile 1.17x" in printed
+    assert printed.count("   1234      321  480") == 2 and printed.count("    987      210") == 2
+    result = json.loads(out.read_text())
+    assert result["dqn_training"]["size"]["train"]["hlo_fusions"] == 321
+    assert result["ppo_overhead"]["compile_ratio"] == 1.17
+    called.clear()
+    assert main(args) == 0 and called == []  # off by default
+
+
 @pytest.mark.parametrize(
     ("args", "match"),
     [

@@ -225,11 +225,14 @@ def reference_run(
     *,
     lrs: Sequence[float] | None = None,
     tail_iterations: int,
+    compiler: Callable[[Any, tuple], Any] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Train ``len(seeds)`` runs (x ``len(lrs)``) of ``trainer`` under one ``jax.vmap``.
 
     Run ``i`` is seed ``seeds[i // len(lrs)]`` (its key ``jax.random.key(seed)``)
     with learning rate ``lrs[i % len(lrs)]`` (default: the config's).
+    ``compiler(jitted, args)`` returns the compiled program (default:
+    ``jitted.lower(*args).compile()``): a benchmark's, to time its stages.
 
     Returns:
       ``(state, report)``: the final vmapped trainer state and a dict with
@@ -249,7 +252,10 @@ def reference_run(
     hparams = trainer.hparams(lr=jnp.asarray(run_lrs, jnp.float32))
     train = jax.jit(runner.over_runs(trainer.train))
     t0 = time.perf_counter()
-    compiled = train.lower(keys, hparams).compile()
+    if compiler is None:
+        compiled = train.lower(keys, hparams).compile()
+    else:
+        compiled = compiler(train, (keys, hparams))
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     state, metrics = jax.block_until_ready(compiled(keys, hparams))

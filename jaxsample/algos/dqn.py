@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -456,16 +456,20 @@ def reference_run(
     *,
     tail_iterations: int = 5_000,
     lrs: Sequence[float] | None = None,
+    compiler: Callable[[Any, tuple], Any] | None = None,
 ) -> dict[str, Any]:
     """The reference benchmark (a runner: it jits): CartPole-v1, 5e5 env steps,
     4 seeds by default; ``len(seeds)`` x ``len(lrs)`` runs under one ``jax.vmap``.
 
-    Returns the report of :func:`jaxsample.algos.common.reference_run`: the
-    returns are those of the epsilon-greedy training episodes, and
-    ``eval_return`` is the greedy policy's (:meth:`Trainer.evaluate`).
+    Returns the report of :func:`jaxsample.algos.common.reference_run` (which
+    ``compiler`` is passed to): the returns are those of the epsilon-greedy
+    training episodes, and ``eval_return`` is the greedy policy's
+    (:meth:`Trainer.evaluate`).
     """
     trainer = make_train(DQNConfig() if config is None else config)
-    return common.reference_run(trainer, seeds, lrs=lrs, tail_iterations=tail_iterations)[1]
+    return common.reference_run(
+        trainer, seeds, lrs=lrs, tail_iterations=tail_iterations, compiler=compiler
+    )[1]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -505,15 +505,17 @@ def reference_run(
     *,
     lrs: Sequence[float] | None = None,
     tail_iterations: int = 10,
+    compiler: Callable[[Any, tuple], Any] | None = None,
 ) -> dict[str, Any]:
     """Train ``len(seeds)`` runs (x ``len(lrs)``) under one ``jax.vmap``; by
     default the reference benchmark, CleanRL's CartPole-v1 PPO with 8 seeds.
 
-    Returns the report of :func:`jaxsample.algos.common.reference_run`.
+    Returns the report of :func:`jaxsample.algos.common.reference_run` (which
+    ``compiler`` is passed to).
     """
     config = PPOConfig() if config is None else config
     _, report = common.reference_run(
-        make_train(config), seeds, lrs=lrs, tail_iterations=tail_iterations
+        make_train(config), seeds, lrs=lrs, tail_iterations=tail_iterations, compiler=compiler
     )
     return report
 

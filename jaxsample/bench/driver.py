@@ -41,7 +41,7 @@ import numpy as np
 
 import jaxsample.algos.drivers as jd
 from jaxsample.algos import dqn, ppo
-from jaxsample.bench.measure import interleave, time_once
+from jaxsample.bench.measure import Part, compile_parts, fresh_compiles, interleave, time_once
 
 FORCE_FLAG = "--xla_force_host_platform_device_count=4"
 
@@ -82,9 +82,33 @@ def _driver(algo: str, trainer: Any, k: int, **kwargs: Any) -> jd.Driver:
     return jd.dqn_driver(trainer, iterations_per_batch=k, **kwargs)
 
 
-def _fused_seconds(run: Callable, state: Any, iterations: int) -> float:
-    """Seconds of one fused run (``jax.jit(trainer.run)``), blocked until done."""
-    return time_once(run, state, iterations)[1]
+def _fused_seconds(run: Callable, state: Any) -> float:
+    """Seconds of one fused run (the compiled ``trainer.run``), blocked until done."""
+    return time_once(run, state)[1]
+
+
+def _staged(seconds: dict[str, float]) -> dict[str, float]:
+    """A compile's seconds by stage and their total."""
+    return {**seconds, "total": sum(seconds.values())}
+
+
+def _compile_into(into: dict[str, Any], jitted: Any, args: tuple) -> Any:
+    """A ``compiler`` for ``reference_run``: compile ``jitted`` for ``args``
+    from scratch, its seconds by stage in ``into["compile_s"]`` and its size
+    in ``into["size"]``."""
+    with fresh_compiles():
+        (exe,), seconds, into["size"] = compile_parts([Part(jitted, {})], args)
+    into["compile_s"] = _staged(seconds)
+    return exe
+
+
+def _compile_line(name: str, compile_s: dict[str, float], size: dict[str, int]) -> str:
+    """``name compile X s (trace, lower, XLA), eqns, fusions``: one program's compile."""
+    c = compile_s
+    return (
+        f"{name} compile {c['total']:.2f} s (trace {c['trace']:.2f}, lower {c['lower']:.2f}, "
+        f"XLA {c['compile']:.2f}), {size['jaxpr_eqns']} eqns, {size['hlo_fusions']} fusions"
+    )
 
 
 def _driver_seconds(
@@ -121,17 +145,19 @@ def speed(
         }
         key = jax.random.key(0)
         iterations = batches * k
-        run = jax.jit(trainer.run, static_argnums=1)
+        run = jax.jit(functools.partial(trainer.run, num_iterations=iterations))
         state0 = jax.device_put(trainer.init(key), learner)
+        with fresh_compiles():
+            (fused,), seconds, size = compile_parts([Part(run, {})], (state0,))
 
         results: dict[str, list[jd.DriverResult]] = {mode: [] for mode in drivers}
-        fns = {"fused": functools.partial(_fused_seconds, run, state0, iterations)}
+        fns = {"fused": functools.partial(_fused_seconds, fused, state0)}
         fns.update({m: _driver_seconds(d, key, batches, results[m]) for m, d in drivers.items()})
-        t0 = time.perf_counter()
-        fns["fused"]()  # compiles
-        for d in drivers.values():
-            d.train(key, 2)  # compiles collect and learn on their devices
-        compile_s = time.perf_counter() - t0
+        warmup = {}
+        for m, d in drivers.items():  # compiles collect and learn on their devices
+            t0 = time.perf_counter()
+            d.train(key, 2)
+            warmup[m] = time.perf_counter() - t0
         times = interleave(fns, reps=reps, self_timed=list(fns))
         collect_ms = [1e3 * r.collect_seconds[0] / batches for r in results["sync"]]
         learn_ms = [1e3 * r.learn_seconds / batches for r in results["sync"]]
@@ -153,11 +179,19 @@ def speed(
                 "learn_ms_per_batch": lrn,
                 "async_bound": (c + lrn) / max(c, lrn),
                 "async_max_staleness": staleness,
-                "compile_s": compile_s,
+                "compile_s": {"fused": _staged(seconds)},
+                "size": {"fused": size},
+                "driver_warmup_s": warmup,
                 "reps": reps,
             }
         )
         print(_speed_line(rows[-1]), flush=True)
+        print(
+            "  " + _compile_line("fused", rows[-1]["compile_s"]["fused"], size) + "; drivers' "
+            "first 2 batches (their collect and learn compiled): "
+            + ", ".join(f"{m} {s:.2f} s" for m, s in warmup.items()),
+            flush=True,
+        )
     return rows
 
 
@@ -191,7 +225,16 @@ def scores(
         trainer = _trainer(algo, config)
         ref = None
         if reference:
-            ref = (ppo if algo == "ppo" else dqn).reference_run(config, seeds)
+            staged: dict[str, Any] = {}
+            compiler = functools.partial(_compile_into, staged)
+            ref = (ppo if algo == "ppo" else dqn).reference_run(config, seeds, compiler=compiler)
+            staged["run_s"] = ref["run_s"]
+            print(
+                f"{algo} sync reference, seeds {ref['seeds']} under one vmap: "
+                + _compile_line("program", staged["compile_s"], staged["size"])
+                + f"; run {ref['run_s']:.2f} s",
+                flush=True,
+            )
             for i, seed in enumerate(ref["seeds"]):
                 extra = f", greedy eval {ref['eval_return'][i]:.1f}" if algo == "dqn" else ""
                 print(
@@ -219,6 +262,10 @@ def scores(
             if ref is not None:
                 i = ref["seeds"].index(int(seed))
                 row["sync_final_return"] = float(ref["final_return"][i])
+                # the reference program's (all seeds under one vmap)
+                row["sync_compile_s"] = staged["compile_s"]
+                row["sync_size"] = staged["size"]
+                row["sync_run_s"] = staged["run_s"]
                 if algo == "dqn":
                     row["sync_eval_return"] = float(ref["eval_return"][i])
             if algo == "dqn":

@@ -6,23 +6,29 @@ reversed on every other repetition, so the machine's noise hits all methods
 alike); the grid and :func:`~jaxsample.bench.grid.overhead` add the warm-up
 calibration of :func:`measure`. JAX programs are built as a :class:`JaxPlan`
 (shapes first, so a cell can be skipped before anything is allocated) and run
-as a :class:`Program`.
+as a :class:`Program`. Whole training programs are compiled with
+:func:`compile_parts` (tracing, lowering and XLA's compile timed apart, and
+the program's size, :func:`program_size`) and summarized with
+:func:`compile_summary`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import statistics
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces
+from jax.extend.core import ClosedJaxpr, Jaxpr
 
+from jaxsample._checks import check_int
 from jaxsample.agents.actor_critic import CategoricalActorCritic, GaussianActorCritic
 from jaxsample.agents.base import RandomAgent
 from jaxsample.sampler import make_sampler
@@ -123,6 +129,163 @@ def quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
     """``(q25, median, q75)`` of ``xs``."""
     q25, q50, q75 = np.percentile(np.asarray(xs, np.float64), [25, 50, 75])
     return float(q25), float(q50), float(q75)
+
+
+# ----------------------------------------------------------------------------
+# Compile by stage, program sizes
+# ----------------------------------------------------------------------------
+
+#: The stages of a compile that :func:`compile_parts` times apart: tracing to
+#: a jaxpr (``jit(...).trace``), lowering to StableHLO (``.lower()``) and
+#: XLA's compile (``.compile()``).
+STAGES = ("trace", "lower", "compile")
+
+
+class Part(NamedTuple):
+    """One compiled program of a run: a jitted function and the XLA options it
+    is compiled with. A run's parts are called in turn, each on the previous
+    one's output (the first on the run's arguments): :func:`call_parts`."""
+
+    fn: Any
+    options: dict[str, Any]
+
+
+def call_parts(exes: Sequence[Any], args: tuple) -> Any:
+    """Run a program's compiled parts in turn (:class:`Part`)."""
+    out = exes[0](*args)
+    for exe in exes[1:]:
+        out = exe(out)
+    return out
+
+
+def compile_parts(
+    parts: Sequence[Part], args: tuple
+) -> tuple[list[Any], dict[str, float], dict[str, int]]:
+    """``(executables, seconds, size)``: trace, lower and compile each part of
+    a program, each stage timed (``seconds`` keyed by :data:`STAGES`) and
+    summed over the parts; and the program's size (:func:`program_size`,
+    summed). A part after the first is compiled for the previous part's
+    output (run, untimed, to get it: milliseconds for a run's init)."""
+    if not parts:
+        raise ValueError("parts must name at least one jitted function")
+    seconds = dict.fromkeys(STAGES, 0.0)
+    size = {"jaxpr_eqns": 0, "hlo_fusions": 0}
+    exes: list[Any] = []
+    for n, part in enumerate(parts):
+        if n:
+            args = (exes[-1](*args),)
+        t0 = _clock()
+        traced = part.fn.trace(*args)
+        t1 = _clock()
+        lowered = traced.lower()
+        t2 = _clock()
+        exes.append(lowered.compile(part.options))
+        t3 = _clock()
+        for stage, dt in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+            seconds[stage] += dt
+        for k, v in program_size(traced.jaxpr, exes[-1].as_text()).items():
+            size[k] += v
+    return exes, seconds, size
+
+
+def program_size(jaxpr: Any, hlo: str) -> dict[str, int]:
+    """``{"jaxpr_eqns", "hlo_fusions"}``: the equations of a closed jaxpr,
+    nested ones included (what tracing and lowering walk), and the fusions of
+    the XLA-optimized HLO text (on CPU, about one compiled kernel each). Unlike
+    the times, these are the same on every run, so they show a change of the
+    program's compile cost on a machine too noisy to time it."""
+
+    def count(j: Any) -> int:
+        n = 0
+        for eqn in j.eqns:
+            n += 1
+            for param in eqn.params.values():
+                for sub in param if isinstance(param, (tuple, list)) else (param,):
+                    if isinstance(sub, ClosedJaxpr):
+                        n += count(sub.jaxpr)
+                    elif isinstance(sub, Jaxpr):
+                        n += count(sub)
+        return n
+
+    return {"jaxpr_eqns": count(jaxpr.jaxpr), "hlo_fusions": hlo.count(" fusion(")}
+
+
+def compile_summary(rows: Sequence[Mapping[str, float]]) -> dict[str, Any]:
+    """``{stage: median, "total": median, "all": [totals]}`` of the per-stage
+    seconds of one program's compiles (rows of :func:`compile_parts`)."""
+    totals = [sum(row[s] for s in STAGES) for row in rows]
+    return {
+        **{s: statistics.median(row[s] for row in rows) for s in STAGES},
+        "total": statistics.median(totals),
+        "all": totals,
+    }
+
+
+def compare_programs(
+    build: Callable[[], Mapping[str, tuple[Sequence[Part], tuple]]],
+    *,
+    reps: int,
+    compile_reps: int,
+) -> dict[str, dict[str, Any]]:
+    """Compile programs from scratch and run them, side by side in one process.
+
+    ``build()`` returns fresh jitted programs (new closures: nothing cached)
+    as ``{name: (parts, args)}`` (:class:`Part`). It is called
+    ``compile_reps + 1`` times, with JAX's persistent cache off
+    (:func:`fresh_compiles`); each time every program is compiled
+    (:func:`compile_parts`) after ``jax.clear_caches()`` (no program reuses
+    another's traces of shared functions), the order reversed every other
+    time. The first round warms the process up (XLA's and LLVM's first-use
+    costs) and is not counted. The last compiled executables are then run
+    ``reps`` times, interleaved (:func:`interleave`, :func:`call_parts`),
+    each run blocked until ready.
+
+    Returns:
+      ``{"compile_s": {name: compile_summary}, "size": {name: program_size},
+      "run_s": {name: {"median", "all"}}, "outputs": {name: the last run's
+      outputs}}``.
+    """
+    check_int("reps", reps, 1)
+    check_int("compile_reps", compile_reps, 1)
+    rows: dict[str, list[dict[str, float]]] = {}
+    size: dict[str, dict[str, int]] = {}
+    compiled: dict[str, tuple[list[Any], tuple]] = {}
+    with fresh_compiles():
+        for r in range(compile_reps + 1):
+            programs = build()
+            names = list(programs)
+            for name in names if r % 2 == 0 else names[::-1]:
+                jax.clear_caches()
+                parts, args = programs[name]
+                exes, seconds, size[name] = compile_parts(parts, args)
+                if r:
+                    rows.setdefault(name, []).append(seconds)
+                compiled[name] = (exes, args)
+    outputs: dict[str, Any] = {}
+
+    def run(name: str) -> Callable[[], None]:
+        exes, args = compiled[name]
+        return lambda: outputs.__setitem__(name, jax.block_until_ready(call_parts(exes, args)))
+
+    times = interleave({name: run(name) for name in compiled}, reps=reps)
+    return {
+        "compile_s": {name: compile_summary(r) for name, r in rows.items()},
+        "size": size,
+        "run_s": {k: {"median": statistics.median(v), "all": v} for k, v in times.items()},
+        "outputs": outputs,
+    }
+
+
+@contextlib.contextmanager
+def fresh_compiles() -> Iterator[None]:
+    """Within the block JAX's persistent compilation cache is off (restored
+    after), so that a compile is XLA's work, not a cache read."""
+    was = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", was)
 
 
 # ----------------------------------------------------------------------------

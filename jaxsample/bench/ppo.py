@@ -6,13 +6,13 @@ the collection. Its rollout is what one writes by hand without jaxsample, a
 gymnax's ``info["final_observation"]`` densely so that truncations can be
 bootstrapped too; GAE, the minibatches, the loss and the optimizer are the
 trainer's own. Both run in one process, interleaved
-(:func:`~jaxsample.bench.measure.interleave`), compiled separately.
+(:func:`~jaxsample.bench.measure.interleave`), compiled separately, the
+compile split into tracing, lowering and XLA's compile and each program's
+size (jaxpr equations, HLO fusions) reported beside it (:func:`format_overhead`).
 """
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -20,8 +20,13 @@ import jax.numpy as jnp
 from flax import struct
 
 import jaxsample as js
+from jaxsample._checks import check_int
 from jaxsample.algos import ppo
-from jaxsample.bench.measure import compile_timed, interleave
+from jaxsample.bench.measure import Part, compare_programs
+from jaxsample.bench.report import compile_header, compile_row
+
+#: The two programs, in the order they are reported.
+PROGRAMS = ("jaxsample", "inline")
 
 
 class _InlineState(struct.PyTreeNode):
@@ -154,43 +159,97 @@ def ppo_overhead(
     seeds: int = 1,
     total_timesteps: int = 100_000,
     reps: int = 3,
+    compile_reps: int = 1,
     config: ppo.PPOConfig | None = None,
 ) -> dict[str, Any]:
     """Wall time of a whole PPO run, jaxsample vs inline, vmapped over ``seeds``.
 
-    Returns compile seconds of both, the median and all run seconds of both, and
-    ``ratio`` = jaxsample run time / inline run time (lower is better; the
-    target is <= 1.05), plus the final returns of both (a sanity check that
-    they train alike).
+    Both programs (``jit(vmap(train))``, :data:`PROGRAMS`) are compiled from
+    scratch ``compile_reps`` times, interleaved, after an uncounted warm-up
+    round, tracing, lowering and XLA's compile timed apart, then run ``reps``
+    times, interleaved (:func:`~jaxsample.bench.measure.compare_programs`).
+
+    Args:
+      seeds: runs under one ``vmap``.
+      total_timesteps: environment steps per run (with the default config).
+      reps: interleaved timed runs of each program.
+      compile_reps: interleaved from-scratch compiles of each program.
+      config: the PPO settings (default: ``PPOConfig(total_timesteps=...)``).
+
+    Returns:
+      ``{"env", "seeds", "total_timesteps", "reps", "compile_reps",
+      "compile_s": {program: {"trace", "lower", "compile", "total", "all"}},
+      "size": {program: {"jaxpr_eqns", "hlo_fusions"}}
+      (:func:`~jaxsample.bench.measure.program_size`),
+      "run_s": {program: {"median", "all"}}, "ratio", "compile_ratio",
+      "final_return": {program: [seeds]}}``: ``ratio`` is jaxsample's run
+      time over inline's (lower is better; the target is <= 1.05),
+      ``compile_ratio`` the same of the total compile times; the final
+      returns (mean of the last 10 iterations) are a check that both train
+      alike.
     """
-    config = config or ppo.PPOConfig(total_timesteps=total_timesteps)
-    trainer = ppo.make_train(config)
-    inline = InlinePPO(trainer)
+    check_int("seeds", seeds, 1)
+    if config is None:
+        check_int("total_timesteps", total_timesteps, 1)
+        config = ppo.PPOConfig(total_timesteps=total_timesteps)
+    elif not isinstance(config, ppo.PPOConfig):
+        raise TypeError(f"config must be a PPOConfig, got {type(config).__name__}")
     keys = jax.vmap(jax.random.key)(jnp.arange(seeds, dtype=jnp.uint32))
-    programs = {
-        "jaxsample": jax.jit(jax.vmap(lambda k: trainer.train(k)[1]["episode_return_mean"])),
-        "inline": jax.jit(jax.vmap(lambda k: inline.train(k)[1])),
-    }
-    compiled, compile_s = {}, {}
-    for name, fn in programs.items():
-        compiled[name], compile_s[name] = compile_timed(fn, keys)
-    returns: dict[str, Any] = {}  # the last run's returns of each
 
-    def run(name: str) -> Callable[[], None]:
-        return lambda: returns.__setitem__(name, jax.block_until_ready(compiled[name](keys)))
+    def build() -> dict[str, tuple[list[Part], tuple]]:
+        return {name: ([Part(fn, {})], (keys,)) for name, fn in _programs(config).items()}
 
-    times = interleave({name: run(name) for name in compiled}, reps=reps)
-    med = {k: statistics.median(v) for k, v in times.items()}
+    out = compare_programs(build, reps=reps, compile_reps=compile_reps)
+    compile_s, run_s = out["compile_s"], out["run_s"]
 
     def tail(r: jax.Array) -> list[float]:
         r = jnp.asarray(r)[:, -10:]
         return [float(x) for x in jnp.nanmean(r, axis=1)]
 
     return {
+        "env": config.env_name,
         "seeds": seeds,
         "total_timesteps": config.total_timesteps,
+        "reps": reps,
+        "compile_reps": compile_reps,
         "compile_s": compile_s,
-        "run_s": {k: {"median": med[k], "all": v} for k, v in times.items()},
-        "ratio": med["jaxsample"] / med["inline"],
-        "final_return": {k: tail(v) for k, v in returns.items()},
+        "size": out["size"],
+        "run_s": run_s,
+        "ratio": run_s["jaxsample"]["median"] / run_s["inline"]["median"],
+        "compile_ratio": compile_s["jaxsample"]["total"] / compile_s["inline"]["total"],
+        "final_return": {k: tail(v) for k, v in out["outputs"].items()},
     }
+
+
+def _programs(config: ppo.PPOConfig) -> dict[str, Any]:
+    """Fresh jitted programs (a new trainer, new closures: nothing cached):
+    every iteration's mean return of each run ``[R, I]``."""
+    trainer = ppo.make_train(config)
+    inline = InlinePPO(trainer)
+    return {
+        "jaxsample": jax.jit(jax.vmap(lambda k: trainer.train(k)[1]["episode_return_mean"])),
+        "inline": jax.jit(jax.vmap(lambda k: inline.train(k)[1])),
+    }
+
+
+def format_overhead(result: dict[str, Any]) -> str:
+    """:func:`ppo_overhead`'s result as a small text table."""
+    lines = [
+        f"PPO with jaxsample vs a hand-written rollout ({result['env']}, "
+        f"{result['total_timesteps']:,} steps, {result['seeds']} seed(s) under one vmap; "
+        f"medians of {result['compile_reps']} fresh compile(s) and {result['reps']} runs, "
+        "interleaved):",
+        compile_header(11),
+    ]
+    for name in PROGRAMS:
+        final = ", ".join(f"{x:.0f}" for x in result["final_return"].get(name, []))
+        lines.append(
+            compile_row(
+                name, 11, result["compile_s"][name], result["run_s"][name]["median"],
+                result["size"][name], final,
+            )
+        )  # fmt: skip
+    lines.append(
+        f"  jaxsample/inline: run {result['ratio']:.2f}x, compile {result['compile_ratio']:.2f}x"
+    )
+    return "\n".join(lines)

@@ -219,3 +219,30 @@ def plot(result: dict[str, Any], path: str | os.PathLike | None = None) -> Any:
     if path is not None:
         fig.savefig(path)
     return fig
+
+
+def compile_header(width: int) -> str:
+    """The header of a training program's row (:func:`compile_row`)."""
+    return (
+        f"  {'program':<{width}}{'trace':>7}{'lower':>7}{'XLA':>7}{'compile':>9}{'run':>8}"
+        f"{'eqns':>7}{'fusions':>9}  final return"
+    )
+
+
+def compile_row(
+    name: str,
+    width: int,
+    compile_s: dict[str, float],
+    run_s: float,
+    size: dict[str, int],
+    final: str,
+) -> str:
+    """One program's row: its compile seconds by stage and in all
+    (:func:`~jaxsample.bench.measure.compile_summary`), its run seconds, its
+    size (:func:`~jaxsample.bench.measure.program_size`) and its final return."""
+    c = compile_s
+    return (
+        f"  {name:<{width}}{c['trace']:>6.2f}s{c['lower']:>6.2f}s{c['compile']:>6.2f}s"
+        f"{c['total']:>8.2f}s{run_s:>7.2f}s{size['jaxpr_eqns']:>7}{size['hlo_fusions']:>9}"
+        f"  {final}"
+    )

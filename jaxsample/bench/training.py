@@ -30,30 +30,21 @@ interleaved runs of each compiled program
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import numpy as np
-from jax.extend.core import ClosedJaxpr, Jaxpr
 
 from jaxsample._checks import check_int
 from jaxsample.algos import ppo, runner
 from jaxsample.bench import purejaxrl
-from jaxsample.bench.measure import interleave
+from jaxsample.bench.measure import STAGES, interleave
+from jaxsample.bench.measure import Part as _Part
+from jaxsample.bench.measure import call_parts as _call
+from jaxsample.bench.measure import compile_parts as _compile_once
 
 PROGRAMS = ("train", "reference_run", "purejaxrl")
-STAGES = ("trace", "lower", "compile")
-
-
-class _Part(NamedTuple):
-    """One compiled program of a run: a jitted function and the XLA options it
-    is compiled with. A run's parts are called in turn, each on the previous
-    one's output (the first on the run's arguments)."""
-
-    fn: Any
-    options: dict[str, Any]
 
 
 def _programs(
@@ -86,63 +77,6 @@ def _returns(name: str, out: Any) -> np.ndarray:
         return np.asarray(purejaxrl.mean_returns(out["metrics"]))
     metrics = out[1]["episode_return_mean"]
     return np.asarray(metrics).T if name == "train" else np.asarray(metrics)
-
-
-def _call(exes: list[Any], args: tuple) -> Any:
-    """Run a program's compiled parts in turn (:class:`_Part`)."""
-    out = exes[0](*args)
-    for exe in exes[1:]:
-        out = exe(out)
-    return out
-
-
-def _compile_once(
-    parts: list[_Part], args: tuple
-) -> tuple[list[Any], dict[str, float], dict[str, int]]:
-    """Trace, lower and compile each part of a program, each stage timed and
-    summed over the parts; and the program's size (:func:`program_size`, summed).
-    A part after the first is compiled for the previous part's output (run,
-    untimed, to get it: milliseconds for a run's init)."""
-    seconds = dict.fromkeys(STAGES, 0.0)
-    size = {"jaxpr_eqns": 0, "hlo_fusions": 0}
-    exes: list[Any] = []
-    for n, part in enumerate(parts):
-        if n:
-            args = (exes[-1](*args),)
-        t0 = time.perf_counter()
-        traced = part.fn.trace(*args)
-        t1 = time.perf_counter()
-        lowered = traced.lower()
-        t2 = time.perf_counter()
-        exes.append(lowered.compile(part.options))
-        t3 = time.perf_counter()
-        for stage, dt in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2), strict=True):
-            seconds[stage] += dt
-        for k, v in program_size(traced.jaxpr, exes[-1].as_text()).items():
-            size[k] += v
-    return exes, seconds, size
-
-
-def program_size(jaxpr: Any, hlo: str) -> dict[str, int]:
-    """``{"jaxpr_eqns", "hlo_fusions"}``: the equations of a closed jaxpr,
-    nested ones included (what tracing and lowering walk), and the fusions of
-    the XLA-optimized HLO text (on CPU, about one compiled kernel each). Unlike
-    the times, these are the same on every run, so they show a change of the
-    program's compile cost on a machine too noisy to time it."""
-
-    def count(j: Any) -> int:
-        n = 0
-        for eqn in j.eqns:
-            n += 1
-            for param in eqn.params.values():
-                for sub in param if isinstance(param, (tuple, list)) else (param,):
-                    if isinstance(sub, ClosedJaxpr):
-                        n += count(sub.jaxpr)
-                    elif isinstance(sub, Jaxpr):
-                        n += count(sub)
-        return n
-
-    return {"jaxpr_eqns": count(jaxpr.jaxpr), "hlo_fusions": hlo.count(" fusion(")}
 
 
 def training_comparison(

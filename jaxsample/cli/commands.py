@@ -175,7 +175,8 @@ def sizes(tokens: Sequence[str] | None, flag: str) -> tuple[int, ...] | None:
 
 def bench_grid(args: argparse.Namespace) -> int:
     from jaxsample import bench
-    from jaxsample.bench import training
+    from jaxsample.bench import dqn_training, training
+    from jaxsample.bench import ppo as ppo_bench
 
     overrides = {
         "envs": args.envs,
@@ -212,6 +213,12 @@ def bench_grid(args: argparse.Namespace) -> int:
     if args.quick if args.training is None else args.training:
         print("PPO end to end: train / reference_run / purejaxrl ...", flush=True)
         result["training"] = training.training_comparison()
+    if args.dqn_training:
+        print("DQN end to end: train / reference_run ...", flush=True)
+        result["dqn_training"] = dqn_training.dqn_training()
+    if args.ppo_overhead:
+        print("PPO with jaxsample vs a hand-written rollout ...", flush=True)
+        result["ppo_overhead"] = ppo_bench.ppo_overhead()
     if args.compile_scaling:
         scaling = bench.compile_scaling(Ts=(16, 1024))
         result["compile_scaling"] = {
@@ -222,6 +229,10 @@ def bench_grid(args: argparse.Namespace) -> int:
     print(bench.format_table(result))
     if "training" in result:
         print(training.format_training(result["training"]))
+    if "dqn_training" in result:
+        print(dqn_training.format_dqn_training(result["dqn_training"]))
+    if "ppo_overhead" in result:
+        print(ppo_bench.format_overhead(result["ppo_overhead"]))
     if args.compile_scaling:
         print(
             "collect compile time vs T (CartPole-v1, B=64): "

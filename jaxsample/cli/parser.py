@@ -239,7 +239,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="also compare PPO end to end: the train command's program, reference_run's "
-        "and a PureJaxRL-equivalent, compile and run (default: with --quick)",
+        "and a PureJaxRL-equivalent; each program's trace, lower, XLA and total compile "
+        "seconds, run seconds, jaxpr equations, HLO fusions and final return "
+        "(default: with --quick)",
+    )
+    p.add_argument(
+        "--dqn-training",
+        action="store_true",
+        help="also time DQN end to end: the train command's programs and reference_run's, "
+        "with the same columns as --training (~5 min on 2 CPU cores)",
+    )
+    p.add_argument(
+        "--ppo-overhead",
+        action="store_true",
+        help="also time PPO with jaxsample against the same PPO with a hand-written "
+        "rollout (1e5 steps), with the same columns as --training",
     )
     p.add_argument("--json", default="bench.json", help="JSON output ('' to skip)")
     p.add_argument("--plot", default="bench.png", help="PNG output ('' to skip)")

@@ -1,0 +1,146 @@
+"""DQN end to end: ``jaxsample train --algo dqn``'s programs and
+``dqn.reference_run``'s program, side by side in one process.
+
+The DQN counterpart of :mod:`jaxsample.bench.training` (which has no DQN
+peer to compare against: these are DQN's own figures, kept so that a change
+of its compile cost shows). The two programs train the same
+:class:`~jaxsample.algos.configs.DQNConfig`, ``seeds`` runs under one
+``jax.vmap``:
+
+* ``train`` — what ``jaxsample train --algo dqn`` compiles and runs
+  (``runner.run_training(..., one_program=True)``): init (its own program,
+  ``runner.compiler_options("init")``), then every iteration in ONE program
+  (``compiler_options("run")``) that hands a progress event to the host
+  every ``num_iterations / chunks`` iterations; its figures are the two
+  programs' sums;
+* ``reference_run`` — ``jit(vmap(trainer.train))``, the program
+  ``dqn.reference_run`` compiles (XLA's default options).
+
+Compile time is measured from scratch ``compile_reps`` times per program,
+interleaved, after an uncounted warm-up round, in its three stages (tracing,
+lowering, XLA's compile), with each program's size (jaxpr equations, HLO
+fusions); run time is ``reps`` interleaved runs of each compiled program
+(:func:`~jaxsample.bench.measure.compare_programs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxsample._checks import check_int
+from jaxsample.algos import dqn, runner
+from jaxsample.bench.measure import Part, compare_programs
+from jaxsample.bench.report import compile_header, compile_row
+
+PROGRAMS = ("train", "reference_run")
+
+
+def _programs(config: dqn.DQNConfig, seeds: int, every: int) -> dict[str, tuple[list[Part], tuple]]:
+    """Fresh jitted programs (new trainer, new closures: nothing cached) and
+    their arguments; each returns all it computes (the final state and every
+    metric), as the real one does."""
+    trainer = dqn.make_train(config)
+    keys, hparams = runner.run_inputs(trainer, jax.random.key(0), seeds)
+    holder: list[Callable[..., None]] = [lambda i, m: None]
+    loop = runner.one_program(trainer, trainer.num_iterations, every, holder)
+    return {
+        "train": (
+            [
+                Part(jax.jit(jax.vmap(trainer.init)), runner.compiler_options("init")),
+                Part(jax.jit(loop, donate_argnums=0), runner.compiler_options("run")),
+            ],
+            (keys, hparams),
+        ),
+        "reference_run": ([Part(jax.jit(jax.vmap(trainer.train)), {})], (keys, hparams)),
+    }
+
+
+def _returns(name: str, out: Any) -> np.ndarray:
+    """``[R, I]`` per-iteration mean returns (``train``'s metrics are ``[I, R]``)."""
+    metrics = np.asarray(out[1]["episode_return_mean"])
+    return metrics.T if name == "train" else metrics
+
+
+def dqn_training(
+    config: dqn.DQNConfig | None = None,
+    *,
+    seeds: int = 1,
+    reps: int = 3,
+    compile_reps: int = 3,
+    chunks: int = 20,
+) -> dict[str, Any]:
+    """Compile and run ``train`` and ``reference_run`` (module docstring) side by side.
+
+    Args:
+      config: the DQN settings (default: ``DQNConfig()``, CartPole-v1, 5e5 steps).
+      seeds: runs under one ``vmap``.
+      reps: interleaved timed runs of each program.
+      compile_reps: interleaved from-scratch compiles of each program.
+      chunks: progress events per ``train`` run.
+
+    Returns:
+      ``{"settings", "compile_s": {program: {"trace", "lower", "compile",
+      "total", "all"}}, "size": {program: {"jaxpr_eqns", "hlo_fusions"}},
+      "run_s": {program: {"median", "all"}}, "ratios":
+      {"train/reference_run": {"run", "compile"}}, "final_return": {program:
+      [R]}}``; the final return is what ``jaxsample train`` reports, the mean
+      of the last 10 iterations' episode returns (iterations that ended an
+      episode).
+    """
+    config = dqn.DQNConfig() if config is None else config
+    if not isinstance(config, dqn.DQNConfig):
+        raise TypeError(f"config must be a DQNConfig, got {type(config).__name__}")
+    for name, value in (("seeds", seeds), ("chunks", chunks)):
+        check_int(name, value, 1)
+    every = max(1, config.num_iterations // chunks)
+    out = compare_programs(
+        lambda: _programs(config, seeds, every), reps=reps, compile_reps=compile_reps
+    )
+    compile_s, run_s = out["compile_s"], out["run_s"]
+    return {
+        "settings": {
+            "env": config.env_name,
+            "seeds": seeds,
+            "total_timesteps": config.num_iterations * config.steps_per_iteration,
+            "num_envs": config.num_envs,
+            "num_steps": config.num_steps,
+            "reps": reps,
+            "compile_reps": compile_reps,
+        },
+        "compile_s": compile_s,
+        "size": out["size"],
+        "run_s": run_s,
+        "ratios": {
+            "train/reference_run": {
+                "run": run_s["train"]["median"] / run_s["reference_run"]["median"],
+                "compile": compile_s["train"]["total"] / compile_s["reference_run"]["total"],
+            }
+        },
+        "final_return": {
+            k: runner.final_returns(_returns(k, v)).tolist() for k, v in out["outputs"].items()
+        },
+    }
+
+
+def format_dqn_training(result: dict[str, Any]) -> str:
+    """:func:`dqn_training`'s result as a small text table."""
+    s = result["settings"]
+    lines = [
+        f"DQN end to end ({s['env']}, {s['num_envs']} envs x {s['num_steps']} steps, "
+        f"{s['total_timesteps']:,} steps, {s['seeds']} seed(s) under one vmap; medians of "
+        f"{s['compile_reps']} fresh compiles and {s['reps']} runs, interleaved):",
+        compile_header(14),
+    ]
+    for name in PROGRAMS:
+        final = ", ".join(f"{x:.0f}" for x in result["final_return"].get(name, []))
+        run = result["run_s"][name]["median"]
+        lines.append(
+            compile_row(name, 14, result["compile_s"][name], run, result["size"][name], final)
+        )
+    for pair, ratio in result["ratios"].items():
+        lines.append(f"  {pair}: run {ratio['run']:.2f}x, compile {ratio['compile']:.2f}x")
+    return "\n".join(lines)

@@ -34,7 +34,7 @@ import numpy as np
 from jaxsample._checks import check_int
 from jaxsample.algos import dqn, runner
 from jaxsample.bench.measure import Part, compare_programs
-from jaxsample.bench.report import compile_header, compile_row
+from jaxsample.bench.report import format_programs, training_settings
 
 PROGRAMS = ("train", "reference_run")
 
@@ -102,15 +102,7 @@ def dqn_training(
     )
     compile_s, run_s = out["compile_s"], out["run_s"]
     return {
-        "settings": {
-            "env": config.env_name,
-            "seeds": seeds,
-            "total_timesteps": config.num_iterations * config.steps_per_iteration,
-            "num_envs": config.num_envs,
-            "num_steps": config.num_steps,
-            "reps": reps,
-            "compile_reps": compile_reps,
-        },
+        "settings": training_settings(config, seeds=seeds, reps=reps, compile_reps=compile_reps),
         "compile_s": compile_s,
         "size": out["size"],
         "run_s": run_s,
@@ -129,18 +121,9 @@ def dqn_training(
 def format_dqn_training(result: dict[str, Any]) -> str:
     """:func:`dqn_training`'s result as a small text table."""
     s = result["settings"]
-    lines = [
-        f"DQN end to end ({s['env']}, {s['num_envs']} envs x {s['num_steps']} steps, "
+    return format_programs(
+        f"DQN end to end ({s['env']}, {s['num_envs']} envs x {s['num_steps']} step(s), "
         f"{s['total_timesteps']:,} steps, {s['seeds']} seed(s) under one vmap; medians of "
         f"{s['compile_reps']} fresh compiles and {s['reps']} runs, interleaved):",
-        compile_header(14),
-    ]
-    for name in PROGRAMS:
-        final = ", ".join(f"{x:.0f}" for x in result["final_return"].get(name, []))
-        run = result["run_s"][name]["median"]
-        lines.append(
-            compile_row(name, 14, result["compile_s"][name], run, result["size"][name], final)
-        )
-    for pair, ratio in result["ratios"].items():
-        lines.append(f"  {pair}: run {ratio['run']:.2f}x, compile {ratio['compile']:.2f}x")
-    return "\n".join(lines)
+        result,
+    )

@@ -23,7 +23,7 @@ import jaxsample as js
 from jaxsample._checks import check_int
 from jaxsample.algos import ppo
 from jaxsample.bench.measure import Part, compare_programs
-from jaxsample.bench.report import compile_header, compile_row
+from jaxsample.bench.report import format_programs
 
 #: The two programs, in the order they are reported.
 PROGRAMS = ("jaxsample", "inline")
@@ -234,22 +234,12 @@ def _programs(config: ppo.PPOConfig) -> dict[str, Any]:
 
 def format_overhead(result: dict[str, Any]) -> str:
     """:func:`ppo_overhead`'s result as a small text table."""
-    lines = [
+    ratios = {"jaxsample/inline": {"run": result["ratio"], "compile": result["compile_ratio"]}}
+    return format_programs(
         f"PPO with jaxsample vs a hand-written rollout ({result['env']}, "
         f"{result['total_timesteps']:,} steps, {result['seeds']} seed(s) under one vmap; "
         f"medians of {result['compile_reps']} fresh compile(s) and {result['reps']} runs, "
         "interleaved):",
-        compile_header(11),
-    ]
-    for name in PROGRAMS:
-        final = ", ".join(f"{x:.0f}" for x in result["final_return"].get(name, []))
-        lines.append(
-            compile_row(
-                name, 11, result["compile_s"][name], result["run_s"][name]["median"],
-                result["size"][name], final,
-            )
-        )  # fmt: skip
-    lines.append(
-        f"  jaxsample/inline: run {result['ratio']:.2f}x, compile {result['compile_ratio']:.2f}x"
+        {**result, "ratios": ratios},
+        width=11,
     )
-    return "\n".join(lines)

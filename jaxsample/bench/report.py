@@ -221,6 +221,33 @@ def plot(result: dict[str, Any], path: str | os.PathLike | None = None) -> Any:
     return fig
 
 
+def training_settings(config: Any, *, seeds: int, reps: int, compile_reps: int) -> dict[str, Any]:
+    """The settings of an end-to-end training benchmark (a PPO or DQN config)."""
+    return {
+        "env": config.env_name,
+        "seeds": seeds,
+        "total_timesteps": config.num_iterations * config.steps_per_iteration,
+        "num_envs": config.num_envs,
+        "num_steps": config.num_steps,
+        "reps": reps,
+        "compile_reps": compile_reps,
+    }
+
+
+def format_programs(title: str, result: dict[str, Any], width: int = 14) -> str:
+    """``title``, then a row per program of ``result`` (in the order of its
+    ``compile_s``: :func:`compile_row`), then its ``ratios``
+    (``{"a/b": {"run", "compile"}}``)."""
+    lines = [title, compile_header(width)]
+    for name, compile_s in result["compile_s"].items():
+        final = ", ".join(f"{x:.0f}" for x in result["final_return"].get(name, []))
+        run = result["run_s"][name]["median"]
+        lines.append(compile_row(name, width, compile_s, run, result["size"][name], final))
+    for pair, ratio in result.get("ratios", {}).items():
+        lines.append(f"  {pair}: run {ratio['run']:.2f}x, compile {ratio['compile']:.2f}x")
+    return "\n".join(lines)
+
+
 def compile_header(width: int) -> str:
     """The header of a training program's row (:func:`compile_row`)."""
     return (

@@ -43,6 +43,7 @@ from jaxsample.bench.measure import STAGES, interleave
 from jaxsample.bench.measure import Part as _Part
 from jaxsample.bench.measure import call_parts as _call
 from jaxsample.bench.measure import compile_parts as _compile_once
+from jaxsample.bench.report import format_programs, training_settings
 
 PROGRAMS = ("train", "reference_run", "purejaxrl")
 
@@ -160,15 +161,7 @@ def training_comparison(
         for a, b in pairs
     }
     return {
-        "settings": {
-            "env": config.env_name,
-            "seeds": seeds,
-            "total_timesteps": config.num_iterations * config.steps_per_iteration,
-            "num_envs": config.num_envs,
-            "num_steps": config.num_steps,
-            "reps": reps,
-            "compile_reps": compile_reps,
-        },
+        "settings": training_settings(config, seeds=seeds, reps=reps, compile_reps=compile_reps),
         "compile_s": compile_s,
         "size": size,
         "run_s": run_s,
@@ -182,22 +175,9 @@ def training_comparison(
 def format_training(result: dict[str, Any]) -> str:
     """The comparison as a small text table."""
     s = result["settings"]
-    lines = [
+    return format_programs(
         f"PPO end to end ({s['env']}, {s['num_envs']} envs x {s['num_steps']} steps, "
         f"{s['total_timesteps']:,} steps, {s['seeds']} seed(s); medians of "
         f"{s['compile_reps']} fresh compiles and {s['reps']} runs, interleaved):",
-        f"  {'program':<14}{'trace':>7}{'lower':>7}{'XLA':>7}{'compile':>9}{'run':>8}"
-        f"{'eqns':>7}{'fusions':>9}  final return",
-    ]
-    for name in PROGRAMS:
-        c, r = result["compile_s"][name], result["run_s"][name]["median"]
-        size = result["size"][name]
-        final = ", ".join(f"{x:.0f}" for x in result["final_return"].get(name, []))
-        lines.append(
-            f"  {name:<14}{c['trace']:>6.2f}s{c['lower']:>6.2f}s{c['compile']:>6.2f}s"
-            f"{c['total']:>8.2f}s{r:>7.2f}s{size['jaxpr_eqns']:>7}{size['hlo_fusions']:>9}"
-            f"  {final}"
-        )
-    for pair, ratio in result["ratios"].items():
-        lines.append(f"  {pair}: run {ratio['run']:.2f}x, compile {ratio['compile']:.2f}x")
-    return "\n".join(lines)
+        result,
+    )

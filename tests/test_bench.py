@@ -486,6 +486,8 @@ def test_compare_programs_compiles_fresh_and_runs_interleaved() -> None:
     out = measure.compare_programs(build, reps=3, compile_reps=2)
     # one round more than counted: the first warms the process up
     assert len(built) == 3 and jax.config.jax_enable_compilation_cache == cache
+    for key in ("compile_s", "size", "run_s", "outputs"):
+        assert list(out[key]) == ["double", "sine"], key  # build()'s order
     for name in ("double", "sine"):
         c = out["compile_s"][name]
         assert len(c["all"]) == 2 and c["total"] == statistics.median(c["all"])

@@ -17,7 +17,7 @@ gives its Python interface (the names below). The modules:
 * :mod:`~jaxsample.bench.scaling` — :func:`compile_scaling`,
   :func:`evaluator_scaling`.
 
-Four more benchmarks are runners, not imported here (they jit, and some
+More benchmarks are runners, not imported here (they jit, and some
 restart the process with forced host devices):
 
 * ``python -m jaxsample.bench.host`` — the host sampler against a plain loop;
@@ -25,7 +25,17 @@ restart the process with forced host devices):
 * ``python -m jaxsample.bench.devices`` — a sharded sampler against the
   device count;
 * :mod:`jaxsample.bench.ppo` — PPO with jaxsample against a hand-written
-  rollout (``ppo_overhead``).
+  rollout (``ppo_overhead``; ``jaxsample bench --ppo-overhead``);
+* :mod:`jaxsample.bench.training` and :mod:`jaxsample.bench.dqn_training` —
+  the train command's PPO and DQN programs against ``reference_run``'s (and,
+  for PPO, a PureJaxRL-equivalent): ``jaxsample bench --training`` and
+  ``--dqn-training``.
+
+Every figure of a PPO or DQN program comes with its compile split into
+tracing, lowering and XLA's compile, its run time and its size (jaxpr
+equations, HLO fusions: :func:`~jaxsample.bench.measure.compile_parts`,
+:func:`~jaxsample.bench.measure.program_size`), which do not move with the
+machine's load.
 
 Results and their discussion: ``docs/benchmarks.md``.
 """

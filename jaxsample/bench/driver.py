@@ -11,11 +11,15 @@ Two parts, each in one process:
   ``sync-2buf`` (the sync mode with the double buffer's schedule) and
   ``async`` (actor and learner threads, double buffer). It also reports the
   per-batch collect and learn times and the best async can do,
-  ``(collect + learn) / max(collect, learn)``.
+  ``(collect + learn) / max(collect, learn)``; the fused program's compile
+  by stage (trace, lower, XLA) and size (jaxpr equations, HLO fusions:
+  :func:`~jaxsample.bench.measure.compile_parts`), and the drivers' first
+  two batches (their collect and learn compiled).
 * ``scores``: full-budget PPO and DQN CartPole runs through the async driver,
   one seed at a time (final average return, greedy evaluation for DQN,
   staleness, replay ratio), next to the synchronous reference of the same
-  seeds (``ppo.reference_run`` / ``dqn.reference_run``).
+  seeds (``ppo.reference_run`` / ``dqn.reference_run``: its compile by
+  stage, size and run time too).
 
 ``python -m jaxsample.bench.driver`` (on a CPU with one device it re-executes
 itself with ``XLA_FLAGS=--xla_force_host_platform_device_count=4``); actor and

@@ -243,7 +243,7 @@ def compare_programs(
     Returns:
       ``{"compile_s": {name: compile_summary}, "size": {name: program_size},
       "run_s": {name: {"median", "all"}}, "outputs": {name: the last run's
-      outputs}}``.
+      outputs}}``, each keyed in ``build()``'s order.
     """
     check_int("reps", reps, 1)
     check_int("compile_reps", compile_reps, 1)
@@ -267,12 +267,12 @@ def compare_programs(
         exes, args = compiled[name]
         return lambda: outputs.__setitem__(name, jax.block_until_ready(call_parts(exes, args)))
 
-    times = interleave({name: run(name) for name in compiled}, reps=reps)
+    times = interleave({name: run(name) for name in names}, reps=reps)
     return {
-        "compile_s": {name: compile_summary(r) for name, r in rows.items()},
-        "size": size,
+        "compile_s": {name: compile_summary(rows[name]) for name in names},
+        "size": {name: size[name] for name in names},
         "run_s": {k: {"median": statistics.median(v), "all": v} for k, v in times.items()},
-        "outputs": outputs,
+        "outputs": {name: outputs[name] for name in names},
     }
 
 

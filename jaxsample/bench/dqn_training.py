@@ -13,8 +13,9 @@ of its compile cost shows). The two programs train the same
   (``compiler_options("run")``) that hands a progress event to the host
   every ``num_iterations / chunks`` iterations; its figures are the two
   programs' sums;
-* ``reference_run`` — ``jit(vmap(trainer.train))``, the program
-  ``dqn.reference_run`` compiles (XLA's default options).
+* ``reference_run`` — ``jit(over_runs(trainer.train))`` (``vmap``, but
+  for one run), the program ``dqn.reference_run`` compiles (XLA's default
+  options).
 
 Compile time is measured from scratch ``compile_reps`` times per program,
 interleaved, after an uncounted warm-up round, in its three stages (tracing,
@@ -25,38 +26,22 @@ fusions); run time is ``reps`` interleaved runs of each compiled program
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-import jax
 import numpy as np
 
 from jaxsample._checks import check_int
 from jaxsample.algos import dqn, runner
-from jaxsample.bench.measure import Part, compare_programs
+from jaxsample.bench.measure import compare_programs
 from jaxsample.bench.report import format_programs, training_settings
+from jaxsample.bench.training import train_programs
 
 PROGRAMS = ("train", "reference_run")
 
 
-def _programs(config: dqn.DQNConfig, seeds: int, every: int) -> dict[str, tuple[list[Part], tuple]]:
-    """Fresh jitted programs (new trainer, new closures: nothing cached) and
-    their arguments; each returns all it computes (the final state and every
-    metric), as the real one does."""
-    trainer = dqn.make_train(config)
-    keys, hparams = runner.run_inputs(trainer, jax.random.key(0), seeds)
-    holder: list[Callable[..., None]] = [lambda i, m: None]
-    loop = runner.one_program(trainer, trainer.num_iterations, every, holder)
-    return {
-        "train": (
-            [
-                Part(jax.jit(jax.vmap(trainer.init)), runner.compiler_options("init")),
-                Part(jax.jit(loop, donate_argnums=0), runner.compiler_options("run")),
-            ],
-            (keys, hparams),
-        ),
-        "reference_run": ([Part(jax.jit(jax.vmap(trainer.train)), {})], (keys, hparams)),
-    }
+def _programs(config: dqn.DQNConfig, seeds: int, every: int) -> dict[str, tuple[list, tuple]]:
+    """:func:`~jaxsample.bench.training.train_programs` of a fresh DQN trainer."""
+    return train_programs(dqn.make_train(config), seeds, every)
 
 
 def _returns(name: str, out: Any) -> np.ndarray:
@@ -77,7 +62,7 @@ def dqn_training(
 
     Args:
       config: the DQN settings (default: ``DQNConfig()``, CartPole-v1, 5e5 steps).
-      seeds: runs under one ``vmap``.
+      seeds: runs under one ``vmap`` (one: none, ``runner.over_runs``).
       reps: interleaved timed runs of each program.
       compile_reps: interleaved from-scratch compiles of each program.
       chunks: progress events per ``train`` run.

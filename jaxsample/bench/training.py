@@ -48,16 +48,15 @@ from jaxsample.bench.report import format_programs, training_settings
 PROGRAMS = ("train", "reference_run", "purejaxrl")
 
 
-def _programs(
-    config: ppo.PPOConfig, seeds: int, every: int
-) -> dict[str, tuple[list[_Part], tuple]]:
-    """Fresh jitted programs (new trainer, new closures: nothing cached) and
-    their arguments. Each returns all it computes, as the real one does (the
-    final state and every metric), so nothing is left out of the program."""
-    trainer = ppo.make_train(config)
+def train_programs(trainer: Any, seeds: int, every: int) -> dict[str, tuple[list[_Part], tuple]]:
+    """A PPO or DQN trainer's ``train`` (the train command's init and one
+    program, :mod:`~jaxsample.algos.runner`) and ``reference_run``
+    (``jit(over_runs(trainer.train))``) programs, fresh (new closures: nothing
+    cached), with their arguments ``(keys, hparams)`` of ``seeds`` runs. Each
+    returns all it computes, as the real one does (the final state and every
+    metric), so nothing is left out of the program."""
     keys, hparams = runner.run_inputs(trainer, jax.random.key(0), seeds)
     holder: list[Callable[..., None]] = [lambda i, m: None]
-    peer = purejaxrl.make_train(config, trainer.env, trainer.env_params)
     loop = runner.one_program(trainer, trainer.num_iterations, every, holder)
     return {
         "train": (
@@ -68,8 +67,18 @@ def _programs(
             (keys, hparams),
         ),
         "reference_run": ([_Part(jax.jit(runner.over_runs(trainer.train)), {})], (keys, hparams)),
-        "purejaxrl": ([_Part(jax.jit(runner.over_runs(peer)), {})], (keys,)),
     }
+
+
+def _programs(
+    config: ppo.PPOConfig, seeds: int, every: int
+) -> dict[str, tuple[list[_Part], tuple]]:
+    """:func:`train_programs` of a fresh PPO trainer, and the PureJaxRL peer's."""
+    trainer = ppo.make_train(config)
+    programs = train_programs(trainer, seeds, every)
+    keys = programs["train"][1][0]
+    peer = purejaxrl.make_train(config, trainer.env, trainer.env_params)
+    return {**programs, "purejaxrl": ([_Part(jax.jit(runner.over_runs(peer)), {})], (keys,))}
 
 
 def _returns(name: str, out: Any) -> np.ndarray:

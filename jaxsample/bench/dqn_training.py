@@ -108,7 +108,7 @@ def format_dqn_training(result: dict[str, Any]) -> str:
     s = result["settings"]
     return format_programs(
         f"DQN end to end ({s['env']}, {s['num_envs']} envs x {s['num_steps']} step(s), "
-        f"{s['total_timesteps']:,} steps, {s['seeds']} seed(s) under one vmap; medians of "
+        f"{s['total_timesteps']:,} steps, {s['seeds']} seed(s); medians of "
         f"{s['compile_reps']} fresh compiles and {s['reps']} runs, interleaved):",
         result,
     )

@@ -29,7 +29,6 @@ interleaved runs of each compiled program
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -39,16 +38,13 @@ import numpy as np
 from jaxsample._checks import check_int
 from jaxsample.algos import ppo, runner
 from jaxsample.bench import purejaxrl
-from jaxsample.bench.measure import STAGES, interleave
-from jaxsample.bench.measure import Part as _Part
-from jaxsample.bench.measure import call_parts as _call
-from jaxsample.bench.measure import compile_parts as _compile_once
+from jaxsample.bench.measure import Part, compare_programs
 from jaxsample.bench.report import format_programs, training_settings
 
 PROGRAMS = ("train", "reference_run", "purejaxrl")
 
 
-def train_programs(trainer: Any, seeds: int, every: int) -> dict[str, tuple[list[_Part], tuple]]:
+def train_programs(trainer: Any, seeds: int, every: int) -> dict[str, tuple[list[Part], tuple]]:
     """A PPO or DQN trainer's ``train`` (the train command's init and one
     program, :mod:`~jaxsample.algos.runner`) and ``reference_run``
     (``jit(over_runs(trainer.train))``) programs, fresh (new closures: nothing
@@ -61,24 +57,22 @@ def train_programs(trainer: Any, seeds: int, every: int) -> dict[str, tuple[list
     return {
         "train": (
             [
-                _Part(jax.jit(runner.over_runs(trainer.init)), runner.compiler_options("init")),
-                _Part(jax.jit(loop, donate_argnums=0), runner.compiler_options("run")),
+                Part(jax.jit(runner.over_runs(trainer.init)), runner.compiler_options("init")),
+                Part(jax.jit(loop, donate_argnums=0), runner.compiler_options("run")),
             ],
             (keys, hparams),
         ),
-        "reference_run": ([_Part(jax.jit(runner.over_runs(trainer.train)), {})], (keys, hparams)),
+        "reference_run": ([Part(jax.jit(runner.over_runs(trainer.train)), {})], (keys, hparams)),
     }
 
 
-def _programs(
-    config: ppo.PPOConfig, seeds: int, every: int
-) -> dict[str, tuple[list[_Part], tuple]]:
+def _programs(config: ppo.PPOConfig, seeds: int, every: int) -> dict[str, tuple[list[Part], tuple]]:
     """:func:`train_programs` of a fresh PPO trainer, and the PureJaxRL peer's."""
     trainer = ppo.make_train(config)
     programs = train_programs(trainer, seeds, every)
     keys = programs["train"][1][0]
     peer = purejaxrl.make_train(config, trainer.env, trainer.env_params)
-    return {**programs, "purejaxrl": ([_Part(jax.jit(runner.over_runs(peer)), {})], (keys,))}
+    return {**programs, "purejaxrl": ([Part(jax.jit(runner.over_runs(peer)), {})], (keys,))}
 
 
 def _returns(name: str, out: Any) -> np.ndarray:
@@ -124,43 +118,10 @@ def training_comparison(
     if config.recurrent:
         raise ValueError("the PureJaxRL peer is feedforward: config.recurrent must be False")
     every = max(1, config.num_iterations // chunks)
-    stages: dict[str, list[dict[str, float]]] = {name: [] for name in PROGRAMS}
-    size: dict[str, dict[str, int]] = {}
-    compiled: dict[str, tuple[Any, tuple]] = {}
-    cache_was = jax.config.jax_enable_compilation_cache
-    jax.config.update("jax_enable_compilation_cache", False)
-    try:
-        # Round 0 warms the process up (XLA's and LLVM's first-use costs) and
-        # is not counted; every compile starts from cleared caches, so no
-        # program reuses another's traces of shared functions (the env's
-        # step, jax.random's), and the order alternates.
-        for r in range(compile_reps + 1):
-            programs = _programs(config, seeds, every)
-            for name in PROGRAMS if r % 2 == 0 else PROGRAMS[::-1]:
-                jax.clear_caches()
-                parts, args = programs[name]
-                exes, seconds, size[name] = _compile_once(parts, args)
-                if r:
-                    stages[name].append(seconds)
-                compiled[name] = (exes, args)
-    finally:
-        jax.config.update("jax_enable_compilation_cache", cache_was)
-    returns: dict[str, Any] = {}
-
-    def run(name: str) -> Callable[[], None]:
-        exes, args = compiled[name]
-        return lambda: returns.__setitem__(name, jax.block_until_ready(_call(exes, args)))
-
-    times = interleave({name: run(name) for name in PROGRAMS}, reps=reps)
-    compile_s = {}
-    for name, rows in stages.items():
-        totals = [sum(row.values()) for row in rows]
-        compile_s[name] = {
-            **{s: statistics.median(row[s] for row in rows) for s in STAGES},
-            "total": statistics.median(totals),
-            "all": totals,
-        }
-    run_s = {k: {"median": statistics.median(v), "all": v} for k, v in times.items()}
+    measured = compare_programs(
+        lambda: _programs(config, seeds, every), reps=reps, compile_reps=compile_reps
+    )
+    compile_s, run_s = measured["compile_s"], measured["run_s"]
     pairs = [("train", "reference_run"), ("train", "purejaxrl"), ("reference_run", "purejaxrl")]
     ratios = {
         f"{a}/{b}": {
@@ -172,11 +133,11 @@ def training_comparison(
     return {
         "settings": training_settings(config, seeds=seeds, reps=reps, compile_reps=compile_reps),
         "compile_s": compile_s,
-        "size": size,
+        "size": measured["size"],
         "run_s": run_s,
         "ratios": ratios,
         "final_return": {
-            k: runner.final_returns(_returns(k, v)).tolist() for k, v in returns.items()
+            k: runner.final_returns(_returns(k, v)).tolist() for k, v in measured["outputs"].items()
         },
     }
 

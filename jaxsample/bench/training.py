@@ -104,7 +104,7 @@ def training_comparison(
     Returns:
       ``{"settings", "compile_s": {program: {stage: median, "total": median,
       "all": [totals]}}, "size": {program: {"jaxpr_eqns", "hlo_fusions"}}
-      (:func:`program_size`), "run_s": {program: {"median", "all"}}, "ratios",
+      (:func:`~jaxsample.bench.measure.program_size`), "run_s": {program: {"median", "all"}}, "ratios",
       "final_return": {program: [R]}}``; ``ratios`` holds ``train`` over
       ``reference_run`` and over ``purejaxrl``, and ``reference_run`` over
       ``purejaxrl``, for run time and total compile time (lower is better).

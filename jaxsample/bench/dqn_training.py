@@ -33,7 +33,7 @@ import numpy as np
 from jaxsample._checks import check_int
 from jaxsample.algos import dqn, runner
 from jaxsample.bench.measure import compare_programs
-from jaxsample.bench.report import format_programs, training_settings
+from jaxsample.bench.report import end_to_end_result, format_end_to_end, training_settings
 from jaxsample.bench.training import train_programs
 
 PROGRAMS = ("train", "reference_run")
@@ -85,30 +85,11 @@ def dqn_training(
     out = compare_programs(
         lambda: _programs(config, seeds, every), reps=reps, compile_reps=compile_reps
     )
-    compile_s, run_s = out["compile_s"], out["run_s"]
-    return {
-        "settings": training_settings(config, seeds=seeds, reps=reps, compile_reps=compile_reps),
-        "compile_s": compile_s,
-        "size": out["size"],
-        "run_s": run_s,
-        "ratios": {
-            "train/reference_run": {
-                "run": run_s["train"]["median"] / run_s["reference_run"]["median"],
-                "compile": compile_s["train"]["total"] / compile_s["reference_run"]["total"],
-            }
-        },
-        "final_return": {
-            k: runner.final_returns(_returns(k, v)).tolist() for k, v in out["outputs"].items()
-        },
-    }
+    returns = {k: runner.final_returns(_returns(k, v)).tolist() for k, v in out["outputs"].items()}
+    settings = training_settings(config, seeds=seeds, reps=reps, compile_reps=compile_reps)
+    return end_to_end_result(settings, out, [("train", "reference_run")], returns)
 
 
 def format_dqn_training(result: dict[str, Any]) -> str:
     """:func:`dqn_training`'s result as a small text table."""
-    s = result["settings"]
-    return format_programs(
-        f"DQN end to end ({s['env']}, {s['num_envs']} envs x {s['num_steps']} step(s), "
-        f"{s['total_timesteps']:,} steps, {s['seeds']} seed(s); medians of "
-        f"{s['compile_reps']} fresh compiles and {s['reps']} runs, interleaved):",
-        result,
-    )
+    return format_end_to_end("DQN", result)

@@ -234,6 +234,47 @@ def training_settings(config: Any, *, seeds: int, reps: int, compile_reps: int) 
     }
 
 
+def end_to_end_result(
+    settings: dict[str, Any],
+    measured: dict[str, Any],
+    pairs: list[tuple[str, str]],
+    final_return: dict[str, list[float]],
+) -> dict[str, Any]:
+    """An end-to-end training comparison's result from ``measured``
+    (:func:`~jaxsample.bench.measure.compare_programs`): its compile and run
+    times, sizes, the final returns, and for each pair ``(a, b)`` of program
+    names ``ratios["a/b"] = {"run", "compile"}``, ``a``'s median run and
+    total compile time over ``b``'s (lower is better)."""
+    compile_s, run_s = measured["compile_s"], measured["run_s"]
+    ratios = {
+        f"{a}/{b}": {
+            "run": run_s[a]["median"] / run_s[b]["median"],
+            "compile": compile_s[a]["total"] / compile_s[b]["total"],
+        }
+        for a, b in pairs
+    }
+    return {
+        "settings": settings,
+        "compile_s": compile_s,
+        "size": measured["size"],
+        "run_s": run_s,
+        "ratios": ratios,
+        "final_return": final_return,
+    }
+
+
+def format_end_to_end(algo: str, result: dict[str, Any]) -> str:
+    """:func:`end_to_end_result`'s table, titled with ``algo`` and the settings."""
+    s = result["settings"]
+    steps = "step" if s["num_steps"] == 1 else "steps"
+    return format_programs(
+        f"{algo} end to end ({s['env']}, {s['num_envs']} envs x {s['num_steps']} {steps}, "
+        f"{s['total_timesteps']:,} steps, {s['seeds']} seed(s); medians of "
+        f"{s['compile_reps']} fresh compiles and {s['reps']} runs, interleaved):",
+        result,
+    )
+
+
 def format_programs(title: str, result: dict[str, Any], width: int = 14) -> str:
     """``title``, then a row per program of ``result`` (in the order of its
     ``compile_s``: :func:`compile_row`), then its ``ratios``

@@ -39,7 +39,7 @@ from jaxsample._checks import check_int
 from jaxsample.algos import ppo, runner
 from jaxsample.bench import purejaxrl
 from jaxsample.bench.measure import Part, compare_programs
-from jaxsample.bench.report import format_programs, training_settings
+from jaxsample.bench.report import end_to_end_result, format_end_to_end, training_settings
 
 PROGRAMS = ("train", "reference_run", "purejaxrl")
 
@@ -104,7 +104,8 @@ def training_comparison(
     Returns:
       ``{"settings", "compile_s": {program: {stage: median, "total": median,
       "all": [totals]}}, "size": {program: {"jaxpr_eqns", "hlo_fusions"}}
-      (:func:`~jaxsample.bench.measure.program_size`), "run_s": {program: {"median", "all"}}, "ratios",
+      (:func:`~jaxsample.bench.measure.program_size`), "run_s": {program:
+      {"median", "all"}}, "ratios",
       "final_return": {program: [R]}}``; ``ratios`` holds ``train`` over
       ``reference_run`` and over ``purejaxrl``, and ``reference_run`` over
       ``purejaxrl``, for run time and total compile time (lower is better).
@@ -121,33 +122,14 @@ def training_comparison(
     measured = compare_programs(
         lambda: _programs(config, seeds, every), reps=reps, compile_reps=compile_reps
     )
-    compile_s, run_s = measured["compile_s"], measured["run_s"]
     pairs = [("train", "reference_run"), ("train", "purejaxrl"), ("reference_run", "purejaxrl")]
-    ratios = {
-        f"{a}/{b}": {
-            "run": run_s[a]["median"] / run_s[b]["median"],
-            "compile": compile_s[a]["total"] / compile_s[b]["total"],
-        }
-        for a, b in pairs
+    returns = {
+        k: runner.final_returns(_returns(k, v)).tolist() for k, v in measured["outputs"].items()
     }
-    return {
-        "settings": training_settings(config, seeds=seeds, reps=reps, compile_reps=compile_reps),
-        "compile_s": compile_s,
-        "size": measured["size"],
-        "run_s": run_s,
-        "ratios": ratios,
-        "final_return": {
-            k: runner.final_returns(_returns(k, v)).tolist() for k, v in measured["outputs"].items()
-        },
-    }
+    settings = training_settings(config, seeds=seeds, reps=reps, compile_reps=compile_reps)
+    return end_to_end_result(settings, measured, pairs, returns)
 
 
 def format_training(result: dict[str, Any]) -> str:
     """The comparison as a small text table."""
-    s = result["settings"]
-    return format_programs(
-        f"PPO end to end ({s['env']}, {s['num_envs']} envs x {s['num_steps']} steps, "
-        f"{s['total_timesteps']:,} steps, {s['seeds']} seed(s); medians of "
-        f"{s['compile_reps']} fresh compiles and {s['reps']} runs, interleaved):",
-        result,
-    )
+    return format_end_to_end("PPO", result)

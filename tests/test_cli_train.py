@@ -365,6 +365,38 @@ def test_one_program_reports_from_inside_and_matches_the_chunked_run() -> None:
             assert x[r, i] == pytest.approx(value, rel=1e-6)
 
 
+def test_over_runs_vmaps_several_runs_and_traces_one_run_unbatched() -> None:
+    """``runner.over_runs``: several runs are ``jax.vmap`` (the same values);
+    one run is ``fn`` of the run's own arguments with the axis added back (its
+    scan carries the run's shapes, not a batch of one) and gives the values
+    of ``fn`` called on that run alone."""
+    from jaxsample.algos import runner
+
+    def f(x, scale):  # a scan, as a trainer's iteration has
+        def body(c, _):
+            return jnp.tanh(c * scale) + 0.5 * c, c.sum()
+
+        return jax.lax.scan(body, x, None, 4)
+
+    xs = jnp.linspace(-1.0, 1.0, 15, dtype=jnp.float32).reshape(3, 5)
+    scales = jnp.asarray([0.5, 1.0, 2.0], jnp.float32)
+    many = runner.over_runs(f)(xs, scales)
+    jax.tree.map(np.testing.assert_array_equal, many, jax.vmap(f)(xs, scales))
+    one = runner.over_runs(f)(xs[:1], scales[:1])
+    alone = jax.tree.map(lambda y: y[None], f(xs[0], scales[0]))
+    jax.tree.map(np.testing.assert_array_equal, one, alone)
+    assert one[0].shape == (1, 5) and one[1].shape == (1, 4)
+    jaxpr = jax.make_jaxpr(runner.over_runs(f))(xs[:1], scales[:1])
+    (scan,) = [e for e in jaxpr.eqns if e.primitive.name == "scan"]
+    assert scan.outvars[0].aval.shape == (5,)  # vmap would carry (1, 5)
+    (batched,) = [
+        e
+        for e in jax.make_jaxpr(jax.vmap(f))(xs[:1], scales[:1]).eqns
+        if e.primitive.name == "scan"
+    ]
+    assert batched.outvars[0].aval.shape == (1, 5)
+
+
 def test_the_runner_compiles_init_cheaply_on_cpu_and_names_a_bad_part() -> None:
     """Init runs once: XLA's cheapest LLVM level; the loop: -O2. The options
     are ones this XLA takes, and the results do not depend on them."""

@@ -113,11 +113,10 @@ def over_runs(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``jax.vmap(fn)`` over the runs' leading axis ``[R]`` of every argument
     leaf; for one run (``R = 1``, every leading axis 1) ``fn`` of the run's
     own arguments with the axis added back to its outputs, the same values
-    and shapes without a batch trace: vmapping a trainer's scans re-traces
-    their bodies, about 40% of ``jaxsample train``'s tracing for one seed, and
-    a single PureJaxRL run (its ``ppo.py``) is not vmapped either. Every
-    program of a run uses it, so chunks, one program and resumed runs compute
-    the same either way."""
+    and shapes without a batch trace (vmapping a trainer's scans re-traces
+    their bodies; docs/benchmarks.md measures it). A single PureJaxRL run (its
+    ``ppo.py``) is not vmapped either. Every program of a run uses it, so
+    chunks, one program and resumed runs compute the same either way."""
     batched = jax.vmap(fn)
 
     def call(*args: Any) -> Any:
@@ -137,9 +136,9 @@ _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 #: XLA options on CPU of the run's init program (``part="init"``): it runs
 #: once, for milliseconds, so LLVM's optimization of its kernels (the
 #: parameters' orthogonal initialization, the key splits, the first resets)
-#: is not worth its compile time (about 60% less XLA time for init). And of
-#: the iterations (``part="run"``): LLVM's -O2 instead of XLA's default -O3,
-#: a shorter compile at the same run time (docs/benchmarks.md).
+#: is not worth its compile time. And of the iterations (``part="run"``):
+#: LLVM's -O2 instead of XLA's default -O3, a shorter compile at the same run
+#: time (both measured in docs/benchmarks.md).
 CPU_COMPILER_OPTIONS: dict[str, dict[str, Any]] = {
     "init": {"xla_backend_optimization_level": 0},
     "run": {"xla_backend_optimization_level": 2},

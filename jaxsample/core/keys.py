@@ -140,7 +140,8 @@ def batch_step_keys(keys: EpochKeys, T: int, reset_keys: bool) -> tuple[jax.Arra
     own epoch's key, chosen per step before the hash. So each stream is one
     hash in either branch of the crossing's ``lax.cond`` (hashing with both
     keys and choosing after would compile three), and the common branch keeps
-    the cheaper hash of one key (a key per step costs about a tenth more).
+    the cheaper hash of one key (a key per step costs the hash more; measured
+    in docs/benchmarks.md).
     Each stream is its own hash, so XLA drops the keys that nothing uses (an
     env whose step ignores its key, as CartPole's and Navix's do).
 

@@ -101,7 +101,7 @@ def test_mpe_equals_jaxmarls_own_loop_and_its_ends_are_truncations() -> None:
     assert env.known_time_limit(env.default_params) == 11
 
 
-@pytest.mark.long
+@pytest.mark.slow  # ~25 s of CPU cold: XLA compiling Hanabi's step twice
 def test_hanabi_equals_jaxmarls_own_loop_and_its_ends_are_terminations() -> None:
     _env, out, masks = _own_and_adapted("hanabi", 150)
     _check_same(out)

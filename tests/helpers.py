@@ -18,6 +18,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.random import threefry_2x32
 
 import jaxsample as js
 
@@ -71,26 +72,32 @@ def crashing(env: Any) -> Any:
     return Crashing(env)
 
 
-def step_key(k_epoch: jax.Array, n: int, stream: int) -> jax.Array:
+EPOCH = 2**30  # steps per key epoch (jaxsample/core/keys.py docstring)
+
+
+def step_key(k_run: jax.Array, n: int, stream: int) -> jax.Array:
     """The key of stream ``stream`` (0 agent, 1 env step, 2 reset, 3 episodic
-    reset) of an env's step ``n`` (in its first key epoch): ``fold_in(k_epoch,
-    4 n + stream)``, as jaxsample/core/keys.py's docstring says."""
-    return jax.random.fold_in(k_epoch, np.uint32(4 * n + stream))
+    reset) of an env's step ``n`` (over all batches), as
+    jaxsample/core/keys.py's docstring says: Threefry-2x32 of the 64-bit count
+    ``(n // EPOCH, 4 (n mod EPOCH) + stream)`` under the env's run key, which
+    in the first epoch is ``fold_in(k_run, 4 n + stream)``."""
+    count = np.array([n // EPOCH, 4 * (n % EPOCH) + stream], np.uint32)
+    return jax.random.wrap_key_data(threefry_2x32(jax.random.key_data(k_run), count))
 
 
-def auto_step(env: Any, env_params: Any, k_epoch: jax.Array, n: int, state: Any, action: Any):
+def auto_step(env: Any, env_params: Any, k_run: jax.Array, n: int, state: Any, action: Any):
     """Step ``n`` of one env as the schedule says, with the env's own functions:
     ``env.step_env`` with the step key, ``env.is_truncated``, and where the
     step ends the episode ``env.reset_env`` with the reset key. Returns gymnax's
     ``(obs, state, reward, terminated, truncated, info)`` with
     ``info["final_observation"]``."""
     obs, state, reward, terminated, info = env.step_env(
-        step_key(k_epoch, n, 1), state, action, env_params
+        step_key(k_run, n, 1), state, action, env_params
     )
     truncated = env.is_truncated(state, env_params)
     info = {**info, "terminated": terminated, "truncated": truncated, "final_observation": obs}
     if bool(terminated) or bool(truncated):
-        obs, state = env.reset_env(step_key(k_epoch, n, 2), env_params)
+        obs, state = env.reset_env(step_key(k_run, n, 2), env_params)
     return obs, state, reward, terminated, truncated, info
 
 

@@ -7,9 +7,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.extend.random import threefry_2x32
 
 import jaxsample as js
-from jaxsample.core.keys import EPOCH, EpochKeys, step_key
+from jaxsample.core.keys import EPOCH, EpochKeys, batch_step_keys, step_key
 
 
 def _samplers(T: int, B: int = 4):
@@ -30,12 +31,14 @@ def _flat(batches: list[js.Batch]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([np.asarray(f(b)) for b in batches]) for k, f in fields.items()}
 
 
-def test_two_batches_equal_one_across_the_key_epoch_boundary() -> None:
+@pytest.mark.parametrize("impl", ["threefry2x32", "rbg"])
+def test_two_batches_equal_one_across_the_key_epoch_boundary(impl: str) -> None:
     """The uint32 step count starts 5 steps before its epoch ends: collecting
     2 x 8 steps and 1 x 16 steps still gives the same stream, and the state's
-    counter comes back into range instead of wrapping."""
+    counter comes back into range in the next epoch instead of wrapping (with
+    JAX's default keys and with keys of another implementation)."""
     short, long = _samplers(8)
-    key = jax.random.key(7)
+    key = jax.random.key(7, impl=impl)
     s_short, s_long = short.init(key, ()), long.init(key, ())
     near_end = jnp.full((4,), EPOCH - 5, jnp.uint32)
     s_short, s_long = s_short.replace(step=near_end), s_long.replace(step=near_end)
@@ -47,31 +50,54 @@ def test_two_batches_equal_one_across_the_key_epoch_boundary() -> None:
     a, b = _flat(batches), _flat([b_long])
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
-    np.testing.assert_array_equal(np.asarray(s_short.step), 11)
-    np.testing.assert_array_equal(np.asarray(s_long.step), 11)
+    for s in (s_short, s_long):
+        np.testing.assert_array_equal(np.asarray(s.step), 11)
+        np.testing.assert_array_equal(np.asarray(s.epoch), 1)
     for x, y in zip(jax.tree.leaves(s_short), jax.tree.leaves(s_long), strict=True):
         if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
             x, y = jax.random.key_data(x), jax.random.key_data(y)
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+def _data(key: jax.Array) -> np.ndarray:
+    return np.asarray(jax.random.key_data(key))
+
+
 def test_a_new_epoch_uses_new_keys() -> None:
-    """Step EPOCH uses the next epoch key, not the key of step 0 again."""
+    """Step EPOCH hashes the 64-bit count (1, stream) with the run key
+    (Threefry-2x32, what fold_in computes in epoch 0), not the key of step 0
+    again; a batch's keys drawn at once equal the keys of its steps one by one."""
     k = jax.random.key(3)
-    nxt = jax.random.split(k)[0]
-    keys = EpochKeys(key=k, next_key=nxt, step=jnp.uint32(EPOCH - 1))
-
-    def data(key: jax.Array) -> np.ndarray:
-        return np.asarray(jax.random.key_data(key))
-
+    keys = EpochKeys(key=k, epoch=jnp.uint32(0), step=jnp.uint32(EPOCH - 2))
+    words = jax.random.key_data(k)
     for stream in (0, 1, 2, 3):
-        last = step_key(keys, jnp.int32(0), stream)
-        first_of_next = step_key(keys, jnp.int32(1), stream)
+        last = step_key(keys, jnp.int32(1), stream)
+        first_of_next = step_key(keys, jnp.int32(2), stream)
         np.testing.assert_array_equal(
-            data(last), data(jax.random.fold_in(k, np.uint32(4 * (EPOCH - 1) + stream)))
+            _data(last), _data(jax.random.fold_in(k, np.uint32(4 * (EPOCH - 1) + stream)))
         )
-        np.testing.assert_array_equal(data(first_of_next), data(jax.random.fold_in(nxt, stream)))
-        assert not np.array_equal(data(first_of_next), data(jax.random.fold_in(k, stream)))
+        want = threefry_2x32(words, np.array([1, stream], np.uint32))
+        np.testing.assert_array_equal(_data(first_of_next), np.asarray(want))
+        assert not np.array_equal(_data(first_of_next), _data(jax.random.fold_in(k, stream)))
+    k_agent, (k_step, k_reset) = jax.jit(batch_step_keys, static_argnums=(1, 2))(keys, 5, True)
+    for t in range(5):
+        for got, stream in ((k_agent, 0), (k_step, 1), (k_reset, 2)):
+            want = step_key(keys, jnp.int32(t), stream)
+            np.testing.assert_array_equal(_data(got[t]), _data(want), err_msg=f"{t} {stream}")
+
+
+def test_keys_of_another_implementation_fold_the_epoch_in() -> None:
+    """Keys that are not Threefry's: ``fold_in(k, 4 i + s)`` in epoch 0, that
+    key with the epoch folded in after, in later epochs."""
+    k = jax.random.key(3, impl="rbg")
+    keys = EpochKeys(key=k, epoch=jnp.uint32(2), step=jnp.uint32(EPOCH - 1))
+    got = step_key(keys, jnp.int32(0), 1)
+    in_epoch = jax.random.fold_in(k, np.uint32(4 * (EPOCH - 1) + 1))
+    np.testing.assert_array_equal(_data(got), _data(jax.random.fold_in(in_epoch, np.uint32(2))))
+    zero = keys.replace(epoch=jnp.uint32(0))
+    np.testing.assert_array_equal(_data(step_key(zero, jnp.int32(0), 1)), _data(in_epoch))
+    k_agent, _ = batch_step_keys(keys, 3, False)
+    np.testing.assert_array_equal(_data(k_agent[1]), _data(step_key(keys, jnp.int32(1), 0)))
 
 
 class RankAgent:

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import CounterAgent, auto_step, counter_value
+from helpers import CounterAgent, auto_step, counter_value, step_key
 from helpers import assert_close as _close
 
 import jaxsample as js
@@ -66,9 +66,6 @@ class _Traj:
         }
 
 
-EPOCH = 2**30  # steps per key epoch (jaxsample/core/keys.py docstring)
-
-
 class RefEnv:
     """One environment of global rank ``rank`` driven exactly as docs/design.md says."""
 
@@ -78,8 +75,8 @@ class RefEnv:
         a = _np(self.sample(jax.random.key(0)))
         self.null = np.zeros(a.shape, a.dtype)
 
-        k_reset, k_decorrelate, self.k_epoch = _split(jax.random.fold_in(key, rank), 3)
-        self.epoch, self.n = 0, 0  # key epoch, steps taken in all batches
+        k_reset, k_decorrelate, self.k_run = _split(jax.random.fold_in(key, rank), 3)
+        self.n = 0  # steps taken in all batches
         self.obs, self.env_state = env.reset(k_reset, env_params)
         self._after_reset()
         self.idle = False
@@ -114,11 +111,8 @@ class RefEnv:
 
     def key(self, n: int, stream: int) -> jax.Array:
         """Key of stream (0 agent, 1 env step, 2 reset, 3 episodic reset) for
-        overall step n."""
-        while self.epoch < n // EPOCH:  # a new key every EPOCH steps
-            self.k_epoch = _split(self.k_epoch)[0]
-            self.epoch += 1
-        return jax.random.fold_in(self.k_epoch, np.uint32(4 * (n % EPOCH) + stream))
+        overall step n (helpers.step_key)."""
+        return step_key(self.k_run, n, stream)
 
     def start_batch(self, mode: str) -> int:
         """Returns the agent state at the start of the batch."""
@@ -130,7 +124,7 @@ class RefEnv:
         return self.count
 
     def step(self, t: int, T: int, mode: str, w: float) -> dict[str, Any]:
-        k_agent, i = self.key(self.n, 0), self.n % EPOCH  # k_epoch: n's epoch now
+        k_agent = self.key(self.n, 0)
         self.n += 1  # idle steps use up their keys too
         if self.idle:
             return None
@@ -139,7 +133,7 @@ class RefEnv:
         count = self.count
         value = counter_value(w, obs, self.prev_reward, count)
         next_obs, env_state, reward, terminated, truncated, info = auto_step(
-            self.env, self.env_params, self.k_epoch, i, self.env_state, action
+            self.env, self.env_params, self.k_run, self.n - 1, self.env_state, action
         )
         reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
         if mode == "episodic" and t == T - 1 and not terminated:

@@ -13,28 +13,31 @@ Samplers (the JAX sampler, :mod:`jaxsample.core.rollout`, and the host sampler,
   ``split(k_decorrelate)[0]`` and takes random step ``i`` with
   ``k_action, k_env = split(fold_in(split(k_decorrelate)[1], i))``
   (:func:`decorrelation_keys`).
-* each env counts its steps ``n`` (over all batches) in epochs of
-  ``EPOCH = 2**30`` steps: ``k_run`` is the key of epoch 0 and
-  ``split(k_epoch)[0]`` the key of the next epoch; ``i = n mod EPOCH``.
-* step ``n``: the agent acts with ``fold_in(k_epoch, 4 i)``; the env steps
-  with ``k_step = fold_in(k_epoch, 4 i + 1)`` and, where the step ends the
-  episode, resets with ``k_reset = fold_in(k_epoch, 4 i + 2)``
-  (:func:`step_key`): gymnax's auto-resetting ``env.step`` written out,
-  ``env.step_env(k_step, ...)`` then ``env.reset_env(k_reset)`` where done
+* each env counts its steps ``n`` (over all batches) as a key epoch ``e =
+  n // EPOCH`` (``EPOCH = 2**30``, uint32) and a step ``i = n mod EPOCH`` in
+  it, so the counts never wrap on a real run (``2**62`` steps).
+* step ``n``'s key of stream ``s`` hashes the 64-bit counter ``(e, 4 i + s)``
+  with the run key, :func:`counter_key`: ``threefry_2x32(k_run, (e, 4 i + s))``
+  for JAX's default (threefry) keys, which in epoch 0 is exactly
+  ``fold_in(k_run, 4 i + s)``. The agent acts with stream 0; the env steps
+  with ``k_step`` (stream 1) and, where the step ends the episode, resets with
+  ``k_reset`` (stream 2) (:func:`step_key`): gymnax's auto-resetting
+  ``env.step`` written out, ``env.step_env(k_step, ...)`` then
+  ``env.reset_env(k_reset)`` where done
   (:meth:`jaxsample.core.step.EnvStepper.env_step`); pooled resets
   (:mod:`jaxsample.core.resets`) draw the reset of that step from the same
   ``k_reset``. An env that overrides gymnax's ``step`` (a wrapper with its own
   auto-reset) is stepped as it is, ``env.step(k_step, ...)``.
 * ``"episodic"`` mode, at the start of a batch whose first step is ``n``: the
-  env restarts from ``env.reset(fold_in(k_epoch, 4 i + 3))``.
+  env restarts from ``env.reset(key of stream 3 of step n)``.
 
-One ``fold_in`` per key is much cheaper than a per-env ``split``, and the
-sampler draws the keys of a whole batch before its scan, one hash per stream
-with the env's one epoch key (:func:`batch_step_keys`), so nothing is hashed
-inside the scan. The keys depend only
-on ``n``, so collecting ``2 x T`` steps gives the same samples as
-``T`` steps twice (in ``"auto"`` mode), and the epochs keep the uint32 counter
-from ever wrapping onto keys already used, however long the run.
+One hash per key is much cheaper than a per-env ``split``, and the sampler
+draws the keys of a whole batch before its scan, one hash per stream with
+the env's one run key (:func:`batch_step_keys`), so nothing is hashed inside
+the scan; a batch that enters a new epoch needs no other key, only the
+counter's high word, so every batch is the same program. The keys depend only
+on ``n``, so collecting ``2 x T`` steps gives the same samples as ``T`` steps
+twice (in ``"auto"`` mode).
 
 The evaluator (:mod:`jaxsample.evaluation`), for the env of rank ``b``:
 ``k_reset, k_run = split(fold_in(key, b))`` (:func:`eval_env_keys`); at step
@@ -47,8 +50,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from flax import struct
-
-from jaxsample.core.batched import any_in_batch
+from jax.extend.random import threefry2x32_p, threefry_prng_impl
 
 EPOCH = 2**30  # steps per key epoch: 4 * EPOCH - 1 fits in uint32
 
@@ -57,18 +59,13 @@ STREAMS = 4
 
 
 class EpochKeys(struct.PyTreeNode):
-    """One env's key material for a batch: the epoch key, the next epoch's key
-    and the step count in the epoch at the start of the batch (scalars; ``[B]``
-    when vmapped)."""
+    """One env's key material for a batch: its run key, and its step count
+    (the key epoch and the step in it) at the start of the batch (scalars;
+    ``[B]`` when vmapped)."""
 
     key: jax.Array
-    next_key: jax.Array
+    epoch: jax.Array  # uint32 scalar
     step: jax.Array  # uint32 scalar, < EPOCH
-
-    @classmethod
-    def of(cls, key: jax.Array, step: jax.Array) -> EpochKeys:
-        """The key material of a batch from one env's epoch key and step count."""
-        return cls(key=key, next_key=jax.random.split(key)[0], step=step)
 
 
 def env_keys(key: jax.Array, rank: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -114,36 +111,49 @@ def env_step_keys(k_env: jax.Array, gymnax_step: bool) -> EnvKeys:
     return k_env, k_env
 
 
+def counter_key(key: jax.Array, hi: jax.Array, lo: jax.Array) -> jax.Array:
+    """The key of the 64-bit counter ``(hi, lo)`` (uint32 words, broadcast
+    against each other) under ``key``: ``fold_in(key, lo)`` where ``hi == 0``.
+
+    Threefry keys (JAX's default) hash both words at once, ``threefry_2x32``
+    of ``(hi, lo)`` with the key's two words (what ``fold_in`` computes with
+    ``hi = 0``): one hash, whatever ``hi`` is. Keys of another implementation
+    fold ``hi`` in after ``lo`` where it is not 0.
+    """
+    hi, lo = jnp.broadcast_arrays(jnp.asarray(hi, jnp.uint32), jnp.asarray(lo, jnp.uint32))
+    impl = jax.random.key_impl(key)
+    if str(impl) == threefry_prng_impl.name:
+        data = jax.random.key_data(key)
+        words = threefry2x32_p.bind(  # the key's words broadcast in the hash
+            data[0].reshape((1,) * lo.ndim), data[1].reshape((1,) * lo.ndim), hi, lo
+        )
+        return jax.random.wrap_key_data(jnp.stack(words, -1), impl=impl)
+    fold = jnp.vectorize(jax.random.fold_in, signature="(),()->()")
+    first = fold(key, lo)
+    return jnp.where(hi == 0, first, fold(first, hi))
+
+
 def epoch_position(keys: EpochKeys, t: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Epoch key and index in it of the step ``t`` steps after the batch start."""
+    """``(epoch, step)`` of the step ``t`` steps after the batch start."""
     n = keys.step + jnp.asarray(t, jnp.uint32)  # < 2 * EPOCH: no uint32 wrap
-    crossed = n >= EPOCH
-    data = jnp.where(crossed, jax.random.key_data(keys.next_key), jax.random.key_data(keys.key))
-    key = jax.random.wrap_key_data(data, impl=jax.random.key_impl(keys.key))
-    return key, jnp.where(crossed, n - EPOCH, n)
+    crossed = (n >= EPOCH).astype(jnp.uint32)
+    return keys.epoch + crossed, n - crossed * jnp.uint32(EPOCH)
 
 
 def step_key(keys: EpochKeys, t: jax.Array, stream: int) -> jax.Array:
     """Key of stream ``stream`` (:data:`AGENT`, :data:`ENV`, :data:`RESET` or
     :data:`EPISODIC_RESET`) of step ``t`` of the batch."""
-    key, i = epoch_position(keys, t)
-    return jax.random.fold_in(key, STREAMS * i + stream)
+    epoch, i = epoch_position(keys, t)
+    return counter_key(keys.key, epoch, jnp.uint32(STREAMS) * i + jnp.uint32(stream))
 
 
 def batch_step_keys(keys: EpochKeys, T: int, reset_keys: bool) -> tuple[jax.Array, EnvKeys]:
     """One env's keys of every step of a ``T``-step batch, drawn at once (a
-    vectorized hash per stream instead of hashes at every step of the scan).
-
-    A batch that stays in one key epoch (all but one batch in ``2**30`` steps)
-    hashes with the env's one epoch key; only where some env of the batch (of
-    any vmapped run) crosses into the next epoch does each step hash with its
-    own epoch's key, chosen per step before the hash. So each stream is one
-    hash in either branch of the crossing's ``lax.cond`` (hashing with both
-    keys and choosing after would compile three), and the common branch keeps
-    the cheaper hash of one key (a key per step costs the hash more; measured
-    in docs/benchmarks.md).
-    Each stream is its own hash, so XLA drops the keys that nothing uses (an
-    env whose step ignores its key, as CartPole's and Navix's do).
+    vectorized hash per stream instead of hashes at every step of the scan):
+    :func:`counter_key` of the env's run key, with the steps' epochs as the
+    high words (a batch that enters the next epoch changes only those). Each
+    stream is its own hash, so XLA drops the keys that nothing uses (an env
+    whose step ignores its key, as CartPole's and Navix's do).
 
     Returns:
       ``(k_agent, (k_step, k_reset))``, each ``[T]``: :func:`step_key`'s
@@ -151,32 +161,17 @@ def batch_step_keys(keys: EpochKeys, T: int, reset_keys: bool) -> tuple[jax.Arra
       without ``reset_keys`` (nothing resets with them) ``k_reset`` is
       ``k_step``, unused.
     """
-    n = keys.step + jnp.arange(T, dtype=jnp.uint32)  # < 2 * EPOCH: no uint32 wrap
-    crossing = any_in_batch(keys.step + jnp.uint32(T) > EPOCH)
+    epoch, i = epoch_position(keys, jnp.arange(T, dtype=jnp.uint32))
 
-    def per_step() -> jax.Array:  # [T] keys: the next epoch's from the step entering it
-        data = jnp.where(
-            (n >= EPOCH)[:, None], jax.random.key_data(keys.next_key), jax.random.key_data(keys.key)
-        )
-        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(keys.key))
-
-    def stream(s: int) -> jax.Array:  # [T]; one hash per stream, so an unused one is dropped
-        # STREAMS * n + s wraps (uint32) past the epoch onto the next epoch's
-        # STREAMS * (n - EPOCH) + s, as STREAMS * EPOCH == 2**32: the counter
-        # of step_key's index in the step's own epoch.
-        counter = jnp.uint32(STREAMS) * n + jnp.uint32(s)
-        return jax.lax.cond(
-            crossing,
-            lambda: jax.vmap(jax.random.fold_in)(per_step(), counter),
-            lambda: jax.vmap(jax.random.fold_in, (None, 0))(keys.key, counter),
-        )
+    def stream(s: int) -> jax.Array:
+        return counter_key(keys.key, epoch, jnp.uint32(STREAMS) * i + jnp.uint32(s))
 
     k_step = stream(ENV)
     return stream(AGENT), (k_step, stream(RESET) if reset_keys else k_step)
 
 
 def advance_epoch(keys: EpochKeys, T: int) -> tuple[jax.Array, jax.Array]:
-    """The env's epoch key and step count after the ``T`` steps of a batch."""
+    """The env's ``(epoch, step)`` after the ``T`` steps of a batch."""
     return epoch_position(keys, jnp.uint32(T))
 
 

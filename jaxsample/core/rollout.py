@@ -65,7 +65,9 @@ class SamplerState(AgentFields):
         reset; the previous reward, float32; the agent's recurrent state;
         ``env_rank``, int32 global rank of each env). Read them as
         ``state.observation``, ``state.agent_state``, ... too.
-      key: ``[B]`` per-env key of the current epoch of steps.
+      key: ``[B]`` per-env run key (``k_run``: every step's key hashes its
+        step count with it, :mod:`jaxsample.core.keys`).
+      epoch: ``[B]`` uint32, the key epoch of the envs' next step.
       step: ``[B]`` uint32, steps taken in the current epoch (``< EPOCH``).
       traj: per-env :class:`~jaxsample.traj_info.TrajAccumulator`.
       idle: ``[B]`` bool, the env finished its episode in this batch and waits
@@ -74,6 +76,7 @@ class SamplerState(AgentFields):
 
     env: EnvCarry
     key: jax.Array
+    epoch: jax.Array
     step: jax.Array
     traj: TrajAccumulator
     idle: jax.Array
@@ -234,6 +237,7 @@ class Sampler:
         state = SamplerState(
             env=self._stepper.start(k_reset, rank),
             key=k_run,
+            epoch=jnp.zeros((), jnp.uint32),
             step=jnp.zeros((), jnp.uint32),
             traj=TrajAccumulator.zeros(
                 self.options.traj_fields, self._stepper.env_spec.reward.shape
@@ -324,10 +328,10 @@ class Sampler:
         (end, store), out = jax.lax.scan(body, carry, (ts, *step_keys))
         if not track_previous:
             end = self._previous_after(end, out)
-        key, epoch_step = jax.vmap(K.advance_epoch, in_axes=(0, None))(keys, T)
+        epoch, epoch_step = jax.vmap(K.advance_epoch, in_axes=(0, None))(keys, T)
         final = self._finals.batch(store, out, end.observation)
         traj, batch = self._assemble(state, end, out, final, agent_params)
-        return end.replace(traj=traj, key=key, step=epoch_step), batch
+        return end.replace(traj=traj, epoch=epoch, step=epoch_step), batch
 
     def _step(
         self,
@@ -405,7 +409,7 @@ class Sampler:
         an env that finished in the last batch already holds its reset state
         and stops idling.
         """
-        keys = K.EpochKeys.of(s.key, s.step)
+        keys = K.EpochKeys(key=s.key, epoch=s.epoch, step=s.step)
         s = s.replace(idle=jnp.zeros((), bool))
         if self.options.reset_mode != "episodic":
             return s, keys

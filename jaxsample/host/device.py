@@ -169,12 +169,12 @@ class DeviceSide:
         packed = jax.lax.dynamic_update_index_in_dim(packed, pack(record), t, 0)
         return (agent, t + 1), packed, step.action
 
-    def begin(self, key: jax.Array, step: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def begin(self, keys: K.EpochKeys) -> tuple[jax.Array, jax.Array]:
         """The zeroed packed record buffer ``[T, B, K]`` of a batch, and the
-        agent's keys ``[T, B]`` of its steps (the JAX sampler's schedule)."""
+        agent's keys ``[T, B]`` of its steps (the JAX sampler's schedule;
+        ``keys``: the envs' ``[B]`` run keys and step counts)."""
         T, B = self.options.batch_spec
         packed = jnp.zeros((T, B, self._record_width), jnp.uint32)
-        keys = jax.vmap(K.EpochKeys.of)(key, step)
         per_step = jax.vmap(K.step_key, in_axes=(0, None, None))
         steps = jnp.arange(T, dtype=jnp.uint32)
         return packed, jax.vmap(per_step, in_axes=(None, 0, None))(keys, steps, K.AGENT)
@@ -194,7 +194,7 @@ class DeviceSide:
 
         out = jax.vmap(one)(jnp.asarray(self.options.env_ranks, jnp.int32))
         out["agent"], out["traj"] = self.fresh()
-        out["step"] = jnp.zeros((self.options.batch_spec.B,), jnp.uint32)
+        out["epoch"] = out["step"] = jnp.zeros((self.options.batch_spec.B,), jnp.uint32)
         return out
 
     def fresh(self) -> tuple[AgentCarry, TrajAccumulator]:
@@ -226,8 +226,7 @@ class DeviceSide:
         packed: jax.Array,
         last_action: jax.Array,
         host: HostBatch,
-        key: jax.Array,
-        step: jax.Array,
+        keys: K.EpochKeys,
         traj: TrajAccumulator,
         carry: tuple[AgentCarry, jax.Array],
         start: AgentCarry,
@@ -235,7 +234,8 @@ class DeviceSide:
     ) -> dict[str, Any]:
         """The batch from the buffers: ``done``, ``prev_*``, ``TrajInfo``, the
         final-observation store and ``bootstrap_value``; the state's device
-        part (``start``: the agents' carry at the batch start)."""
+        part (``start``: the agents' carry at the batch start; ``keys``: the
+        envs' ``[B]`` run keys and step counts at the batch start)."""
         T, _ = self.options.batch_spec
         valid = host.valid
 
@@ -266,9 +266,8 @@ class DeviceSide:
         traj, batch = assemble(
             self.options.discount, traj, steps, start, final, bootstrap, self.options.traj_done
         )
-        epoch_keys = jax.vmap(K.EpochKeys.of)(key, step)
-        key, step = jax.vmap(K.advance_epoch, in_axes=(0, None))(epoch_keys, T)
-        return {"batch": batch, "agent": agent, "traj": traj, "key": key, "step": step}
+        epoch, step = jax.vmap(K.advance_epoch, in_axes=(0, None))(keys, T)
+        return {"batch": batch, "agent": agent, "traj": traj, "epoch": epoch, "step": step}
 
 
 def make_device(

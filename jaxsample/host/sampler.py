@@ -66,6 +66,7 @@ from flax import struct
 
 from jaxsample._checks import check_key as _check_key
 from jaxsample.agents.base import Agent, action_spec, null_action
+from jaxsample.core import keys as K
 from jaxsample.core.acting import AgentCarry, AgentFields, AgentStepper
 from jaxsample.core.finals import final_slots, write_host_finals
 from jaxsample.core.options import SamplerOptions, check_agent, sampler_options
@@ -100,8 +101,9 @@ class HostSamplerState(AgentFields):
     ``agent``, the agents' :class:`~jaxsample.core.acting.AgentCarry` (the
     JAX samplers' agent half of their carry: ``prev_action``, ``prev_reward``
     float32, ``agent_state``, ``env_rank``; read them as
-    ``state.prev_action``, ... too), ``key`` (``[B]`` epoch keys), ``step``
-    (``[B]`` uint32 steps in the epoch) and ``traj``
+    ``state.prev_action``, ... too), ``key`` (``[B]`` run keys), ``epoch``
+    and ``step`` (``[B]`` uint32: the key epoch and the steps taken in it,
+    :mod:`jaxsample.core.keys`) and ``traj``
     (:class:`~jaxsample.traj_info.TrajAccumulator`). There is no env state:
     the host env holds it.
 
@@ -112,6 +114,7 @@ class HostSamplerState(AgentFields):
     observation: np.ndarray
     agent: AgentCarry
     key: jax.Array
+    epoch: jax.Array
     step: jax.Array
     traj: TrajAccumulator
     stale: np.ndarray
@@ -122,6 +125,11 @@ class HostSamplerState(AgentFields):
     def agent_carry(self) -> AgentCarry:
         """The agents' carry, ``agent``."""
         return self.agent
+
+    @property
+    def epoch_keys(self) -> K.EpochKeys:
+        """The envs' ``[B]`` run keys and step counts."""
+        return K.EpochKeys(key=self.key, epoch=self.epoch, step=self.step)
 
     @property
     def env(self) -> Any:
@@ -221,6 +229,7 @@ class HostSampler:
             observation=obs,
             agent=agent,
             key=dev["key"],
+            epoch=dev["epoch"],
             step=dev["step"],
             traj=traj,
             stale=np.zeros((B,), bool),
@@ -290,7 +299,7 @@ class HostSampler:
             agent, traj = self._device.fresh()
         elif resets:
             adapter.reset_where(state.stale, obs_buf[0])
-        packed, agent_keys = self._device.begin(state.key, state.step)
+        packed, agent_keys = self._device.begin(state.epoch_keys)
         carry = (agent, self._zero_t)
 
         stale = np.zeros((B,), bool)  # stepped while idle
@@ -386,8 +395,7 @@ class HostSampler:
             packed,
             action_dev,
             host,
-            state.key,
-            state.step,
+            state.epoch_keys,
             traj,
             carry,
             agent,
@@ -396,7 +404,8 @@ class HostSampler:
         new_state = HostSamplerState(
             observation=next_observation,
             agent=out["agent"],
-            key=out["key"],
+            key=state.key,
+            epoch=out["epoch"],
             step=out["step"],
             traj=out["traj"],
             stale=stale if self.options.reset_mode == "wait" else np.zeros((B,), bool),

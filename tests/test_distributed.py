@@ -297,7 +297,7 @@ def concat_processes(parts: list[dict]) -> dict:
 def test_two_processes_collect_the_one_process_batch(tmp_path, references):
     parts = run_workers(tmp_path, ["--job", "sampler", "--mode", "wait"], 2, 2)
     # process p holds envs 8p..8p+7 (rlpyt's env_ranks of B=8 per process)
-    np.testing.assert_array_equal(parts[1]["state.env_rank"], np.arange(8, 16))
+    np.testing.assert_array_equal(parts[1]["state.env.agent.env_rank"], np.arange(8, 16))
     assert_same(reference(references, "wait", "random"), concat_processes(parts))
 
 

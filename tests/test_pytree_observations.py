@@ -48,7 +48,7 @@ def test_dict_observations_match_the_flat_env() -> None:
     tree = js.make_sampler(dict_env, params, agent, spec, max_decorrelation_steps=4)
     # The built-in env's time limit bounds its truncations: ceil(20 / 9) slots.
     # A custom env's time bookkeeping is its own: a slot per step (exact for any env).
-    assert (flat._slots, tree._slots) == (3, 20)
+    assert (flat._finals.slots, tree._finals.slots) == (3, 20)
     s_flat = jax.jit(flat.init)(jax.random.key(0), ())
     s_tree = jax.jit(tree.init)(jax.random.key(0), ())
     truncations, flat_collect, tree_collect = 0, jax.jit(flat.collect), jax.jit(tree.collect)

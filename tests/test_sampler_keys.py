@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import step_key as ref_step_key
 from jax.extend.random import threefry_2x32
 
 import jaxsample as js
@@ -53,6 +54,12 @@ def test_two_batches_equal_one_across_the_key_epoch_boundary(impl: str) -> None:
     for s in (s_short, s_long):
         np.testing.assert_array_equal(np.asarray(s.step), 11)
         np.testing.assert_array_equal(np.asarray(s.epoch), 1)
+    if impl == "threefry2x32":  # the random actions from the schedule's own keys
+        space = gymnax.make("CartPole-v1")[0].action_space()
+        k_run = short.init(key, ()).key
+        for e in range(4):
+            want = [int(space.sample(ref_step_key(k_run[e], EPOCH - 5 + t, 0))) for t in range(16)]
+            np.testing.assert_array_equal(a["action"][:, e], want)
     for x, y in zip(jax.tree.leaves(s_short), jax.tree.leaves(s_long), strict=True):
         if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
             x, y = jax.random.key_data(x), jax.random.key_data(y)

@@ -175,9 +175,8 @@ class DeviceSide:
         ``keys``: the envs' ``[B]`` run keys and step counts)."""
         T, B = self.options.batch_spec
         packed = jnp.zeros((T, B, self._record_width), jnp.uint32)
-        per_step = jax.vmap(K.step_key, in_axes=(0, None, None))
-        steps = jnp.arange(T, dtype=jnp.uint32)
-        return packed, jax.vmap(per_step, in_axes=(None, 0, None))(keys, steps, K.AGENT)
+        drawn = jax.vmap(K.batch_step_keys, in_axes=(0, None, None), out_axes=1)(keys, T, False)
+        return packed, drawn[0]
 
     def start(self, key: jax.Array) -> dict[str, Any]:
         """Per env, from ``fold_in(key, rank)``: the env's seed, the seed of its

@@ -227,7 +227,7 @@ def test_mask_velocity_uses_the_pomdp_preset() -> None:
     assert make_trainer(args)[0].config.recurrent is False
 
 
-@pytest.mark.long
+@pytest.mark.slow
 def test_train_eight_seeds_finishes_within_a_timeout(tmp_path) -> None:
     """The README's multi-seed command, run as a user runs it, must not hang.
 

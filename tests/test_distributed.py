@@ -91,6 +91,7 @@ def test_sharded_sampler_equals_one_device(references, mode, agent, n):
     assert_same(reference(references, mode, agent), got, exact_floats=agent == "random")
 
 
+@pytest.mark.slow
 def test_pgx_masks_and_turns_are_the_same_on_two_devices(references):
     """Pgx's tic-tac-toe (legal-action masks, the acting player, per-player
     rewards and returns) on 2 devices: the one-device batches, bit for bit."""
@@ -120,6 +121,7 @@ def test_sharded_batch_is_sharded_along_B():
     np.testing.assert_array_equal(process_local(obs), np.asarray(obs))
 
 
+@pytest.mark.slow
 def test_other_mesh_axes_are_replicated(references):
     devices = np.array(jax.devices()).reshape(2, 2)
     mesh = Mesh(devices, ("model", "envs"))

@@ -32,7 +32,9 @@ def _flat(batches: list[js.Batch]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([np.asarray(f(b)) for b in batches]) for k, f in fields.items()}
 
 
-@pytest.mark.parametrize("impl", ["threefry2x32", "rbg"])
+@pytest.mark.parametrize(
+    "impl", ["threefry2x32", pytest.param("rbg", marks=pytest.mark.slow)]
+)
 def test_two_batches_equal_one_across_the_key_epoch_boundary(impl: str) -> None:
     """The uint32 step count starts 5 steps before its epoch ends: collecting
     2 x 8 steps and 1 x 16 steps still gives the same stream, and the state's
@@ -155,7 +157,9 @@ def _whole() -> list[js.Batch]:
     return _two_batches(_rank_samplers(None))
 
 
-@pytest.mark.parametrize("ranks", [range(4), range(4, 8)], ids=["0-3", "4-7"])
+@pytest.mark.parametrize(
+    "ranks", [range(4), pytest.param(range(4, 8), marks=pytest.mark.slow)], ids=["0-3", "4-7"]
+)
 def test_env_ranks_split_one_global_batch(ranks: range) -> None:
     """A sampler owning ranks 0..3 or 4..7 of global_B=8 gives exactly those
     columns of one B=8 sampler: keys and agent states come from global ranks."""

@@ -38,6 +38,7 @@ from jax.sharding import PartitionSpec as P
 from jaxsample._checks import check_key
 from jaxsample.core.masking import has_action_mask
 from jaxsample.core.options import SamplerOptions
+from jaxsample.core.resets import ResetPool
 from jaxsample.core.rollout import Sampler, SamplerState, check_state
 from jaxsample.types import (
     AgentSamples,
@@ -267,8 +268,8 @@ def shard_sampler(sampler: Sampler, mesh: Mesh, mesh_axis: str = DEFAULT_AXIS) -
     T, B = sampler.batch_spec
     n = check_mesh(mesh, mesh_axis, B)
     check_processes_agree("BatchSpec(T, B) and global_B", [T, B, sampler.options.global_B])
-    pool = sampler._pool
-    if pool is not None and (B // n) % pool.block:
+    pool = sampler._resets
+    if isinstance(pool, ResetPool) and (B // n) % pool.block:
         raise ValueError(
             f"reset_pool_block={pool.block} must divide the envs per device "
             f"(B={B} over {n} devices: {B // n})"

@@ -119,7 +119,7 @@ def make_sampler(
     check_agent(agent)
     check_bool("check_actions", check_actions)
     check_env(env, env_params)
-    pool = check_reset_pool(
+    resets = check_reset_pool(
         reset_pool,
         reset_pool_block,
         env,
@@ -167,8 +167,8 @@ def make_sampler(
         env_params=env_params,
         _examples=examples,
         _stepper=stepper,
-        _finals=finals.choose(opts, stepper, pool is not None, time_limit),
-        _pool=pool,
+        _finals=finals.choose(opts, stepper, resets is not None, time_limit),
+        _resets=resets,
     )
     if mesh is None:
         return sampler

@@ -75,9 +75,22 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     """The site builds with ``--strict`` (about 6 s on 2 cores, mostly
     mkdocstrings reading the package's docstrings)."""
     out = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
-         "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--quiet",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "-d",
+            str(tmp_path / "site"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # mkdocs-material's banner
     )
     assert out.returncode == 0, out.stdout + out.stderr

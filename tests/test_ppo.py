@@ -12,6 +12,7 @@ import pytest
 
 import jaxsample as js
 from jaxsample.algos import ppo
+from jaxsample.algos.returns import truncation_values
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -192,6 +193,7 @@ def collected(recurrent: bool):
 
 # One jitted final_values for the file (compiled once per agent).
 jit_final_values = jax.jit(ppo.final_values, static_argnums=0)
+jit_truncation_values = jax.jit(truncation_values, static_argnums=0)
 
 
 @pytest.mark.parametrize(
@@ -235,6 +237,11 @@ def test_final_values_are_next_values_and_truncation_values(recurrent):
         assert fv[t, b] == pytest.approx(float(reference(t, b)), rel=1e-5, abs=1e-5)
         # ... and the final observation is the true one, not the reset one.
         assert not np.allclose(final_obs[t, b], env.observation[min(t + 1, T - 1), b])
+    # What GAE reads (PPO's truncation_values: only the store's slots for the
+    # feedforward agent): final_values at the truncated steps, zeros elsewhere.
+    tv = np.asarray(jit_truncation_values(agent, params, samples))
+    np.testing.assert_allclose(tv[truncated], fv[truncated], rtol=1e-6, atol=1e-6)
+    assert (tv[~truncated] == 0).all()
 
 
 def test_final_values_needs_stored_state_for_recurrent_agent():

@@ -120,15 +120,19 @@ def test_the_rule_does_not_depend_on_the_pool_size(pooled) -> None:
 
 
 def test_episodic_mode_pools_by_the_same_rule() -> None:
-    # Episodic: every env of every block ends at the last step (3 extra rounds
-    # at R=1), so each env's m is its position: it gets its own default reset.
+    # Episodic: the batch's cut at its last step truncates every env, but it
+    # ends no env's own episode, so nothing is reset there (as gymnax's step
+    # does not): the batch ends at the true observations, the default sampler's.
     sampler = _sampler(1, T=6, reset_mode="episodic", final_observation="sparse")
     state, (batch,) = _batches(sampler, 1)
     assert np.asarray(batch.samples.env.done[-1]).all()
-    for r in range(B):
-        k_run = jax.random.split(jax.random.fold_in(jax.random.key(3), r), 3)[2]
-        obs, _ = ENV.reset(jax.random.fold_in(k_run, 4 * (T * 0 + 5) + 2), PARAMS)
-        close(state.observation[r], obs)
+    default = js.make_sampler(ENV, PARAMS, AGENT, js.BatchSpec(6, B), reset_mode="episodic")
+    want_state, (want,) = _batches(default, 1)
+    close(state.observation, want_state.observation)
+    cut = ~np.asarray(want.samples.env.terminated[-1])  # not ended by the env itself
+    assert cut.any()
+    final = np.asarray(batch.samples.env.final_observation[-1])
+    close(np.asarray(state.observation)[cut], final[cut])
 
 
 def test_decorrelation_pools_by_the_same_rule() -> None:
@@ -198,8 +202,8 @@ def test_the_default_block_is_taken_per_device() -> None:
     not of B, and the sampler is the one-device sampler with that block."""
     mesh = Mesh(np.array(jax.devices()[:2]), ("envs",))
     sharded = js.make_sampler(ENV, PARAMS, AGENT, js.BatchSpec(4, 8), reset_pool=1, mesh=mesh)
-    assert sharded.local._pool.block == 4
+    assert sharded.local._resets.block == 4
     one = js.make_sampler(ENV, PARAMS, AGENT, js.BatchSpec(4, 8), reset_pool=1)
-    assert one._pool.block == 8  # without a mesh: of B
+    assert one._resets.block == 8  # without a mesh: of B
     same = js.make_sampler(ENV, PARAMS, AGENT, js.BatchSpec(4, 8), reset_pool=1, reset_pool_block=4)
     _leaves_equal(_batches(same, 1), _batches(sharded, 1))

@@ -32,9 +32,7 @@ def _flat(batches: list[js.Batch]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([np.asarray(f(b)) for b in batches]) for k, f in fields.items()}
 
 
-@pytest.mark.parametrize(
-    "impl", ["threefry2x32", pytest.param("rbg", marks=pytest.mark.slow)]
-)
+@pytest.mark.parametrize("impl", ["threefry2x32", pytest.param("rbg", marks=pytest.mark.slow)])
 def test_two_batches_equal_one_across_the_key_epoch_boundary(impl: str) -> None:
     """The uint32 step count starts 5 steps before its epoch ends: collecting
     2 x 8 steps and 1 x 16 steps still gives the same stream, and the state's

@@ -19,7 +19,7 @@ import pytest
 from helpers import load_tool
 
 import jaxsample as js
-from jaxsample.algos import configs, ppo
+from jaxsample.algos import configs, ppo, returns
 from jaxsample.envs import suites
 
 pytest.importorskip("pgx")
@@ -140,3 +140,12 @@ def test_dqn_target_maximises_over_the_final_observations_legal_moves() -> None:
     v = np.where(mask, q, -np.inf).max(-1)
     want = np.asarray(env_s.reward) + 0.9 * np.where(term, 0.0, v)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # PPO's truncation values evaluate only the store's slots, with their kept
+    # legal actions: at the truncated steps, final_values' (a stateless agent:
+    # the epsilon state is not read by the value).
+    stateless = samples.replace(agent=samples.agent.replace(initial_state=()))
+    agent = trainer.agent
+    both = (returns.truncation_values, returns.final_values)
+    tv, fv = (np.asarray(jax.jit(f, static_argnums=0)(agent, params, stateless)) for f in both)
+    np.testing.assert_allclose(tv[trunc], fv[trunc], rtol=1e-6, atol=1e-6)
+    assert (tv[~trunc] == 0).all() and (fv[trunc] != 0).any()

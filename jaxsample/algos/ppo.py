@@ -68,7 +68,7 @@ from jaxsample.agents import (
 from jaxsample.algos import common
 from jaxsample.algos.common import TrainerBase, episode_metrics, make_env, make_trainer_sampler
 from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT, PPOConfig
-from jaxsample.algos.returns import final_values, gae, turn_signs
+from jaxsample.algos.returns import final_values, gae, truncation_values, turn_signs
 from jaxsample.envs import mask_velocity
 from jaxsample.envs.per_agent import PerAgent
 from jaxsample.metrics import StepMetrics
@@ -308,7 +308,7 @@ class Trainer(TrainerBase):
         advantage, target = gae(
             env.reward,
             ag.agent_info.value,
-            final_values(self.agent, params, samples),
+            truncation_values(self.agent, params, samples),
             samples.bootstrap_value,
             env.terminated,
             env.truncated,

@@ -7,6 +7,9 @@ Used by PPO (:mod:`jaxsample.algos.ppo`), its actor/learner adapter
 * :func:`final_values`: ``V(final_observation[t])``, the critic's value of the
   true next observation of every step (the one the sampler kept at a
   truncation, not the reset observation that follows it);
+  :func:`truncation_values` the same at the truncated steps only (all that
+  :func:`gae` reads), for a feedforward agent on the sparse store's few
+  slots instead of all ``T x B`` steps;
 * :func:`gae`: generalized advantage estimation whose TD target is
   ``r + gamma * V(final_observation)`` at a truncated step, ``r`` at a
   terminated one, with the lambda-recursion stopped at every episode end;
@@ -29,9 +32,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxsample.agents.masks import masked_argmax, masked_max
-from jaxsample.types import AgentInputs, PyTree, Samples
+from jaxsample.types import AgentInputs, PyTree, Samples, SparseFinalObservation
 
-__all__ = ["final_values", "gae", "td_target", "turn_signs"]
+__all__ = ["final_values", "gae", "td_target", "truncation_values", "turn_signs"]
 
 
 def gae(
@@ -195,6 +198,56 @@ def final_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:
 
     after = jax.vmap(jax.vmap(state_after))(inputs, ag.state)
     return value(params, next_inputs, after).astype(jnp.float32)
+
+
+def truncation_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:
+    """:func:`final_values` where ``samples.env.truncated`` (the only steps
+    :func:`gae` reads it at), zeros elsewhere: ``[T, B]`` float32.
+
+    A stateless agent with the sampler's default sparse final-observation store
+    is evaluated on the store's ``K`` slots per env only (``[B, K]`` rows: one
+    per env for CartPole at ``T = 128``, against ``T x B`` for
+    :func:`final_values`), each with the inputs of the step that wrote it
+    (``action[t]``, ``reward[t]`` and the kept legal actions), and the values
+    are read back at the truncated steps. A recurrent agent, or a dense store,
+    gets :func:`final_values`, masked.
+    """
+    env = samples.env
+    store = env.final_store
+    if not isinstance(store, SparseFinalObservation) or jax.tree.leaves(
+        samples.agent.initial_state
+    ):
+        return jnp.where(
+            _per_step(env.truncated, env.reward), final_values(agent, params, samples), 0.0
+        )
+    truncated = env.truncated
+    B = truncated.shape[1]
+    K = jax.tree.leaves(store.slots)[0].shape[1]
+    # The slot of each truncated step (truncations before it), and the step of each slot.
+    slot = jnp.minimum(jnp.cumsum(truncated, axis=0, dtype=jnp.int32) - truncated, K - 1)
+    writes = truncated[:, :, None] & (slot[:, :, None] == jnp.arange(K)[None, None])  # [T, B, K]
+    step = jnp.argmax(writes, axis=0)  # [B, K] (0 for an unused slot: any value)
+    envs = jnp.arange(B)[:, None]
+
+    def at_slots(x: jax.Array) -> jax.Array:  # [T, B, ...] -> [B, K, ...]
+        return x[step, envs]
+
+    masks = env.final_mask_store
+    inputs = AgentInputs(
+        store.slots,
+        jax.tree.map(at_slots, samples.agent.action),
+        at_slots(env.reward),
+        None if masks is None else masks.slots,
+    )
+    value = jax.vmap(jax.vmap(agent.value, in_axes=(None, 0, None)), in_axes=(None, 0, None))
+    values = value(params, inputs, samples.agent.initial_state).astype(jnp.float32)  # [B, K, ...]
+    per_step = values[envs.T, slot]  # [T, B, ...]
+    return jnp.where(_per_step(truncated, per_step), per_step, 0.0)
+
+
+def _per_step(mask: jax.Array, like: jax.Array) -> jax.Array:
+    """``mask`` ``[T, B]`` with trailing axes to broadcast against ``like``."""
+    return mask.reshape(mask.shape + (1,) * (like.ndim - mask.ndim))
 
 
 def td_target(

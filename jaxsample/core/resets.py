@@ -1,11 +1,23 @@
-"""Cheap resets: a pool of ``R`` resets per block of ``G`` envs per step.
+"""The resets of the envs that ended: gymnax's own, computed only at steps
+where some env ended (:class:`EndedResets`, the default), or cheap ones, a
+pool of ``R`` resets per block of ``G`` envs per step (:class:`ResetPool`).
 
-gymnax's ``env.step`` auto-resets: it computes ``env.reset_env`` for every env
-at every step and selects it where the episode ended. For envs with costly
-resets (MinAtar, procedurally generated worlds) that is a large part of a
-step. With ``make_sampler(reset_pool=R)`` the sampler steps with
-``env.step_env`` (no reset) and hands the envs that ended at this step resets
-from a pool (Craftax's optimistic resets, without sharing a reset):
+gymnax's ``env.step`` computes ``env.reset_env`` for every env at every step
+and selects it where the episode ended. The sampler steps a gymnax env with
+``env.step_env`` instead and restarts the envs that ended after the step: by
+default each with its own reset key, exactly the reset gymnax's step would
+select (:class:`EndedResets`), but inside a ``lax.cond`` that runs only at
+steps where some env of the batch (of any vmapped run) ended. Where episodes
+are long against the number of envs (a learning agent on a few envs: PPO's
+CartPole) most steps then compute no reset at all, not even its key's hash
+(on CPU a rolled loop of ~100 kernel launches per step); where some env ends
+at nearly every step (thousands of envs) the branch runs at nearly every
+step, as gymnax's reset does (docs/benchmarks.md measures both).
+
+Where many envs end at every step and resets are costly (MinAtar,
+procedurally generated worlds), ``make_sampler(reset_pool=R)`` hands the envs
+that ended at this step resets from a pool (Craftax's optimistic resets,
+without sharing a reset):
 
 * the ``B`` envs form blocks of ``G`` (``reset_pool_block``) consecutive
   global ranks, ``[j G, (j + 1) G)``; a sampler (or a device's shard) holds
@@ -42,7 +54,7 @@ import numpy as np
 from gymnax.environments.environment import Environment
 
 from jaxsample._checks import check_int
-from jaxsample.core.batched import max_in_batch
+from jaxsample.core.batched import any_in_batch, max_in_batch
 from jaxsample.types import PyTree
 
 #: ``reset_pool_block`` when not given: the largest divisor of ``B`` up to this.
@@ -62,6 +74,33 @@ def where_envs(mask: jax.Array, x: PyTree, y: PyTree) -> PyTree:
         return jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b)
 
     return jax.tree.map(pick, x, y)
+
+
+@dataclasses.dataclass(frozen=True)
+class EndedResets:
+    """gymnax's auto-reset, computed at the steps where some env ended: every
+    env that ended takes ``reset`` of its own reset key of the step, the
+    reset gymnax's ``env.step`` selects there (the same samples, bit for bit)."""
+
+    def restart(
+        self,
+        reset: ResetFn,
+        reset_keys: ResetKeys,
+        done: jax.Array,
+        observation: PyTree,
+        env_state: PyTree,
+    ) -> tuple[PyTree, PyTree]:
+        """Give the envs that ended (``done`` ``[B]``) their own reset; arguments
+        and result as :meth:`ResetPool.restart`'s."""
+
+        def fresh(obs: PyTree, state: PyTree) -> tuple[PyTree, PyTree]:
+            positions = jnp.arange(done.shape[0], dtype=jnp.int32)
+            return where_envs(done, jax.vmap(reset)(reset_keys(positions)), (obs, state))
+
+        def unchanged(obs: PyTree, state: PyTree) -> tuple[PyTree, PyTree]:
+            return obs, state
+
+        return jax.lax.cond(any_in_batch(done), fresh, unchanged, observation, env_state)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,6 +156,10 @@ class ResetPool:
         return jax.lax.fori_loop(0, rounds, deal, (observation, env_state))
 
 
+#: How the sampler restarts the envs that ended (None: the env's own step does).
+Resets = EndedResets | ResetPool
+
+
 def default_block(B: int) -> int:
     """``reset_pool_block``'s default: the largest divisor of ``B`` up to
     :data:`DEFAULT_BLOCK`."""
@@ -129,16 +172,19 @@ def check_reset_pool(
     env: Any,
     B: int,
     env_ranks: Sequence[int],
-) -> ResetPool | None:
-    """The :class:`ResetPool` of ``make_sampler``'s ``reset_pool`` and
-    ``reset_pool_block`` (None for ``reset_pool=0``, gymnax's auto-reset), or a
-    clear error naming the bad argument."""
+) -> Resets | None:
+    """The resets of ``make_sampler``'s ``reset_pool`` and ``reset_pool_block``:
+    a :class:`ResetPool`; for ``reset_pool=0`` :class:`EndedResets` for a
+    gymnax env whose ``step`` is gymnax's own, None (the env's own
+    auto-resetting ``step``) for any other; or a clear error naming the bad
+    argument."""
     R = check_int("reset_pool", reset_pool, 0)
+    own_step = isinstance(env, Environment) and type(env).step is Environment.step
     if R == 0:
         if reset_pool_block is not None:
             raise ValueError("reset_pool_block needs reset_pool >= 1")
-        return None
-    if not isinstance(env, Environment) or type(env).step is not Environment.step:
+        return EndedResets() if own_step else None
+    if not own_step:
         raise TypeError(
             "reset_pool needs a gymnax Environment whose step is gymnax's own "
             "(step_env + is_truncated + reset_env); "

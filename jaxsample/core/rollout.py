@@ -47,7 +47,7 @@ from jaxsample.core.assemble import Steps, assemble, bootstrap_values
 from jaxsample.core.finals import FinalStore
 from jaxsample.core.masking import agent_inputs, legal_actions
 from jaxsample.core.options import SamplerOptions
-from jaxsample.core.resets import ResetPool, where_envs
+from jaxsample.core.resets import Resets, where_envs
 from jaxsample.core.specs import FromParams, recorded_info
 from jaxsample.core.step import EnvCarry, EnvStepper, hold_idle, track, traj_step
 from jaxsample.traj_info import TrajAccumulator, trajectory_end
@@ -116,6 +116,9 @@ class _StepOut(struct.PyTreeNode):
     agent_state: PyTree  # () unless store_agent_state
     valid: jax.Array  # () in "auto" mode, where every step is valid
     traj_info: TrajInfo  # the step's TrajInfo
+    # Where the env's own episode ended (not an "episodic" batch's cut): the
+    # envs the sampler restarts (_resets); () without. Not stacked.
+    ended: jax.Array | tuple = ()
 
 
 def check_state(state: Any, B: int) -> None:
@@ -147,8 +150,9 @@ class Sampler:
     ``reset_mode``, ...) are ``options``, a
     :class:`~jaxsample.core.options.SamplerOptions`. It is a composition: the
     per-env step (``_stepper``), the final-observation store (``_finals``,
-    :mod:`jaxsample.core.finals`) and the resets (``_pool``: pooled,
-    :mod:`jaxsample.core.resets`, or None: gymnax's auto-reset).
+    :mod:`jaxsample.core.finals`) and the resets of the envs that ended
+    (``_resets``, :mod:`jaxsample.core.resets`: gymnax's own where some env
+    ended, or pooled; None: the env's own auto-resetting ``step``).
     """
 
     agent: Any
@@ -158,7 +162,7 @@ class Sampler:
     _examples: FromParams  # -> Samples, once the agent's parameters are known
     _stepper: EnvStepper
     _finals: FinalStore
-    _pool: ResetPool | None = None
+    _resets: Resets | None = None
 
     @property
     def batch_spec(self) -> BatchSpec:
@@ -200,7 +204,7 @@ class Sampler:
         state, k_steps, n_steps = jax.vmap(self._start_env, in_axes=(None, 0))(key, env_ranks)
         if self.options.max_decorrelation_steps == 0:
             return state
-        stepper, pool = self._stepper, self._pool
+        stepper, resets = self._stepper, self._resets
 
         def random_step(s: SamplerState, k_steps: jax.Array, i: jax.Array):
             k_action, k_env = K.decorrelation_step_keys(k_steps, i)
@@ -209,14 +213,14 @@ class Sampler:
                 stepper.agent.random_act,
                 k_action,
                 stepper.keys_of(k_env),
-                auto_reset=pool is None,
+                auto_reset=resets is None,
             )
             return s.replace(env=moved, traj=self._track(s, tr)[0]), tr.done
 
         def body(i: jax.Array, s: SamplerState) -> SamplerState:
             moved, done = jax.vmap(random_step, in_axes=(0, 0, None))(s, k_steps, i)
             stepping = i < n_steps
-            if pool is not None:
+            if resets is not None:
 
                 def reset_keys(positions):
                     def one(k: jax.Array) -> jax.Array:
@@ -224,7 +228,7 @@ class Sampler:
 
                     return jax.vmap(one)(k_steps[positions])
 
-                moved = self._pooled_reset(moved, done & stepping, reset_keys)
+                moved = self._reset_ended(moved, done & stepping, reset_keys)
             return where_envs(stepping, moved, s)
 
         return jax.lax.fori_loop(0, self.options.max_decorrelation_steps, body, state)
@@ -302,8 +306,8 @@ class Sampler:
         T = self.options.batch_spec.T
         state, keys = jax.vmap(self._start_batch)(state)
         # Every key of the batch at once, [T, B]: the reset keys too, where
-        # the sampler resets (pooled) or writes gymnax's step out.
-        reset_keys = self._pool is not None or self._stepper.gymnax_step
+        # the sampler resets or writes gymnax's step out.
+        reset_keys = self._resets is not None or self._stepper.gymnax_step
         step_keys = jax.vmap(K.batch_step_keys, in_axes=(0, None, None), out_axes=1)(
             keys, T, reset_keys
         )
@@ -318,10 +322,9 @@ class Sampler:
             k_env = (k_step, k_reset)
             new_state, out = step(state, t, k_agent, k_env)
             store, out = self._finals.store(store, out, state.env, new_state.env, k_env)
-            if self._pool is not None:  # idle envs write done=False: not reset again
-                done = out.terminated | out.truncated
-                new_state = self._pooled_reset(new_state, done, lambda pos: k_reset[pos])
-            return (new_state, store), out
+            if self._resets is not None:  # idle envs write ended=False: not reset again
+                new_state = self._reset_ended(new_state, out.ended, lambda pos: k_reset[pos])
+            return (new_state, store), out.replace(ended=())
 
         carry = (state, self._finals.init(state.observation))
         ts = jnp.arange(T, dtype=jnp.int32)
@@ -354,12 +357,12 @@ class Sampler:
         )
         return new_state, out
 
-    def _pooled_reset(self, state: SamplerState, done: jax.Array, reset_keys: Any) -> SamplerState:
-        """The envs that ended (``done`` ``[B]``) reset from the pool
-        (:meth:`~jaxsample.core.resets.ResetPool.restart`)."""
-        assert self._pool is not None
+    def _reset_ended(self, state: SamplerState, done: jax.Array, reset_keys: Any) -> SamplerState:
+        """The envs that ended (``done`` ``[B]``) restart (``_resets.restart``,
+        :mod:`jaxsample.core.resets`)."""
+        assert self._resets is not None
         env = state.env
-        obs, env_state = self._pool.restart(
+        obs, env_state = self._resets.restart(
             self._stepper.reset, reset_keys, done, env.observation, env.env_state
         )
         return state.replace(env=env.replace(observation=obs, env_state=env_state))
@@ -438,7 +441,7 @@ class Sampler:
             k_agent,
             k_env,
             truncate,
-            auto_reset=self._pool is None,
+            auto_reset=self._resets is None,
             track_previous=track_previous,
         )
         traj, traj_info = self._track(s, tr)  # TrajInfo per step, in the scan
@@ -455,6 +458,9 @@ class Sampler:
             agent_state=s.agent_state if self.options.store_agent_state else (),
             valid=jnp.ones((), bool) if self.options.reset_mode != "auto" else (),
             traj_info=traj_info,
+            ended=(
+                tr.info["terminated"] | tr.info["truncated"] if self._resets is not None else ()
+            ),
         )
         if self.options.reset_mode != "auto":
             # An idle env (finished earlier in this batch) keeps its state and

@@ -1,12 +1,14 @@
 """Branches that stay branches under vmap (jaxsample.core.batched): their values
-equal lax.cond's per element, and the sampler's final-observation store and
-DQN's learning phase stay conditionals in a program vmapped over runs."""
+equal lax.cond's per element, and the sampler's final-observation store, its
+resets and DQN's learning phase stay conditionals in a program vmapped over
+runs."""
 
 import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from gymnax.environments.classic_control.cartpole import CartPole
 
 import jaxsample as js
 from jaxsample.algos import dqn
@@ -71,6 +73,32 @@ def test_the_store_runs_as_a_conditional_for_vmapped_runs_and_equals_each_run() 
             batches,
             alone,
         )
+
+
+def test_resets_run_only_at_the_steps_where_some_env_of_some_run_ended() -> None:
+    """gymnax's auto-reset (the default) is computed at the steps where some env
+    of some vmapped run ended, once per such step: the env's ``reset_env``
+    runs there and nowhere else, where gymnax's ``env.step`` runs it at every
+    step. (The samples are gymnax's step's: tests/test_sampler_reference.py.)"""
+    calls = []
+
+    class CountedCartPole(CartPole):
+        def reset_env(self, key, params):
+            jax.debug.callback(lambda: calls.append(1))
+            return super().reset_env(key, params)
+
+    env = CountedCartPole()
+    params = env.default_params.replace(max_steps_in_episode=6)
+    agent = js.agents.RandomAgent(env.action_space(params))
+    sampler = js.make_sampler(env, params, agent, js.BatchSpec(T=16, B=3))
+    keys = jax.random.split(jax.random.key(3), 2)
+    states = jax.jit(jax.vmap(sampler.init, in_axes=(0, None)))(keys, ())
+    collect = jax.jit(jax.vmap(sampler.collect, in_axes=(0, None)))
+    calls.clear()
+    _, batches = collect(states, ())
+    jax.effects_barrier()
+    ended = np.asarray(batches.samples.env.done).any(axis=(0, 2))  # [2, T, B] -> [T]
+    assert 0 < ended.sum() < 16 and len(calls) == ended.sum()
 
 
 def test_dqn_learning_phase_is_a_conditional_for_vmapped_runs() -> None:

@@ -18,7 +18,8 @@ functions. ``trainer.train(key, hparams)`` is the whole run (collection with
 Value targets (:func:`gae`) bootstrap through truncation, not through
 termination: at a step cut by the time limit the TD target is
 ``r + gamma * V(final_observation)``, the value of the true next observation the
-sampler kept (:func:`final_values`), at a terminated step it is just ``r``, and the
+sampler kept (:func:`~jaxsample.algos.returns.truncation_values`: the critic
+on the sparse store's few slots), at a terminated step it is just ``r``, and the
 lambda-recursion stops at every episode end. Treating truncations as terminations
 (what most JAX PPO code does: after an auto-reset the next observation it has is
 the reset one) teaches the critic that the 500th step of CartPole is worth ``r``.

@@ -24,7 +24,7 @@ from helpers import counter_params as params
 from helpers import counter_value as np_value
 
 import jaxsample as js
-from jaxsample.core.finals import InfoStore, RecomputeStore
+from jaxsample.core.finals import InfoStore, PooledStore, RecomputeStore, recompute_finals
 
 T, B = 8, 4
 LIMIT = 14  # CartPole time limit: truncations as well as terminations
@@ -123,23 +123,28 @@ def test_sparse_store_equals_dense_store():
 
 @pytest.mark.slow  # two samplers' compiles; both paths also meet references in the default set
 def test_sparse_store_recomputed_or_taken_from_the_step_is_the_same() -> None:
-    """With a known time limit the sparse store recomputes a truncated step's
-    final observation (observation larger than half the state) or keeps the
-    step's own (smaller): the same batches, bit for bit, either way."""
+    """The sampler's default (a gymnax env reset after its step, the final
+    observations taken from the env before the reset) and gymnax's
+    auto-resetting step written out, whose store recomputes a truncated
+    step's final observation (the store chosen for an env with its own step
+    and a known time limit, observation larger than half the state) or keeps
+    the step's own: the same batches, bit for bit, all three."""
     env, env_params = gymnax.make("CartPole-v1")
     env_params = env_params.replace(max_steps_in_episode=5)  # truncations in most batches
     agent = js.agents.RandomAgent(env.action_space(env_params))
     sampler = js.make_sampler(env, env_params, agent, js.BatchSpec(16, 3))
-    store = sampler._finals
-    assert isinstance(store, RecomputeStore) and store.slots == 4  # 16-byte obs, 20-byte state
-    other = dataclasses.replace(sampler, _finals=InfoStore(store.slots))
+    assert isinstance(sampler._finals, PooledStore) and sampler._finals.slots == 4
+    assert recompute_finals(sampler._stepper.env_spec, 5)  # 16-byte obs, 20-byte state
+    stores = (RecomputeStore(4, sampler._stepper), InfoStore(4))
+    others = [dataclasses.replace(sampler, _resets=None, _finals=store) for store in stores]
     key = jax.random.key(2)
-    (sa, a), (sb, b) = (jax.jit(s.collect)(s.init(key, ()), ()) for s in (sampler, other))
+    (sa, a), *rest = (jax.jit(s.collect)(s.init(key, ()), ()) for s in (sampler, *others))
     assert np.asarray(a.samples.env.truncated).sum() >= 3
-    for x, y in zip(jax.tree.leaves((sa, a)), jax.tree.leaves((sb, b)), strict=True):
-        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-            x, y = jax.random.key_data(x), jax.random.key_data(y)
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    for sb, b in rest:
+        for x, y in zip(jax.tree.leaves((sa, a)), jax.tree.leaves((sb, b)), strict=True):
+            if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+                x, y = jax.random.key_data(x), jax.random.key_data(y)
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
 class FastClockCartPole(CartPole):

@@ -29,6 +29,7 @@ def _tool():
     return load_tool("selfplay_curves")
 
 
+@pytest.mark.slow  # CI time: ~10 s cold each
 def test_self_play_ppo_machinery_on_tic_tac_toe() -> None:
     config = dataclasses.replace(
         configs.SELF_PLAY_TIC_TAC_TOE, num_envs=8, num_steps=16, total_timesteps=8 * 16 * 2
@@ -56,6 +57,7 @@ def test_self_play_ppo_machinery_on_tic_tac_toe() -> None:
     )
 
 
+@pytest.mark.slow  # CI time: ~10 s cold each
 def test_evaluator_plays_an_opponent_as_a_second_agent() -> None:
     env, params = suites.make("pgx/tic_tac_toe")
     space = env.action_space(params)

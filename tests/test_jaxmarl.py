@@ -366,18 +366,20 @@ print("DIFFERENT", sum(diff.values()), diff)
 @pytest.mark.slow
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="an x86 ISA flag")
 def test_batches_on_two_devices_equal_one_device_bit_for_bit_without_fma() -> None:
-    """The 1-ulp differences above are XLA's, not the sampler's: XLA's CPU
-    backend always lets LLVM contract a multiply and an add into one fused
-    multiply-add (one rounding instead of two), and the sharded program fuses
-    MPE's physics at other boundaries than the one-device program, so some
-    ``a * b + c`` are contracted in one and not in the other. On an ISA
-    without FMA (``--xla_cpu_max_isa=AVX``) every batch, physics included, is
-    the same bit for bit on 2 devices as on 1 (a fresh process: XLA's flags
-    are read when JAX starts); under default flags the same script finds
-    differences, so the flag is what it shows."""
+    """The 1-ulp differences the test above allows are XLA's, not the
+    sampler's: XLA's CPU backend lets LLVM contract a multiply and an add
+    into one fused multiply-add (one rounding instead of two), and a sharded
+    program may fuse MPE's physics at other boundaries than the one-device
+    program, so some ``a * b + c`` can be contracted in one and not in the
+    other. On an ISA without FMA (``--xla_cpu_max_isa=AVX``) every batch,
+    physics included, is the same bit for bit on 2 devices as on 1 (a fresh
+    process: XLA's flags are read when JAX starts). (Under default flags the
+    same script found such differences until the sampler reset after the
+    step; it finds none now with jax 0.11.2, which the first test does not
+    require.)"""
     tests = str(Path(__file__).parent)
     found = {}
-    for flags in ("--xla_cpu_max_isa=AVX", ""):
+    for flags in ("--xla_cpu_max_isa=AVX",):
         env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count=2 {flags}")
         out = subprocess.run(
             [sys.executable, "-c", _EXACT_SCRIPT, tests],
@@ -389,7 +391,6 @@ def test_batches_on_two_devices_equal_one_device_bit_for_bit_without_fma() -> No
         ).stdout
         found[flags] = int(out.split("DIFFERENT ")[1].split()[0])
     assert found["--xla_cpu_max_isa=AVX"] == 0, found
-    assert found[""] > 0, found  # default flags: the FMA rounding shows
 
 
 @pytest.mark.slow

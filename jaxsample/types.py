@@ -132,21 +132,25 @@ class EnvSamples:
         """
         return self._final(self.observation, self.final_store)
 
+    def truncation_slot(self, K: int) -> jax.Array:
+        """int32 ``[T, B]``: the slot of a sparse store with ``K`` slots per env
+        that holds each truncated step's final observation (the truncations
+        before it in the batch; ``K - 1`` at most)."""
+        truncated = self.truncated
+        return jnp.minimum(jnp.cumsum(truncated, axis=0, dtype=jnp.int32) - truncated, K - 1)
+
     def _final(self, observation: PyTree, store: PyTree) -> PyTree:
         """The true next values of ``observation`` (leaves ``[T, B, ...]``)
         from their ``store`` (sparse or dense)."""
         if not isinstance(store, SparseFinalObservation):
             return store
         truncated, done = self.truncated, self.done
-        # Index of the truncation slot of each step: truncations before it.
-        slot = jnp.cumsum(truncated, axis=0, dtype=jnp.int32) - truncated
 
         def one(obs: jax.Array, nxt: jax.Array, slots: jax.Array) -> jax.Array:
             shifted = jnp.concatenate([obs[1:], nxt[None]], axis=0)
             # slots: [B, K, *obs] -> per step [T, B, *obs]
             b = jnp.arange(slots.shape[0])[None, :]
-            k = jnp.minimum(slot, slots.shape[1] - 1)
-            from_slot = slots[b, k]
+            from_slot = slots[b, self.truncation_slot(slots.shape[1])]
             expand = (...,) + (None,) * (obs.ndim - 2)
             out = jnp.where(truncated[expand], from_slot, shifted)
             return jnp.where((done & ~truncated)[expand], jnp.zeros_like(out), out)

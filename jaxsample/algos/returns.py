@@ -223,8 +223,8 @@ def truncation_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array
     truncated = env.truncated
     B = truncated.shape[1]
     K = jax.tree.leaves(store.slots)[0].shape[1]
-    # The slot of each truncated step (truncations before it), and the step of each slot.
-    slot = jnp.minimum(jnp.cumsum(truncated, axis=0, dtype=jnp.int32) - truncated, K - 1)
+    # The slot of each truncated step, and the step of each slot.
+    slot = env.truncation_slot(K)
     writes = truncated[:, :, None] & (slot[:, :, None] == jnp.arange(K)[None, None])  # [T, B, K]
     step = jnp.argmax(writes, axis=0)  # [B, K] (0 for an unused slot: any value)
     envs = jnp.arange(B)[:, None]

@@ -459,7 +459,9 @@ class Sampler:
             valid=jnp.ones((), bool) if self.options.reset_mode != "auto" else (),
             traj_info=traj_info,
             ended=(
-                tr.info["terminated"] | tr.info["truncated"] if self._resets is not None else ()
+                jnp.asarray(tr.info["terminated"], bool) | jnp.asarray(tr.info["truncated"], bool)
+                if self._resets is not None
+                else ()
             ),
         )
         if self.options.reset_mode != "auto":

@@ -35,6 +35,19 @@ CARTPOLE_STEP_BYTES = 4 * 4 + 4 + 4 + 1
 pytestmark = pytest.mark.xdist_group("bench_grid")
 
 
+def test_xdist_keeps_the_group_on_one_worker(request) -> None:
+    """Under ``--dist loadgroup`` (addopts) xdist sends the tests marked
+    ``xdist_group`` to one worker by a suffix on their node ids, so a module
+    fixture is built once; a pytest that xdist does not support drops the
+    suffix silently (pytest-xdist#1386: pytest 9.2 with xdist 3.8), and every
+    module fixture of the suite is then built on each worker."""
+    if getattr(request.config.option, "loadgroup", False):  # on an xdist worker
+        assert request.node.nodeid.endswith("@bench_grid"), (
+            f"pytest-xdist does not group tests under pytest {pytest.__version__}: "
+            "install the pytest that pyproject.toml's dev extra asks for"
+        )
+
+
 @pytest.fixture(scope="module")
 def grid() -> dict:
     """Every method at two tiny sizes; the peers only at the smaller one. (B=4, T=4

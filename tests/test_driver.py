@@ -658,6 +658,7 @@ def test_ppo_sync_with_one_buffer_is_trainer_run_bit_for_bit(ppo_trainer, ppo_dr
     assert r.records["staleness"].tolist() == [0] * ppo_trainer.num_iterations
 
 
+@pytest.mark.slow
 def test_ppo_sync_mode_reproduces_itself(ppo_drivers):
     d = ppo_drivers["sync"]
     a = d.train(jax.random.key(5))
@@ -756,6 +757,7 @@ def dqn_reference():
     return trainer, key, jax.jit(trainer.train)(key)
 
 
+@pytest.mark.slow  # the DQN adapter (~18 s cold); PPO's is in the default set
 def test_dqn_sync_with_one_buffer_is_trainer_run_bit_for_bit(dqn_reference):
     trainer, key, (ref_state, ref_metrics) = dqn_reference
     d = drivers.dqn_driver(
@@ -772,7 +774,7 @@ def test_dqn_sync_with_one_buffer_is_trainer_run_bit_for_bit(dqn_reference):
     assert tree_equal(flat, ref_metrics)
 
 
-@pytest.mark.slow  # the DQN adapter: test_dqn_sync_with_one_buffer_is_trainer_run_bit_for_bit
+@pytest.mark.slow
 def test_dqn_async_holds_the_replay_ratio_and_fills_the_replay(dqn_reference):
     """Async with several iterations per batch: every step reaches the replay
     buffer on the learner, and the learner does exactly the synchronous number

@@ -251,7 +251,11 @@ def test_final_values_needs_stored_state_for_recurrent_agent():
         ppo.final_values(trainer.agent, state.params, samples)
 
 
-@pytest.mark.parametrize("recurrent", [False, True], ids=["feedforward", "recurrent"])
+@pytest.mark.parametrize(
+    "recurrent",
+    [False, pytest.param(True, marks=pytest.mark.slow)],  # recurrent: ~10 s more
+    ids=["feedforward", "recurrent"],
+)
 def test_loss_inputs_reproduce_the_behaviour_policy(recurrent):
     """At the collection params, the re-evaluated log-probs and values are the
     sampler's (ratio 1): the recurrent re-unroll resets exactly where the sampler did."""
@@ -356,6 +360,7 @@ def test_run_continues_without_retracing():
     np.testing.assert_allclose(metrics["lr"], [2.5e-4 / 3, 0.0], rtol=1e-6, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_gaussian_policy_runs():
     trainer = ppo.make_train(tiny_config(env_name="Pendulum-v1", num_minibatches=4))
     assert isinstance(trainer.agent, js.agents.GaussianActorCritic)

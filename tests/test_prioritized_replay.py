@@ -148,6 +148,7 @@ def test_update_priorities(per) -> None:
         replay.prioritized(rep.examples, B, C, alpha=1.5)
 
 
+@pytest.mark.slow
 def test_dqn_with_prioritized_replay_updates_priorities() -> None:
     """A tiny DQN run with prioritized_replay: the loss is finite and the
     sampled steps' priorities moved off the initial max-priority value."""

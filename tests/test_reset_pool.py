@@ -135,6 +135,7 @@ def test_episodic_mode_pools_by_the_same_rule() -> None:
     close(np.asarray(state.observation)[cut], final[cut])
 
 
+@pytest.mark.slow
 def test_decorrelation_pools_by_the_same_rule() -> None:
     """Decorrelation deals resets by the same rule, whatever R."""
     inits = [

@@ -107,6 +107,7 @@ def test_masked_sampler_errors_and_checked_mode() -> None:
         jax.block_until_ready(jax.jit(sampler.collect)(sampler.init(jax.random.key(0), ()), ()))
 
 
+@pytest.mark.slow
 def test_dqn_target_maximises_over_the_final_observations_legal_moves() -> None:
     """DQN on tic-tac-toe with a time limit of 4 moves (truncations in every
     batch): it trains, and its targets maximise Q over the legal moves of the

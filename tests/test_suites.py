@@ -307,16 +307,17 @@ def check_against_reference(case: Case) -> js.Batch:
 # In the default set (what CI runs, under 5 minutes): the adapters whose
 # programs compile in ~5-10 s of CPU here (most of it XLA compiling the
 # suite's step and reset twice: in the sampler's program and in the
-# reference's). The heavier programs run in the slow set: XLand-MiniGrid
-# (~10 s cold), Brax on its spring backend (~20 s) and on MJX (~40 s), Craftax
-# on Craftax-Classic (~30 s) and Craftax-Symbolic (~75 s).
+# reference's), one of each kind: a multi-agent suite, a two-player game. The
+# others run in the slow set: Navix and Jumanji (~12 s cold each),
+# XLand-MiniGrid (~10 s), Brax on its spring backend (~20 s) and on MJX
+# (~40 s), Craftax on Craftax-Classic (~30 s) and Craftax-Symbolic (~75 s).
 FAST = {
-    "navix": navix_case,
-    "jumanji": jumanji_case,
     "jaxmarl-mpe": jaxmarl_case,
     "pgx": pgx_case,
 }
 SLOW = {
+    "navix": navix_case,
+    "jumanji": jumanji_case,
     "xminigrid": xminigrid_case,
     "brax-spring": lambda: brax_case("spring"),
     "craftax-classic": craftax_case,

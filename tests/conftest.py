@@ -17,11 +17,13 @@ FAST_XLA = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_pass
 os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count=4 {FAST_XLA}")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The cache lives in the user's cache folder, so a second run (another checkout
-# included) is warm; a fresh machine starts cold and fills it. One folder per
-# xdist worker: JAX writes an entry in place (no lock unless the cache has a
+# included) is warm; a fresh machine starts cold and fills it. xdist sets
+# PYTEST_XDIST_WORKER only after this file is imported, so the workers and
+# their subprocesses share one folder ("main"): a program one compiled, the
+# other loads. JAX writes an entry in place (no lock unless the cache has a
 # size bound, whose eviction scan would cost each write a pass over thousands
-# of entries), so two workers compiling one program at once could read each
-# other's half-written file. A worker's subprocesses run while it waits.
+# of entries); a read of an entry in the milliseconds another process writes
+# it would be a warning, an error here. Not seen in this suite's runs.
 _CACHE = (
     Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     / "jaxsample"

@@ -544,3 +544,37 @@ def test_compile_row_has_every_column() -> None:
     assert row.split() == ["train", "0.25s", "0.50s", "4.00s", "4.75s", "3.50s", "1969", "552",
                            "500"]  # fmt: skip
     assert len(row.split("  500")[0]) == len(header.split("  final return")[0])  # aligned
+
+
+def test_sampler_compile_compares_fresh_compiles_of_collect_and_the_bare_scan(monkeypatch) -> None:
+    """``--sampler-compile``'s measurement: the grid's ``random`` and ``bare``
+    programs compiled from scratch (``measure.compare_programs``), their
+    medians and sizes, the ratio of those medians; a suite that is not
+    installed is a skip line, not an error."""
+    from jaxsample.envs import suites
+
+    real = suites.unavailable
+    monkeypatch.setattr(
+        suites, "unavailable", lambda s: "navix is not installed" if s == "navix" else real(s)
+    )
+    envs = ("CartPole-v1", "navix/Navix-Empty-5x5-v0")
+    result = bench.sampler_compile(envs, B=2, T=4, compile_reps=2, reps=2)
+    assert result["settings"] == {"B": 2, "T": 4, "compile_reps": 2, "reps": 2}
+    assert result["skipped"] == {"navix/Navix-Empty-5x5-v0": "navix is not installed"}
+    (cell,) = result["envs"].values()
+    compile_s, run_s = cell["compile_s"], cell["run_s"]
+    assert list(compile_s) == ["collect", "bare"]
+    for name in ("collect", "bare"):
+        assert len(compile_s[name]["all"]) == 2 and len(run_s[name]["all"]) == 2
+        assert compile_s[name]["total"] == statistics.median(compile_s[name]["all"])
+    # collect computes more than the bare scan (keys, finals, TrajInfo)
+    assert cell["size"]["collect"]["jaxpr_eqns"] > cell["size"]["bare"]["jaxpr_eqns"] > 0
+    ratio = cell["ratios"]["collect/bare"]
+    assert ratio["compile"] == compile_s["collect"]["total"] / compile_s["bare"]["total"]
+    assert ratio["run"] == run_s["collect"]["median"] / run_s["bare"]["median"]
+    table = bench.format_sampler_compile(result)
+    assert "(CartPole-v1, B=2, T=4; medians of 2 fresh compiles and 2 runs" in table
+    assert f"collect/bare: run {ratio['run']:.2f}x, compile {ratio['compile']:.2f}x" in table
+    assert "navix/Navix-Empty-5x5-v0: skipped, navix is not installed" in table
+    with pytest.raises(ValueError, match="compile_reps"):
+        bench.sampler_compile(envs, compile_reps=0)

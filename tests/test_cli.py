@@ -143,13 +143,22 @@ def test_bench_runs_the_dqn_and_overhead_tables_on_request(tmp_path, monkeypatch
             "ratio": 1.02, "compile_ratio": 1.17, "final_return": {n: [150.0] for n in names},
         }  # fmt: skip
 
+    from jaxsample import bench
+
+    real_sampler_compile = bench.sampler_compile
+
+    def sampler_compile():  # the real one, on a small batch of one env
+        called.append("sampler_compile")
+        return real_sampler_compile(("CartPole-v1",), B=2, T=4, compile_reps=1, reps=1)
+
     monkeypatch.setattr(dqn_training, "dqn_training", dqn_result)
     monkeypatch.setattr(ppo_bench, "ppo_overhead", overhead_result)
+    monkeypatch.setattr(bench, "sampler_compile", sampler_compile)
     out = tmp_path / "bench.json"
     args = ["bench", "--envs", "CartPole-v1", "--B", "4", "--T", "4", "--reps", "1"]
     args += ["--methods", "bare", "--no-training", "--plot", "", "--json", str(out)]
-    assert main([*args, "--dqn-training", "--ppo-overhead"]) == 0
-    assert called == ["dqn", "overhead"]
+    assert main([*args, "--dqn-training", "--ppo-overhead", "--sampler-compile"]) == 0
+    assert called == ["dqn", "overhead", "sampler_compile"]
     printed = capsys.readouterr().out
     assert "DQN end to end" in printed
     assert "train/reference_run: run 0.98x, compile 0.91x" in printed
@@ -158,6 +167,8 @@ def test_bench_runs_the_dqn_and_overhead_tables_on_request(tmp_path, monkeypatch
     result = json.loads(out.read_text())
     assert result["dqn_training"]["size"]["train"]["hlo_fusions"] == 321
     assert result["ppo_overhead"]["compile_ratio"] == 1.17
+    ratio = result["sampler_compile"]["envs"]["CartPole-v1"]["ratios"]["collect/bare"]
+    assert f"collect/bare: run {ratio['run']:.2f}x, compile {ratio['compile']:.2f}x" in printed
     called.clear()
     assert main(args) == 0 and called == []  # off by default
 

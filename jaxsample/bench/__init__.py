@@ -14,8 +14,8 @@ gives its Python interface (the names below). The modules:
 * :mod:`~jaxsample.bench.report` — :func:`format_table`,
   :func:`markdown_table`, :func:`write_json`, :func:`plot`;
 * :mod:`~jaxsample.bench.system` — :func:`system_info`;
-* :mod:`~jaxsample.bench.scaling` — :func:`compile_scaling`,
-  :func:`evaluator_scaling`.
+* :mod:`~jaxsample.bench.scaling` — :func:`sampler_compile`,
+  :func:`compile_scaling`, :func:`evaluator_scaling`.
 
 More benchmarks are runners, not imported here (they jit, and some
 restart the process with forced host devices):
@@ -44,7 +44,13 @@ from jaxsample.bench.grid import GridSpec, overhead, run_grid
 from jaxsample.bench.measure import DEFAULT_MIN_REP_SECONDS, bare_rollout
 from jaxsample.bench.peers import PEER_ENVS
 from jaxsample.bench.report import format_table, markdown_table, plot, write_json
-from jaxsample.bench.scaling import compile_scaling, evaluator_scaling
+from jaxsample.bench.scaling import (
+    SAMPLER_COMPILE_ENVS,
+    compile_scaling,
+    evaluator_scaling,
+    format_sampler_compile,
+    sampler_compile,
+)
 from jaxsample.bench.schema import (
     FLOOR,
     JAX_METHODS,
@@ -65,16 +71,19 @@ __all__ = [
     "PEER_ENVS",
     "PEER_METHODS",
     "RESULT_SCHEMA",
+    "SAMPLER_COMPILE_ENVS",
     "SCHEMA_VERSION",
     "GridSpec",
     "bare_rollout",
     "compile_scaling",
     "evaluator_scaling",
+    "format_sampler_compile",
     "format_table",
     "markdown_table",
     "overhead",
     "plot",
     "run_grid",
+    "sampler_compile",
     "system_info",
     "write_json",
 ]

@@ -1,5 +1,6 @@
-"""Scaling measurements beside the grid: compile time of ``collect`` against
-``T``, and the evaluator's run time as its step budget grows."""
+"""Compile and scaling measurements beside the grid: ``collect``'s compile
+against the bare scan's (:func:`sampler_compile`), ``collect``'s compile
+time against ``T``, and the evaluator's run time as its step budget grows."""
 
 from __future__ import annotations
 
@@ -11,10 +12,119 @@ from typing import Any
 import gymnax
 import jax
 
+from jaxsample._checks import check_int
 from jaxsample.agents.base import RandomAgent
-from jaxsample.bench.measure import bare_rollout, compile_timed, interleave, time_once
+from jaxsample.bench.measure import (
+    Part,
+    bare_plan,
+    bare_rollout,
+    compare_programs,
+    compile_timed,
+    interleave,
+    random_plan,
+    time_once,
+)
+from jaxsample.bench.report import format_programs
 from jaxsample.sampler import make_sampler
 from jaxsample.types import BatchSpec
+
+#: :func:`sampler_compile`'s envs: a classic-control env, a MinAtar env, a Brax env.
+SAMPLER_COMPILE_ENVS = ("CartPole-v1", "Breakout-MinAtar", "brax/inverted_pendulum")
+
+
+def sampler_compile(
+    envs: Sequence[str] = SAMPLER_COMPILE_ENVS,
+    *,
+    B: int = 1024,
+    T: int = 128,
+    compile_reps: int = 5,
+    reps: int = 5,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """``collect``'s compile time against the bare floor's, env by env.
+
+    For each env: ``collect`` of a :class:`~jaxsample.agents.RandomAgent`
+    (default options: the ``"random"`` method of the grid) and the bare
+    ``scan(vmap(env.step))`` (:func:`~jaxsample.bench.measure.bare_rollout`),
+    compiled from scratch ``compile_reps`` times each, interleaved, after an
+    untimed round (:func:`~jaxsample.bench.measure.compare_programs`: trace,
+    lower and XLA's compile timed apart, the sizes beside them), then run
+    ``reps`` times, interleaved. One compile of each, as the grid's
+    ``compile_s`` is, swings by a third on a loaded machine; these medians
+    are what a ratio can be read from.
+
+    Args:
+      envs: gymnax or ``<suite>/<env>`` names (``suites.make``).
+      B, T: the batch, ``[T, B]``.
+      compile_reps, reps: fresh compiles and timed runs of each program.
+      seed: the key of both programs' initial states.
+
+    Returns:
+      ``{"settings", "envs": {env: {"compile_s", "size", "run_s", "ratios"}},
+      "skipped": {env: why}}`` (an env whose suite is not installed or does
+      not import is skipped),
+      ``compile_s`` / ``size`` / ``run_s`` keyed ``"collect"`` and ``"bare"``
+      as :func:`~jaxsample.bench.measure.compare_programs` gives them, and
+      ``ratios["collect/bare"] = {"run", "compile"}`` (medians; lower is better).
+    """
+    from jaxsample.envs import suites
+
+    check_int("B", B, 1)
+    check_int("T", T, 1)
+    check_int("compile_reps", compile_reps, 1)
+    check_int("reps", reps, 1)
+    key = jax.random.key(seed)
+    out: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    for name in envs:
+        suite = name.split("/", 1)[0] if "/" in name else None
+        missing = suite in suites.SUITES and suites.unavailable(suite)
+        if missing:  # an optional suite: said, not an error
+            skipped[name] = missing
+            continue
+        env, env_params = suites.make(name)
+
+        def build(env: Any = env, env_params: Any = env_params) -> dict[str, Any]:
+            plans = {
+                "collect": random_plan(env, env_params, T, B),
+                "bare": bare_plan(env, env_params, T, B),
+            }
+            return {
+                k: ([Part(jax.jit(plan.fn), {})], (jax.jit(plan.init)(key), *plan.args))
+                for k, plan in plans.items()
+            }
+
+        measured = compare_programs(build, reps=reps, compile_reps=compile_reps)
+        compile_s, run_s = measured["compile_s"], measured["run_s"]
+        ratio = {
+            "run": run_s["collect"]["median"] / run_s["bare"]["median"],
+            "compile": compile_s["collect"]["total"] / compile_s["bare"]["total"],
+        }
+        out[name] = {
+            "compile_s": compile_s,
+            "size": measured["size"],
+            "run_s": run_s,
+            "ratios": {"collect/bare": ratio},
+        }
+    settings = {"B": B, "T": T, "compile_reps": compile_reps, "reps": reps}
+    return {"settings": settings, "envs": out, "skipped": skipped}
+
+
+def format_sampler_compile(result: dict[str, Any]) -> str:
+    """:func:`sampler_compile`'s tables, one per env."""
+    s = result["settings"]
+    skipped = [f"  {env}: skipped, {why}" for env, why in result["skipped"].items()]
+    return "\n".join(
+        [
+            format_programs(
+                f"collect vs the bare scan, compile ({env}, B={s['B']}, T={s['T']}; medians of "
+                f"{s['compile_reps']} fresh compiles and {s['reps']} runs, interleaved):",
+                {**r, "final_return": {}},
+            )
+            for env, r in result["envs"].items()
+        ]
+        + skipped
+    )
 
 
 def compile_scaling(env_name: str = "CartPole-v1", B: int = 64, Ts: Sequence[int] = (16, 1024)):

@@ -219,6 +219,9 @@ def bench_grid(args: argparse.Namespace) -> int:
     if args.ppo_overhead:
         print("PPO with jaxsample vs a hand-written rollout ...", flush=True)
         result["ppo_overhead"] = ppo_bench.ppo_overhead()
+    if args.sampler_compile:
+        print("collect vs the bare scan, compile ...", flush=True)
+        result["sampler_compile"] = bench.sampler_compile()
     if args.compile_scaling:
         scaling = bench.compile_scaling(Ts=(16, 1024))
         result["compile_scaling"] = {
@@ -233,6 +236,8 @@ def bench_grid(args: argparse.Namespace) -> int:
         print(dqn_training.format_dqn_training(result["dqn_training"]))
     if "ppo_overhead" in result:
         print(ppo_bench.format_overhead(result["ppo_overhead"]))
+    if "sampler_compile" in result:
+        print(bench.format_sampler_compile(result["sampler_compile"]))
     if args.compile_scaling:
         print(
             "collect compile time vs T (CartPole-v1, B=64): "

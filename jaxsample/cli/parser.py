@@ -235,6 +235,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--compile-scaling", action="store_true", help="also time compile at T=16 vs 1024"
     )
     p.add_argument(
+        "--sampler-compile",
+        action="store_true",
+        help="also compile collect and the bare scan from scratch, 5 times each, interleaved "
+        "(CartPole, Breakout-MinAtar and Brax's inverted pendulum where installed, B=1024, "
+        "T=128), with the same columns as --training",
+    )
+    p.add_argument(
         "--training",
         action=argparse.BooleanOptionalAction,
         default=None,

@@ -18,7 +18,7 @@ from jaxsample.envs.suites.jaxmarl import (
 from jaxsample.envs.suites.jumanji import JumanjiEnv, from_jumanji, make_jumanji
 from jaxsample.envs.suites.navix import NavixEnv, from_navix, make_navix
 from jaxsample.envs.suites.pgx import PgxEnv, from_pgx, make_pgx, player_returns
-from jaxsample.envs.suites.registry import SUITES, available, is_env_name, make
+from jaxsample.envs.suites.registry import SUITES, available, is_env_name, make, unavailable
 from jaxsample.envs.suites.xminigrid import XMiniGridEnv, from_xminigrid, make_xminigrid
 
 __all__ = [
@@ -53,4 +53,5 @@ __all__ = [
     "make_pgx",
     "make_xminigrid",
     "player_returns",
+    "unavailable",
 ]

@@ -124,14 +124,10 @@ def make(name: str) -> tuple[Any, Any]:
             f"env {name!r}: unknown suite {suite!r}, one of {sorted(SUITES)}"
             f"{_did_you_mean(suite, SUITES, '/' + env_name)}"
         )
-    package, extra, make_env, names = SUITES[suite]
-    if not _installed(package):
-        raise ValueError(
-            f"env {name!r}: {package} is not installed (pip install jaxsample[{extra}])"
-        )
-    broken = import_error(package)
-    if broken:
-        raise ValueError(f"env {name!r}: {broken}")
+    _, _, make_env, names = SUITES[suite]
+    missing = unavailable(suite)
+    if missing:
+        raise ValueError(f"env {name!r}: {missing}")
     try:
         env = make_env(env_name)
     except Exception as e:  # the suites raise their own error types for unknown names
@@ -152,6 +148,15 @@ def _did_you_mean(name: str, known: Any, suffix: str = "", prefix: str = "") -> 
 
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return f" (did you mean {prefix + close[0] + suffix!r}?)" if close else ""
+
+
+def unavailable(suite: str) -> str:
+    """``""`` if the suite (a key of ``SUITES``) is installed and imports,
+    else one line saying why not (what to install, or :func:`import_error`)."""
+    package, extra, _, _ = SUITES[suite]
+    if not _installed(package):
+        return f"{package} is not installed (pip install jaxsample[{extra}])"
+    return import_error(package)
 
 
 def import_error(package: str) -> str:

@@ -44,7 +44,7 @@ def test_xdist_keeps_the_group_on_one_worker(request) -> None:
     if getattr(request.config.option, "loadgroup", False):  # on an xdist worker
         assert request.node.nodeid.endswith("@bench_grid"), (
             f"pytest-xdist does not group tests under pytest {pytest.__version__}: "
-            "install the pytest that pyproject.toml's dev extra asks for"
+            "install the pytest that pyproject.toml's test extra asks for"
         )
 
 

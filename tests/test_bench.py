@@ -25,7 +25,7 @@ import pytest
 
 from jaxsample import bench
 from jaxsample.bench import grid as grid_module
-from jaxsample.bench import measure, peers, system
+from jaxsample.bench import measure, peers, scaling, system
 
 # Bytes per env-step that the floor and the peers store for CartPole:
 # observation 4 x float32, action int32, reward float32, done bool.
@@ -578,3 +578,10 @@ def test_sampler_compile_compares_fresh_compiles_of_collect_and_the_bare_scan(mo
     assert "navix/Navix-Empty-5x5-v0: skipped, navix is not installed" in table
     with pytest.raises(ValueError, match="compile_reps"):
         bench.sampler_compile(envs, compile_reps=0)
+    with pytest.raises(TypeError, match="envs must be a sequence of env names"):
+        bench.sampler_compile("CartPole-v1")  # a str would be its characters
+    compiles = []
+    monkeypatch.setattr(scaling, "compare_programs", lambda *a, **k: compiles.append(1))
+    with pytest.raises(ValueError, match="'CartPol-v1'"):  # before CartPole-v1 compiles
+        bench.sampler_compile(("CartPole-v1", "CartPol-v1"))
+    assert compiles == []

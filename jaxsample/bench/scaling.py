@@ -24,7 +24,7 @@ from jaxsample.bench.measure import (
     random_plan,
     time_once,
 )
-from jaxsample.bench.report import format_programs
+from jaxsample.bench.report import end_to_end_result, format_programs
 from jaxsample.sampler import make_sampler
 from jaxsample.types import BatchSpec
 
@@ -69,20 +69,26 @@ def sampler_compile(
     """
     from jaxsample.envs import suites
 
+    if isinstance(envs, str) or not all(isinstance(n, str) for n in envs):
+        raise TypeError(f"envs must be a sequence of env names, got {envs!r}")
     check_int("B", B, 1)
     check_int("T", T, 1)
     check_int("compile_reps", compile_reps, 1)
     check_int("reps", reps, 1)
-    key = jax.random.key(seed)
-    out: dict[str, Any] = {}
+    # Every env is made (or skipped) before anything compiles: a bad name is
+    # an error at once, not after the envs before it were measured.
+    made: dict[str, tuple[Any, Any]] = {}
     skipped: dict[str, str] = {}
     for name in envs:
         suite = name.split("/", 1)[0] if "/" in name else None
         missing = suite in suites.SUITES and suites.unavailable(suite)
         if missing:  # an optional suite: said, not an error
             skipped[name] = missing
-            continue
-        env, env_params = suites.make(name)
+        else:
+            made[name] = suites.make(name)
+    key = jax.random.key(seed)
+    out: dict[str, Any] = {}
+    for name, (env, env_params) in made.items():
 
         def build(env: Any = env, env_params: Any = env_params) -> dict[str, Any]:
             plans = {
@@ -95,17 +101,8 @@ def sampler_compile(
             }
 
         measured = compare_programs(build, reps=reps, compile_reps=compile_reps)
-        compile_s, run_s = measured["compile_s"], measured["run_s"]
-        ratio = {
-            "run": run_s["collect"]["median"] / run_s["bare"]["median"],
-            "compile": compile_s["collect"]["total"] / compile_s["bare"]["total"],
-        }
-        out[name] = {
-            "compile_s": compile_s,
-            "size": measured["size"],
-            "run_s": run_s,
-            "ratios": {"collect/bare": ratio},
-        }
+        result = end_to_end_result({}, measured, [("collect", "bare")], {})
+        out[name] = {k: result[k] for k in ("compile_s", "size", "run_s", "ratios")}
     settings = {"B": B, "T": T, "compile_reps": compile_reps, "reps": reps}
     return {"settings": settings, "envs": out, "skipped": skipped}
 

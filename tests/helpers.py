@@ -1,6 +1,8 @@
 """What several test files share: the counter agent and its numpy value, an
 env that crashes on demand (:func:`crashing`), and the sampler's documented
-key schedule and auto-resetting step (:func:`step_key`, :func:`auto_step`).
+key schedule and auto-resetting step (:func:`step_key`, :func:`auto_step`),
+and the actor/learner driver tests' check that no driver thread outlives a test
+(:func:`no_leftover_driver_threads`, an autouse fixture where imported).
 
 ``CounterAgent`` acts randomly (from its key, as RandomAgent does) and carries
 an int32 step counter as its recurrent state, starting at ``100 * env_rank``
@@ -12,15 +14,18 @@ counter before the step and the value of the inputs.
 
 import dataclasses
 import importlib.util
+import threading
 from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.extend.random import threefry_2x32
 
 import jaxsample as js
+from jaxsample import driver as jd
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,3 +152,15 @@ def load_tool(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def driver_threads() -> list[threading.Thread]:
+    """The actor/learner driver's threads still alive."""
+    return [t for t in threading.enumerate() if t.name.startswith(jd.THREAD_PREFIX)]
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_driver_threads():
+    """Fails a test that leaves a driver thread running (autouse where imported)."""
+    yield
+    assert driver_threads() == [], "driver threads left running"

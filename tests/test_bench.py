@@ -467,7 +467,8 @@ def test_compile_parts_times_the_stages_and_sums_the_sizes() -> None:
 
     x = np.arange(4.0, dtype=np.float32)
     exes, seconds, size = measure.compile_parts(parts(), (x,))
-    assert list(seconds) == list(measure.STAGES) and all(s > 0 for s in seconds.values())
+    assert list(seconds) == [*measure.STAGES, "total"] and all(s > 0 for s in seconds.values())
+    assert seconds["total"] == pytest.approx(sum(seconds[s] for s in measure.STAGES), rel=0.2)
     np.testing.assert_allclose(measure.call_parts(exes, (x,)), np.sin(2 * x + 1).sum(), rtol=1e-6)
     # The sizes are the parts' own, summed: the same from a fresh trace and compile.
     total, args = {"jaxpr_eqns": 0, "hlo_fusions": 0}, (x,)
@@ -480,6 +481,35 @@ def test_compile_parts_times_the_stages_and_sums_the_sizes() -> None:
     assert size == total and all(isinstance(v, int) and v > 0 for v in (size["jaxpr_eqns"],))
     with pytest.raises(ValueError, match="parts"):
         measure.compile_parts([], (x,))
+
+
+def test_an_overlapping_part_compiles_beside_the_next_for_its_abstract_output() -> None:
+    """``Part(overlap=True)``: the next part is traced for the abstract output
+    (the first part is not run to get it), while XLA compiles the first on a
+    worker thread; the same executables, values and sizes as in turn."""
+    import jax.numpy as jnp
+    from jax.experimental import io_callback
+
+    runs = []
+
+    def first(x):
+        io_callback(lambda: runs.append(1), None, ordered=True)
+        return x * 2.0 + 1.0
+
+    def parts(overlap):
+        return [
+            measure.Part(jax.jit(first), {}, overlap=overlap),
+            measure.Part(jax.jit(lambda y: jnp.sin(y).sum()), {}),
+        ]
+
+    x = np.arange(4.0, dtype=np.float32)
+    exes, seconds, size = measure.compile_parts(parts(True), (x,))
+    assert runs == []  # compiled for the abstract output: nothing ran
+    assert all(seconds[s] > 0 for s in measure.STAGES)
+    np.testing.assert_allclose(measure.call_parts(exes, (x,)), np.sin(2 * x + 1).sum(), rtol=1e-6)
+    assert runs == [1]
+    _, _, size_in_turn = measure.compile_parts(parts(False), (x,))
+    assert runs == [1, 1] and size == size_in_turn  # in turn: the first ran to get its output
 
 
 def test_compare_programs_compiles_fresh_and_runs_interleaved() -> None:

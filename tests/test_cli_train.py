@@ -17,6 +17,7 @@ import logging
 import math
 import shutil
 import struct
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -412,6 +413,76 @@ def test_the_runner_compiles_init_cheaply_on_cpu_and_names_a_bad_part() -> None:
         np.testing.assert_array_equal(exe(x), f(x))
     with pytest.raises(ValueError, match="part must be one of"):
         runner.compiler_options("loop")
+
+
+def test_in_background_returns_the_result_or_raises_from_a_worker_thread() -> None:
+    from jaxsample.algos import runner
+
+    def where(x):
+        return threading.current_thread().name, x * 2
+
+    name, value = runner.in_background(where, 21)()
+    assert name.startswith("jaxsample-compile") and value == 42
+
+    def fails():
+        raise ValueError("compile failed")
+
+    wait = runner.in_background(fails)
+    with pytest.raises(ValueError, match="compile failed"):
+        wait()
+
+
+class _ShardedToyTrainer(_ToyTrainer):
+    """The toy trainer with a mesh: its state is placed on 2 devices (``x``
+    split over them), a sharding only the compiled init knows."""
+
+    def __init__(self):
+        from jax.sharding import Mesh
+
+        self.mesh = Mesh(np.array(jax.devices()[:2]), ("envs",))
+
+    def init(self, key, hparams=None):
+        from jax.sharding import NamedSharding
+        from jax.sharding import PartitionSpec as P
+
+        state = super().init(key, hparams)
+        x = state["x"] + jnp.arange(4, dtype=jnp.float32)
+        x = jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, P("envs")))
+        return {**state, "x": x}
+
+    def iteration(self, state):
+        state, metrics = super().iteration(state)
+        return state, {k: v.mean() for k, v in metrics.items()}
+
+
+def test_the_run_is_compiled_while_init_compiles_and_a_sharded_state_is_kept() -> None:
+    """Init's XLA compile overlaps the tracing of the run's programs, which are
+    traced for init's abstract output (its shapes, dtypes and weak types); a
+    trainer with a mesh (a sharded state: programs compiled for the abstract
+    state would refuse it) compiles them for the state itself, and its run
+    gives the plain loop's values. (In chunks: JAX 0.9's partitioner refuses
+    the one program's host callbacks in a sharded program.)"""
+    from jaxsample.algos import runner
+
+    keys, hparams = runner.run_inputs(_ToyTrainer(), jax.random.key(3), 2)
+    like, initial = runner._initial_state(_ToyTrainer(), keys, hparams)
+    assert all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(like))
+    state = initial()
+    assert jax.tree.map(lambda x: (x.shape, x.dtype, x.weak_type), like) == jax.tree.map(
+        lambda x: (x.shape, x.dtype, x.weak_type), state
+    )
+
+    sharded = _ShardedToyTrainer()
+    common = dict(seeds=2, num_iterations=6, steps_per_iteration=10, chunks=3)
+    common["returns_of"] = lambda m: m["average_return"]
+    run = runner.run_training(sharded, jax.random.key(3), **common)
+    assert run.final_state["x"].sharding.spec[1] == "envs"
+    for r in range(2):
+        value = float(jax.random.uniform(jax.random.fold_in(jax.random.key(3), r)))
+        x = value + np.arange(4.0)
+        for i in range(6):
+            x = x * 0.5 + 1.0
+            assert run.returns[r, i] == pytest.approx(x.mean(), rel=1e-6)
 
 
 @pytest.mark.parametrize("live", [False, True])

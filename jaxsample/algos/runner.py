@@ -12,13 +12,16 @@ program (the loop ``reference_run`` times, plus the callbacks) and reports
 progress from inside it through ordered host callbacks at a bounded rate. This
 is what ``jaxsample train`` runs: one program, or chunks with ``--checkpoint-dir``
 (a checkpoint after every chunk). Init is a program of its own in both, compiled
-with cheap XLA options on CPU (:func:`compiler_options`): it runs once. (Not to be confused with the
+with cheap XLA options on CPU (:func:`compiler_options`): it runs once. XLA
+compiles it on a worker thread while the iterations' program is traced and
+lowered for its abstract output (:func:`in_background`). (Not to be confused with the
 actor/learner runtime of :mod:`jaxsample.driver`, which overlaps collection and
 learning on separate devices.)
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import math
 import time
@@ -153,24 +156,84 @@ def compiler_options(part: str) -> dict[str, Any]:
     return dict(CPU_COMPILER_OPTIONS[part]) if jax.default_backend() == "cpu" else {}
 
 
-def _program(
-    trainer: Any, what: int | str | tuple, *args: Any, store: ProgramStore | None = None
-) -> Any:
-    """The compiled ``vmap(trainer.init)`` (``what="init"``; from ``store``
-    when given), ``vmap`` of ``trainer.run(state, what)`` (state donated), or
+def in_background(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """Start ``fn(*args)`` on a worker thread; returns a function that waits
+    for it and returns its result (raising what it raised).
+
+    For XLA's compile of a lowered program (``jax.stages.Lowered.compile``),
+    which runs without Python's lock: the caller traces and lowers the next
+    program meanwhile, so on a CPU of few cores the one-core Python work and
+    XLA's compile share the wait (docs/benchmarks.md measures it).
+    """
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jaxsample-compile")
+    future = pool.submit(fn, *args)
+    pool.shutdown(wait=False)
+    return future.result
+
+
+def _init_program(
+    trainer: Any, keys: Any, hparams: Any, store: ProgramStore | None
+) -> tuple[Callable[[], Any], Any]:
+    """``(wait, like)``: ``wait()`` returns the compiled ``vmap(trainer.init)``
+    for these arguments (traced from ``store`` when given; XLA compiles it on
+    a worker thread, :func:`in_background`) and ``like`` is its abstract
+    output (``jax.ShapeDtypeStruct`` s, weak types kept), for which the
+    iterations can be traced meanwhile."""
+    args = (keys, hparams)
+    avals = jax.tree.map(lambda x: (x.shape, x.dtype), args)
+    key = ("init", str(jax.tree.structure(args)), str(avals), store is None)
+    cache = _PROGRAMS.setdefault(trainer, {})
+    if key not in cache:
+        init = over_runs(trainer.init)
+        if store is not None:
+            init = store.function("init", init, *args)
+        traced = jax.jit(init).trace(*args)
+        compiled = in_background(traced.lower().compile, compiler_options("init"))
+
+        def wait() -> Any:
+            try:
+                return compiled()
+            except BaseException:
+                cache.pop(key, None)  # not kept: the next run compiles again
+                raise
+
+        cache[key] = (wait, traced.out_info)
+    return cache[key]
+
+
+def _initial_state(
+    trainer: Any, keys: Any, hparams: Any, store: ProgramStore | None = None
+) -> tuple[Any, Callable[[], Any]]:
+    """``(like, initial)``: what to compile a run's iterations for, and a
+    function that returns the run's initial state (running the compiled init).
+
+    ``like`` is init's abstract output, so the iterations are traced and
+    lowered while XLA compiles init (:func:`_init_program`). A trainer with a
+    mesh returns a sharded state, whose shardings only the compiled init
+    knows: its iterations are compiled for the state itself.
+    """
+    wait, like = _init_program(trainer, keys, hparams, store)
+
+    def initial() -> Any:
+        return jax.block_until_ready(wait()(keys, hparams))
+
+    if getattr(trainer, "mesh", None) is not None:
+        state = initial()
+        return state, lambda: state
+    return like, initial
+
+
+def _program(trainer: Any, what: int | tuple, *args: Any, store: ProgramStore | None = None) -> Any:
+    """The compiled ``vmap`` of ``trainer.run(state, what)`` (state donated), or
     the one-program run of a state (``what=("one", n, every)``:
     :func:`one_program`, state donated, with the holder of its host callback
-    and its iteration from ``store`` when given) for arguments like ``args``."""
+    and its iteration from ``store`` when given) for arguments like ``args``
+    (arrays or ``jax.ShapeDtypeStruct`` s)."""
     avals = jax.tree.map(lambda x: (x.shape, x.dtype), args)
     key = (what, str(jax.tree.structure(args)), str(avals), store is None)
     cache = _PROGRAMS.setdefault(trainer, {})
     if key not in cache:
-        if what == "init":
-            init = over_runs(trainer.init)
-            if store is not None:
-                init = store.function("init", init, *args)
-            cache[key] = jax.jit(init).lower(*args).compile(compiler_options("init"))
-        elif isinstance(what, tuple):
+        if isinstance(what, tuple):
             holder: list[Callable[..., None]] = [lambda i, m: None]
             step = None
             if store is not None:
@@ -407,13 +470,16 @@ def run_training(
     begin = time.perf_counter()
     if progress is not None:
         progress({"phase": "compiling", "total_steps": num_iterations * steps_per_iteration})
+    t0 = begin if resume is None else time.perf_counter()  # a resumed run compiles no init
     if resume is None:
-        state = jax.block_until_ready(_program(trainer, "init", keys, hparams)(keys, hparams))
-    t0 = time.perf_counter()
+        like, initial = _initial_state(trainer, keys, hparams)
+    else:
+        like, initial = state, lambda: state
     n_full, rest = divmod(num_iterations - start, chunk)
-    run_chunk = _program(trainer, chunk, state) if n_full else None
-    run_rest = _program(trainer, rest, state) if rest else None
-    compile_seconds = time.perf_counter() - t0 + (t0 - begin if resume is None else 0.0)
+    run_chunk = _program(trainer, chunk, like) if n_full else None
+    run_rest = _program(trainer, rest, like) if rest else None
+    state = initial()
+    compile_seconds = time.perf_counter() - t0
 
     wall = 0.0
     done = start
@@ -459,9 +525,9 @@ def _run_one_program(
     begin = time.perf_counter()
     if progress is not None:
         progress({"phase": "compiling", "total_steps": num_iterations * steps_per_iteration})
-    init = _program(trainer, "init", keys, hparams, store=store)
-    state = init(keys, hparams)  # milliseconds; the loop is compiled for its arrays
-    compiled, holder = _program(trainer, ("one", num_iterations, every), state, store=store)
+    like, initial = _initial_state(trainer, keys, hparams, store)
+    compiled, holder = _program(trainer, ("one", num_iterations, every), like, store=store)
+    state = initial()  # milliseconds
     compile_seconds = time.perf_counter() - begin
     t0 = time.perf_counter()
 

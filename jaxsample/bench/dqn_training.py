@@ -11,8 +11,10 @@ of its compile cost shows). The two programs train the same
   (``runner.run_training(..., one_program=True)``): init (its own program,
   ``runner.compiler_options("init")``), then every iteration in ONE program
   (``compiler_options("run")``) that hands a progress event to the host
-  every ``num_iterations / chunks`` iterations; its figures are the two
-  programs' sums;
+  every ``num_iterations / chunks`` iterations; the init compiles on a
+  worker thread while the loop is traced and lowered, as in the runner, so
+  its compile time is the wall time of both (its stages: the two programs'
+  sums);
 * ``reference_run`` — ``jit(over_runs(trainer.train))`` (``vmap``, but
   for one run), the program ``dqn.reference_run`` compiles (XLA's default
   options).

@@ -31,6 +31,7 @@ from jax.extend.core import ClosedJaxpr, Jaxpr
 from jaxsample._checks import check_int
 from jaxsample.agents.actor_critic import CategoricalActorCritic, GaussianActorCritic
 from jaxsample.agents.base import RandomAgent
+from jaxsample.algos.runner import in_background
 from jaxsample.sampler import make_sampler
 from jaxsample.types import AgentInputs, BatchSpec
 
@@ -144,10 +145,14 @@ STAGES = ("trace", "lower", "compile")
 class Part(NamedTuple):
     """One compiled program of a run: a jitted function and the XLA options it
     is compiled with. A run's parts are called in turn, each on the previous
-    one's output (the first on the run's arguments): :func:`call_parts`."""
+    one's output (the first on the run's arguments): :func:`call_parts`.
+    ``overlap``: XLA compiles this part on a worker thread while the next one
+    is traced and lowered for its abstract output, as the runner compiles a
+    run's init (:func:`jaxsample.algos.runner.in_background`)."""
 
     fn: Any
     options: dict[str, Any]
+    overlap: bool = False
 
 
 def call_parts(exes: Sequence[Any], args: tuple) -> Any:
@@ -158,34 +163,55 @@ def call_parts(exes: Sequence[Any], args: tuple) -> Any:
     return out
 
 
+def _compile_timed(lowered: Any, options: dict[str, Any]) -> tuple[Any, float]:
+    t0 = _clock()
+    exe = lowered.compile(options)
+    return exe, _clock() - t0
+
+
 def compile_parts(
     parts: Sequence[Part], args: tuple
 ) -> tuple[list[Any], dict[str, float], dict[str, int]]:
     """``(executables, seconds, size)``: trace, lower and compile each part of
     a program, each stage timed (``seconds`` keyed by :data:`STAGES`) and
-    summed over the parts; and the program's size (:func:`program_size`,
-    summed). A part after the first is compiled for the previous part's
-    output (run, untimed, to get it: milliseconds for a run's init)."""
+    summed over the parts, ``seconds["total"]`` the wall time of it all (less
+    than the stages' sum where a part overlaps the next: :class:`Part`); and
+    the program's size (:func:`program_size`, summed). A part after the first
+    is compiled for the previous part's output: its abstract output after an
+    overlapping part, else its output (run, untimed, to get it: milliseconds
+    for a run's init)."""
     if not parts:
         raise ValueError("parts must name at least one jitted function")
     seconds = dict.fromkeys(STAGES, 0.0)
-    size = {"jaxpr_eqns": 0, "hlo_fusions": 0}
-    exes: list[Any] = []
+    compiled: list[Callable[[], tuple[Any, float]]] = []  # each: (executable, XLA seconds)
+    traces: list[Any] = []
+    untimed, begin = 0.0, _clock()
     for n, part in enumerate(parts):
-        if n:
-            args = (exes[-1](*args),)
+        if n and not parts[n - 1].overlap:
+            t0 = _clock()
+            args = (compiled[-1]()[0](*args),)
+            untimed += _clock() - t0
         t0 = _clock()
         traced = part.fn.trace(*args)
         t1 = _clock()
         lowered = traced.lower()
-        t2 = _clock()
-        exes.append(lowered.compile(part.options))
-        t3 = _clock()
-        for stage, dt in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2), strict=True):
-            seconds[stage] += dt
-        for k, v in program_size(traced.jaxpr, exes[-1].as_text()).items():
+        seconds["trace"] += t1 - t0
+        seconds["lower"] += _clock() - t1
+        traces.append(traced)
+        if part.overlap and n + 1 < len(parts):
+            compiled.append(in_background(_compile_timed, lowered, part.options))
+            args = (traced.out_info,)
+        else:
+            done = _compile_timed(lowered, part.options)
+            compiled.append(lambda done=done: done)
+    results = [wait() for wait in compiled]  # the overlapping compiles end here
+    seconds["total"] = _clock() - begin - untimed
+    seconds["compile"] = sum(dt for _, dt in results)
+    size = {"jaxpr_eqns": 0, "hlo_fusions": 0}
+    for traced, (exe, _) in zip(traces, results, strict=True):
+        for k, v in program_size(traced.jaxpr, exe.as_text()).items():
             size[k] += v
-    return exes, seconds, size
+    return [exe for exe, _ in results], seconds, size
 
 
 def program_size(jaxpr: Any, hlo: str) -> dict[str, int]:
@@ -212,8 +238,9 @@ def program_size(jaxpr: Any, hlo: str) -> dict[str, int]:
 
 def compile_summary(rows: Sequence[Mapping[str, float]]) -> dict[str, Any]:
     """``{stage: median, "total": median, "all": [totals]}`` of the per-stage
-    seconds of one program's compiles (rows of :func:`compile_parts`)."""
-    totals = [sum(row[s] for s in STAGES) for row in rows]
+    seconds of one program's compiles (rows of :func:`compile_parts`; a row's
+    total is its ``"total"``, else the sum of its stages)."""
+    totals = [row.get("total", sum(row[s] for s in STAGES)) for row in rows]
     return {
         **{s: statistics.median(row[s] for row in rows) for s in STAGES},
         "total": statistics.median(totals),

@@ -399,12 +399,16 @@ def test_over_runs_vmaps_several_runs_and_traces_one_run_unbatched() -> None:
 
 
 def test_the_runner_compiles_init_cheaply_on_cpu_and_names_a_bad_part() -> None:
-    """Init runs once: XLA's cheapest LLVM level; the loop: -O2. The options
-    are ones this XLA takes, and the results do not depend on them."""
+    """Init runs once: XLA's cheapest LLVM level, its kernels compiled on one
+    thread (beside the loop's tracing); the loop: -O2. The options are ones
+    this XLA takes, and the results do not depend on them."""
     from jaxsample.algos import runner
 
     assert jax.default_backend() == "cpu"
-    assert runner.compiler_options("init") == {"xla_backend_optimization_level": 0}
+    assert runner.compiler_options("init") == {
+        "xla_backend_optimization_level": 0,
+        "xla_cpu_parallel_codegen_split_count": 1,
+    }
     assert runner.compiler_options("run") == {"xla_backend_optimization_level": 2}
     f = jax.jit(lambda x: jnp.tanh(x) * 3.0 + jnp.exp(-x))
     x = jnp.linspace(-3.0, 3.0, 64)

@@ -139,11 +139,13 @@ _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 #: XLA options on CPU of the run's init program (``part="init"``): it runs
 #: once, for milliseconds, so LLVM's optimization of its kernels (the
 #: parameters' orthogonal initialization, the key splits, the first resets)
-#: is not worth its compile time. And of the iterations (``part="run"``):
+#: is not worth its compile time; and its kernels are compiled on one thread,
+#: as it compiles beside the tracing of the iterations (:func:`in_background`),
+#: which needs a core of its own. And of the iterations (``part="run"``):
 #: LLVM's -O2 instead of XLA's default -O3, a shorter compile at the same run
-#: time (both measured in docs/benchmarks.md).
+#: time (all measured in docs/benchmarks.md).
 CPU_COMPILER_OPTIONS: dict[str, dict[str, Any]] = {
-    "init": {"xla_backend_optimization_level": 0},
+    "init": {"xla_backend_optimization_level": 0, "xla_cpu_parallel_codegen_split_count": 1},
     "run": {"xla_backend_optimization_level": 2},
 }
 

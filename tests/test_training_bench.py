@@ -37,11 +37,16 @@ def fresh_size(parts: list, args: tuple) -> dict[str, int]:
     return total
 
 
-def check_stages(compile_s: dict, compile_reps: int) -> None:
-    """Every stage timed, the total their sum (one compile) or the totals' median."""
+def check_stages(compile_s: dict, compile_reps: int, overlapped: bool = False) -> None:
+    """Every stage timed; with one compile, the total is its wall time: the
+    stages' sum, or less where a part compiled beside the next (``train``'s
+    init: ``overlapped``)."""
     assert all(compile_s[s] > 0 for s in measure.STAGES) and len(compile_s["all"]) == compile_reps
     if compile_reps == 1:
-        assert compile_s["total"] == pytest.approx(sum(compile_s[s] for s in measure.STAGES))
+        stage_sum = sum(compile_s[s] for s in measure.STAGES)
+        assert 0 < compile_s["total"] <= stage_sum * 1.05 + 0.05
+        if not overlapped:
+            assert compile_s["total"] == pytest.approx(stage_sum, rel=0.05, abs=0.05)
 
 
 @pytest.mark.slow
@@ -49,14 +54,7 @@ def test_the_comparison_times_three_programs_and_train_equals_reference_run() ->
     result = training.training_comparison(TINY, seeds=2, reps=2, compile_reps=1, chunks=2)
     assert result["settings"]["total_timesteps"] == 64 and result["settings"]["seeds"] == 2
     for name in training.PROGRAMS:
-        stages = result["compile_s"][name]
-        assert all(stages[s] > 0 for s in measure.STAGES)
-        # train's init compiles beside its loop's trace: its wall time is the
-        # stages' sum or less; the others, one program each, their sum
-        stage_sum = sum(stages[s] for s in measure.STAGES)
-        assert stages["total"] <= stage_sum * 1.05 + 0.05
-        if name != "train":
-            assert stages["total"] == pytest.approx(stage_sum, rel=0.2)
+        check_stages(result["compile_s"][name], 1, overlapped=name == "train")
         assert len(result["run_s"][name]["all"]) == 2
         assert len(result["final_return"][name]) == 2
     ratio = result["ratios"]["train/purejaxrl"]
@@ -128,7 +126,7 @@ def test_dqn_training_times_its_programs_and_train_equals_reference_run() -> Non
     result = dqn_training.dqn_training(TINY_DQN, seeds=2, reps=2, compile_reps=1, chunks=2)
     assert result["settings"]["total_timesteps"] == 64 and result["settings"]["seeds"] == 2
     for name in dqn_training.PROGRAMS:
-        check_stages(result["compile_s"][name], 1)
+        check_stages(result["compile_s"][name], 1, overlapped=name == "train")
         assert len(result["run_s"][name]["all"]) == 2
         assert all(math.isfinite(x) for x in result["final_return"][name])
         assert len(result["final_return"][name]) == 2
@@ -156,9 +154,7 @@ def test_dqn_training_times_its_programs_and_train_equals_reference_run() -> Non
         TINY_DQN, seeds=(0, 1), compiler=functools.partial(driver._compile_into, staged)
     )
     assert staged["size"] == result["size"]["reference_run"]
-    assert staged["compile_s"]["total"] == pytest.approx(
-        sum(staged["compile_s"][s] for s in measure.STAGES)
-    )
+    check_stages({**staged["compile_s"], "all": [staged["compile_s"]["total"]]}, 1)
     assert report["compile_s"] >= staged["compile_s"]["total"]
     assert np.isfinite(report["final_return"]).all()
 

@@ -38,15 +38,16 @@ def fresh_size(parts: list, args: tuple) -> dict[str, int]:
 
 
 def check_stages(compile_s: dict, compile_reps: int, overlapped: bool = False) -> None:
-    """Every stage timed; with one compile, the total is its wall time: the
-    stages' sum, or less where a part compiled beside the next (``train``'s
-    init: ``overlapped``)."""
+    """Every stage timed; with one compile, the total is the stages' sum, or
+    where a part compiled beside the next (``train``'s init: ``overlapped``)
+    the wall time of both, no more than their sum."""
     assert all(compile_s[s] > 0 for s in measure.STAGES) and len(compile_s["all"]) == compile_reps
     if compile_reps == 1:
         stage_sum = sum(compile_s[s] for s in measure.STAGES)
-        assert 0 < compile_s["total"] <= stage_sum * 1.05 + 0.05
-        if not overlapped:
-            assert compile_s["total"] == pytest.approx(stage_sum, rel=0.05, abs=0.05)
+        if overlapped:
+            assert 0 < compile_s["total"] <= stage_sum * 1.05 + 0.05
+        else:
+            assert compile_s["total"] == pytest.approx(stage_sum)
 
 
 @pytest.mark.slow
@@ -154,7 +155,9 @@ def test_dqn_training_times_its_programs_and_train_equals_reference_run() -> Non
         TINY_DQN, seeds=(0, 1), compiler=functools.partial(driver._compile_into, staged)
     )
     assert staged["size"] == result["size"]["reference_run"]
-    check_stages({**staged["compile_s"], "all": [staged["compile_s"]["total"]]}, 1)
+    assert staged["compile_s"]["total"] == pytest.approx(
+        sum(staged["compile_s"][s] for s in measure.STAGES)
+    )
     assert report["compile_s"] >= staged["compile_s"]["total"]
     assert np.isfinite(report["final_return"]).all()
 

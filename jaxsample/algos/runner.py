@@ -472,10 +472,11 @@ def run_training(
     begin = time.perf_counter()
     if progress is not None:
         progress({"phase": "compiling", "total_steps": num_iterations * steps_per_iteration})
-    t0 = begin if resume is None else time.perf_counter()  # a resumed run compiles no init
     if resume is None:
+        t0 = begin
         like, initial = _initial_state(trainer, keys, hparams)
     else:
+        t0 = time.perf_counter()  # a resumed run compiles no init
         like, initial = state, lambda: state
     n_full, rest = divmod(num_iterations - start, chunk)
     run_chunk = _program(trainer, chunk, like) if n_full else None

@@ -174,8 +174,8 @@ def compile_parts(
 ) -> tuple[list[Any], dict[str, float], dict[str, int]]:
     """``(executables, seconds, size)``: trace, lower and compile each part of
     a program, each stage timed (``seconds`` keyed by :data:`STAGES`) and
-    summed over the parts, ``seconds["total"]`` the wall time of it all (less
-    than the stages' sum where a part overlaps the next: :class:`Part`); and
+    summed over the parts, ``seconds["total"]`` their sum, or where a part
+    overlaps the next (:class:`Part`) the wall time of it all (less); and
     the program's size (:func:`program_size`, summed). A part after the first
     is compiled for the previous part's output: its abstract output after an
     overlapping part, else its output (run, untimed, to get it: milliseconds
@@ -186,6 +186,7 @@ def compile_parts(
     compiled: list[Callable[[], tuple[Any, float]]] = []  # each: (executable, XLA seconds)
     traces: list[Any] = []
     untimed, begin = 0.0, _clock()
+    overlapped = False
     for n, part in enumerate(parts):
         if n and not parts[n - 1].overlap:
             t0 = _clock()
@@ -200,13 +201,14 @@ def compile_parts(
         traces.append(traced)
         if part.overlap and n + 1 < len(parts):
             compiled.append(in_background(_compile_timed, lowered, part.options))
-            args = (traced.out_info,)
+            args, overlapped = (traced.out_info,), True
         else:
             done = _compile_timed(lowered, part.options)
             compiled.append(lambda done=done: done)
     results = [wait() for wait in compiled]  # the overlapping compiles end here
-    seconds["total"] = _clock() - begin - untimed
+    wall = _clock() - begin - untimed
     seconds["compile"] = sum(dt for _, dt in results)
+    seconds["total"] = wall if overlapped else sum(seconds[s] for s in STAGES)
     size = {"jaxpr_eqns": 0, "hlo_fusions": 0}
     for traced, (exe, _) in zip(traces, results, strict=True):
         for k, v in program_size(traced.jaxpr, exe.as_text()).items():
@@ -238,9 +240,8 @@ def program_size(jaxpr: Any, hlo: str) -> dict[str, int]:
 
 def compile_summary(rows: Sequence[Mapping[str, float]]) -> dict[str, Any]:
     """``{stage: median, "total": median, "all": [totals]}`` of the per-stage
-    seconds of one program's compiles (rows of :func:`compile_parts`; a row's
-    total is its ``"total"``, else the sum of its stages)."""
-    totals = [row.get("total", sum(row[s] for s in STAGES)) for row in rows]
+    seconds of one program's compiles (rows of :func:`compile_parts`)."""
+    totals = [row["total"] for row in rows]
     return {
         **{s: statistics.median(row[s] for row in rows) for s in STAGES},
         "total": statistics.median(totals),

@@ -5,8 +5,8 @@ environments and scanned over ``T`` steps, so a whole batch collection compiles
 under ``jax.jit`` into one XLA program. See ``README.md`` and ``docs/design.md``.
 
 The package root holds the sampler-level layers only. The layers built on top
-of them are submodules to import explicitly: :mod:`jaxsample.algos` (PPO, DQN,
-``from jaxsample.algos import ppo``) and :mod:`jaxsample.driver` (the
+of them are submodules to import explicitly: [`jaxsample.algos`][jaxsample.algos] (PPO, DQN,
+``from jaxsample.algos import ppo``) and [`jaxsample.driver`][jaxsample.driver] (the
 actor/learner runtime).
 """
 

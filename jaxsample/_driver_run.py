@@ -1,8 +1,10 @@
-"""One :meth:`jaxsample.driver.Driver.run`: the learner loop, the actor threads
-and the schedule they share (see :mod:`jaxsample.driver` for the semantics).
+"""One [`jaxsample.driver.Driver.run`][jaxsample.driver.Driver.run]: the learner loop, the actor
+threads
+and the schedule they share (see [`jaxsample.driver`][jaxsample.driver] for the semantics).
 
-Private: :mod:`jaxsample.driver` re-exports :class:`BatchInfo`,
-:class:`DriverResult` and ``THREAD_PREFIX``.
+Private: [`jaxsample.driver`][jaxsample.driver] re-exports
+    [`BatchInfo`][jaxsample.driver.BatchInfo],
+[`DriverResult`][jaxsample.driver.DriverResult] and ``THREAD_PREFIX``.
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ class Programs:
 
 
 class RunConfig(Protocol):
-    """What a run reads of its driver (:class:`jaxsample.driver.Driver` is one):
+    """What a run reads of its driver ([`jaxsample.driver.Driver`][jaxsample.driver.Driver] is one):
     the validated schedule arguments of ``make_driver`` and its
-    :class:`Programs`."""
+    `Programs`."""
 
     programs: Programs
     publish: Callable[[PyTree], PyTree]
@@ -90,7 +92,7 @@ class BatchInfo(NamedTuple):
 
 @dataclasses.dataclass
 class DriverResult:
-    """What :meth:`Driver.run` returns.
+    """What `Driver.run` returns.
 
     Attributes:
       learner_state: the final learner state (on the learner device).
@@ -112,7 +114,7 @@ class DriverResult:
         enough version (back-pressure).
       learn_seconds: time in ``learn`` and publishing.
       learner_wait_seconds: time the learner waited for a batch (starved).
-      step_metrics: the :class:`~jaxsample.metrics.StepMetrics` after every
+      step_metrics: the [`StepMetrics`][jaxsample.metrics.StepMetrics] after every
         collected batch (None without ``step_metrics=``).
     """
 
@@ -179,7 +181,7 @@ class _Shared:
 
 
 class Run:
-    """One :meth:`Driver.run`: the learner (caller's thread) and the actors."""
+    """One `Driver.run`: the learner (caller's thread) and the actors."""
 
     def __init__(self, driver: RunConfig, num_batches: int, callback: Any) -> None:
         self.d = driver

@@ -1,10 +1,10 @@
 """Checkpoints: save and restore any jaxsample state on orbax, bit for bit.
 
 Everything that carries over between calls is a pytree of arrays — a
-:class:`~jaxsample.SamplerState` (envs, per-env key chains, trajectory
+[`SamplerState`][jaxsample.sampler.SamplerState] (envs, per-env key chains, trajectory
 accumulators), a trainer's ``TrainState`` (parameters, optimizer, sampler and
-replay state, metrics), a :class:`~jaxsample.replay.ReplayState`, a
-:class:`~jaxsample.StepMetrics` — so one pair of functions saves and restores
+replay state, metrics), a [`ReplayState`][jaxsample.replay.ReplayState], a
+[`StepMetrics`][jaxsample.metrics.StepMetrics] — so one pair of functions saves and restores
 them all::
 
     from jaxsample import checkpoint
@@ -39,7 +39,8 @@ back as numpy arrays. To restore onto a mesh from an abstract target, give
 its leaves that sharding (for a sharded sampler's state, every leaf:
 ``sampler.state_sharding``).
 
-Host-env states (:class:`jaxsample.host.HostSamplerState`) refer to a live
+Host-env states ([`jaxsample.host.HostSamplerState`][jaxsample.host.HostSamplerState]) refer to a
+live
 host environment that cannot be rewound, so they cannot be checkpointed.
 """
 
@@ -217,7 +218,7 @@ def restore(directory: str | os.PathLike, like: PyTree, *, step: int | None = No
     """Restore the state saved in ``directory`` onto the structure of ``like``.
 
     Args:
-      directory: a checkpoint folder written by :func:`save`.
+      directory: a checkpoint folder written by [`save`][jaxsample.checkpoint.save].
       like: a state of the same configuration — concrete (e.g. a fresh
         ``sampler.init(...)``) or abstract (``jax.eval_shape(trainer.init,
         key)``); only its structure, shapes, dtypes and shardings are used

@@ -3,7 +3,8 @@ on, and how to tell a compile from a cache load.
 
 The library itself sets no global JAX configuration. The command line turns the
 cache on by default (``--no-compile-cache`` turns it off) with
-:func:`enable_compile_cache`; a script or notebook may call it too::
+[`enable_compile_cache`][jaxsample.compile_cache.enable_compile_cache]; a script or notebook may
+call it too::
 
     import jaxsample as js
     js.enable_compile_cache()          # before the first compile
@@ -13,7 +14,7 @@ cache on by default (``--no-compile-cache`` turns it off) with
 
 JAX >= 0.11 also caches programs that contain host callbacks (the progress
 display of ``jaxsample train``'s one-program run); older JAX compiles those
-again in every process (:data:`CACHES_CALLBACKS`).
+again in every process (`CACHES_CALLBACKS`).
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def enable_compile_cache(
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Path:
     """Turn on JAX's persistent compilation cache in ``path`` (default:
-    :func:`default_dir`) for this process. Call it before the first compile.
+    [`default_dir`][jaxsample.compile_cache.default_dir]) for this process. Call it before the first
+    compile.
 
     Args:
       path: the cache folder (created if missing).

@@ -1,8 +1,10 @@
 """Scale out: the envs of a sampler spread over a device mesh and over processes.
 
 jaxsample runs on JAX's own SPMD and multi-controller runtime. A sampler built
-with ``make_sampler(..., mesh=mesh)`` (or :func:`shard_sampler`) is a
-:class:`ShardedSampler`, a wrapper of the one-device sampler: its ``init`` and
+with ``make_sampler(..., mesh=mesh)`` (or [`shard_sampler`][jaxsample.distributed.shard_sampler]) is
+a
+[`ShardedSampler`][jaxsample.distributed.ShardedSampler], a wrapper of the one-device sampler: its
+``init`` and
 ``collect`` are ``jax.shard_map``\\ s of the one-device sampler's over the mesh
 axis ``mesh_axis``. Each device steps its
 own contiguous block of ``B / n_devices`` envs with no communication at all;
@@ -12,7 +14,7 @@ caller's ``jax.jit``.
 
 Every random draw of an env comes from its *global* rank (see
 the key schedule in
-:mod:`jaxsample.core.keys`), so the samples do not depend on how the envs are
+`jaxsample.core.keys`), so the samples do not depend on how the envs are
 spread: the same key gives the same ``Batch`` on 1, 2 or 8 devices, and on one
 process or several (``jax.distributed``), bit for bit.
 
@@ -21,7 +23,8 @@ over ``jax.devices()`` (all processes' devices, ordered by process), give every
 process the same ``BatchSpec`` (``B`` = the global number of envs) and the same
 key. Process ``p`` then steps the envs of global ranks
 ``range(p * B / P, (p + 1) * B / P)`` (rlpyt's ``env_ranks`` with
-``global_B = B``); :func:`process_local` reads its part of a global array.
+``global_B = B``); [`process_local`][jaxsample.distributed.process_local] reads its part of a global
+array.
 """
 
 from __future__ import annotations
@@ -55,14 +58,14 @@ DEFAULT_AXIS = "envs"
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ShardedSampler:
-    """A :class:`~jaxsample.Sampler` whose ``B`` envs are split over a mesh axis:
+    """A [`Sampler`][jaxsample.sampler.Sampler] whose ``B`` envs are split over a mesh axis:
     it wraps the one-device sampler ``local`` (``B / n`` envs), whose ``init``
     and ``collect`` each device runs in a ``jax.shard_map``.
 
-    Same contract as :class:`~jaxsample.Sampler` (``init``, ``collect``,
+    Same contract as [`Sampler`][jaxsample.sampler.Sampler] (``init``, ``collect``,
     ``collect_random``, ``examples``, ``options``; ``batch_spec.B`` is the
     number of envs over the whole mesh). ``init`` returns a
-    :class:`~jaxsample.SamplerState` whose leaves ``[B, ...]`` are sharded
+    [`SamplerState`][jaxsample.sampler.SamplerState] whose leaves ``[B, ...]`` are sharded
     along ``B`` over ``mesh_axis``; ``collect`` takes the agent parameters
     replicated and returns a ``Batch`` sharded along ``B`` (axis 1 of the
     ``[T, B, ...]`` leaves, axis 0 of ``initial_state``, ``bootstrap_value``
@@ -114,7 +117,7 @@ class ShardedSampler:
           agent_params: the agent's parameters (only their structure is used).
 
         Returns:
-          A :class:`~jaxsample.SamplerState` sharded along ``B``.
+          A [`SamplerState`][jaxsample.sampler.SamplerState] sharded along ``B``.
         """
         check_key(key)
         self.check_params(agent_params)
@@ -141,18 +144,21 @@ class ShardedSampler:
         with ``local.collect``.
 
         Args:
-          state: from :meth:`init` or the previous ``collect`` (sharded along ``B``).
+          state: from [`init`][jaxsample.distributed.ShardedSampler.init] or the previous
+              ``collect`` (sharded along ``B``).
           agent_params: the agent's parameters, replicated over the mesh.
 
         Returns:
-          ``(state, batch)`` as :meth:`jaxsample.Sampler.collect`, sharded along ``B``.
+          ``(state, batch)`` as [`jaxsample.Sampler.collect`][jaxsample.sampler.Sampler.collect],
+          sharded along ``B``.
         """
         return self._sharded(self.local.collect)(state, agent_params)
 
     def collect_random(
         self, state: SamplerState, agent_params: PyTree
     ) -> tuple[SamplerState, Batch]:
-        """:meth:`jaxsample.Sampler.collect_random` on every shard."""
+        """[`jaxsample.Sampler.collect_random`][jaxsample.sampler.Sampler.collect_random] on every
+        shard."""
         return self._sharded(self.local.collect_random)(state, agent_params)
 
     def _sharded(self, collect: Any) -> Any:

@@ -1,7 +1,8 @@
 """Actor/learner drivers: collection and learning on separate devices, overlapped.
 
 rlpyt's asynchronous samplers and ALF's ``AsyncOffPolicyDriver`` collect while
-the learner trains. This is the JAX form: :func:`make_driver` takes three pure
+the learner trains. This is the JAX form: [`make_driver`][jaxsample.driver.make_driver] takes three
+    pure
 functions,
 
 * ``collect(actor_state, params, index) -> (actor_state, batch)``, run by an
@@ -48,12 +49,12 @@ plain loop ``collect(version i); learn`` (PPO's and DQN's ``Trainer.iteration``)
 
 **Reproducibility.** Collection depends only on the actor's state, the
 parameters of the version it was given and the batch index. An async run
-records every batch's version (:attr:`DriverResult.records`), so its batches
+records every batch's version (`DriverResult.records`), so its batches
 can be recollected exactly from the initial actor states and the published
 parameters; which version a batch gets depends on timing.
 
 The runtime knows nothing of any algorithm. The adapters for the reference
-trainers live next to them, in :mod:`jaxsample.algos.drivers`:
+trainers live next to them, in [`jaxsample.algos.drivers`][jaxsample.algos.drivers]:
 ``ppo_driver`` (on-policy PPO on one-step-stale batches whose
 log-probabilities and values the learner re-evaluates; no V-trace) and
 ``dqn_driver`` (off-policy DQN: batches go into the replay buffer on the
@@ -64,9 +65,10 @@ the batch index).
 the learner takes ``N`` consecutive batches at a time, ``g N, ..., g N + N -
 1`` (with ``N`` actors: one batch of each actor, actor ``0`` first), and
 learns them as one training batch, ``learn(state, combine(batches))``.
-``combine`` gets them in index order; the default :func:`stack_batches` stacks
+``combine`` gets them in index order; the default [`stack_batches`][jaxsample.driver.stack_batches]
+stacks
 them along a new leading axis (part ``n`` is batch ``g N + n``);
-:func:`concat_envs` concatenates jaxsample Batches
+[`concat_envs`][jaxsample.driver.concat_envs] concatenates jaxsample Batches
 along the env axis (``[T, N B]``, batch ``g N``'s envs first). Every batch is
 still learned exactly once and keeps its own record (its version and its
 staleness: batches learned when the learner took the group, minus its
@@ -76,10 +78,10 @@ batches.
 
 **Step metrics and observers.** ``step_metrics=StepMetrics.init(window)``
 and ``observers=[make_step_observer(...)]`` are applied to every collected
-batch (a :class:`~jaxsample.types.Batch`, or ``batch_view(batch)``), on the
+batch (a [`Batch`][jaxsample.types.Batch], or ``batch_view(batch)``), on the
 learner thread in batch order, before it is learned (dropped batches too:
-their steps were taken); the final :class:`~jaxsample.metrics.StepMetrics` is
-:attr:`DriverResult.step_metrics`. No user wiring: the metrics update and the
+their steps were taken); the final [`StepMetrics`][jaxsample.metrics.StepMetrics] is
+`DriverResult.step_metrics`. No user wiring: the metrics update and the
 observers' selections are compiled once.
 
 Jitting: the driver runs compiled programs from host threads, so it jits the
@@ -120,14 +122,17 @@ STALE_POLICIES = ("wait", "drop")
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Driver:
-    """An actor/learner driver; build it with :func:`make_driver` (or an adapter
-    of :mod:`jaxsample.algos.drivers`).
+    """An actor/learner driver; build it with [`make_driver`][jaxsample.driver.make_driver] (or an
+    adapter
+    of [`jaxsample.algos.drivers`][jaxsample.algos.drivers]).
 
-    Attributes are the validated arguments of :func:`make_driver`; ``init``
-    (optional, what :meth:`train` starts from) is ``init(key, num_actors) ->
+    Attributes are the validated arguments of [`make_driver`][jaxsample.driver.make_driver];
+    ``init``
+    (optional, what [`train`][jaxsample.driver.Driver.train] starts from) is ``init(key, num_actors)
+    ->
     (learner_state, actor_states)``; ``programs`` are the compiled functions
-    a run calls (:class:`~jaxsample._driver_run.Programs`, derived from the
-    others): a driver is the run's :class:`~jaxsample._driver_run.RunConfig`.
+    a run calls (`Programs`, derived from the
+    others): a driver is the run's `RunConfig`.
     """
 
     collect: Callable[..., tuple[PyTree, PyTree]]
@@ -158,7 +163,8 @@ class Driver:
         return len(self.actor_devices)
 
     def replace(self, **changes: Any) -> Driver:
-        """A driver with some :func:`make_driver` arguments changed (e.g. ``mode``)."""
+        """A driver with some [`make_driver`][jaxsample.driver.make_driver] arguments changed (e.g.
+        ``mode``)."""
         args = {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
@@ -206,12 +212,13 @@ class Driver:
           num_batches: batches to collect (each learned once, or dropped if
             ``stale="drop"``); a multiple of ``learn_queue_cap``.
           callback: called on the host, in the caller's thread, after each batch
-            the learner takes, with its :class:`BatchInfo` and its metrics on
+            the learner takes, with its [`BatchInfo`][jaxsample.driver.BatchInfo] and its metrics on
             the host (None for a dropped batch; with ``learn_queue_cap > 1``
             each batch of an update gets that update's metrics).
 
         Returns:
-          A :class:`DriverResult`. An exception in an actor, in ``learn`` or in
+          A [`DriverResult`][jaxsample.driver.DriverResult]. An exception in an actor, in ``learn``
+          or in
           ``callback`` stops every thread and is re-raised here (the original
           exception object, with its traceback).
         """
@@ -344,7 +351,7 @@ def make_driver(
     observers: Sequence[StepObserver] = (),
     batch_view: Callable[[PyTree], Batch] | None = None,
 ) -> Driver:
-    """Build an actor/learner :class:`Driver` (see the module docstring).
+    """Build an actor/learner [`Driver`][jaxsample.driver.Driver] (see the module docstring).
 
     Args:
       collect: ``collect(actor_state, params, index) -> (actor_state, batch)``;
@@ -371,12 +378,12 @@ def make_driver(
       stale: ``"wait"`` (an actor waits until its batch cannot be too stale) or
         ``"drop"`` (the learner drops batches staler than ``max_staleness``).
       steps_per_batch: environment steps in one batch, for
-        :attr:`DriverResult.env_steps`.
+        `DriverResult.env_steps`.
       jit: jit ``collect`` and ``learn`` (donating the states); False calls
         them as given.
       join_timeout: seconds to wait for the actor threads to stop at the end
         or after an error.
-      init, default_num_batches: what :meth:`Driver.train` starts from
+      init, default_num_batches: what [`Driver.train`][jaxsample.driver.Driver.train] starts from
         (``init(key, num_actors) -> (learner_state, actor_states)``) and its
         default number of batches (an adapter sets them from its trainer).
       learn_queue_cap: batches per learner update (``N``, ALF's
@@ -384,10 +391,10 @@ def make_driver(
         consecutive batches; ``N <= num_actors * num_buffers`` and
         ``stale="wait"`` (a dropped part would change the update's shape).
       combine: ``combine(batches) -> batch`` for ``N > 1`` (a tuple in index
-        order; compiled into ``learn``); default :func:`stack_batches`.
-      step_metrics: an initial :class:`~jaxsample.metrics.StepMetrics`, updated
-        with every collected batch (:attr:`DriverResult.step_metrics`).
-      observers: step observers (:class:`~jaxsample.metrics.StepObserver`) called with every
+        order; compiled into ``learn``); default [`stack_batches`][jaxsample.driver.stack_batches].
+      step_metrics: an initial [`StepMetrics`][jaxsample.metrics.StepMetrics], updated
+        with every collected batch (`DriverResult.step_metrics`).
+      observers: step observers ([`StepObserver`][jaxsample.metrics.StepObserver]) called with every
         collected batch, in batch order.
       batch_view: ``batch -> Batch`` for the hook when the driver's batches are
         not jaxsample Batches (pure, compiled).

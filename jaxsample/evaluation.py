@@ -2,11 +2,11 @@
 
 The evaluator runs ``n_envs`` environments with the agent in its evaluation
 (greedy) behaviour, ``agent.as_eval()``, and returns the statistics of finished
-trajectories as a :class:`~jaxsample.types.TrajInfo` whose fields have one flat
+trajectories as a [`TrajInfo`][jaxsample.types.TrajInfo] whose fields have one flat
 axis ``[N]`` (``N = evaluator.capacity``, static) and a ``completed`` mask.
 
 One step of one env is the samplers' per-env step
-(:class:`jaxsample.core.step.EnvStepper`, unbatched, in ``"auto"`` reset
+(`jaxsample.core.step.EnvStepper`, unbatched, in ``"auto"`` reset
 mode), vmapped
 over the ``n_envs`` envs, and repeated by a ``lax.while_loop`` that stops as soon
 as the wanted trajectories are in, or when the step budget
@@ -39,7 +39,7 @@ unbiased estimate as long as they all finish (``EvalStats.budget_exhausted`` is
 False; otherwise raise ``max_steps``).
 
 Key schedule (what a reference implementation must reproduce; written in
-:mod:`jaxsample.core.keys`). For the env of rank ``b`` (``0 .. n_envs - 1``):
+`jaxsample.core.keys`). For the env of rank ``b`` (``0 .. n_envs - 1``):
 
 * ``k_reset, k_run = split(fold_in(key, b))``; the env starts from
   ``env.reset(k_reset)``;
@@ -125,7 +125,8 @@ class _Loop:
 class Evaluator:
     """Runs an agent's greedy behaviour and reports finished trajectories.
 
-    Build it with :func:`make_evaluator`. ``run`` and ``run_with_stats`` are pure
+    Build it with [`make_evaluator`][jaxsample.evaluation.make_evaluator]. ``run`` and
+    ``run_with_stats`` are pure
     and jittable; everything else is static configuration.
 
     Attributes:
@@ -160,7 +161,7 @@ class Evaluator:
           agent_params: the agent's parameters.
 
         Returns:
-          A :class:`~jaxsample.types.TrajInfo` with fields ``[N]``
+          A [`TrajInfo`][jaxsample.types.TrajInfo] with fields ``[N]``
           (``N = capacity``): ``completed`` (bool), ``length`` (int32),
           ``episode_return`` and ``discounted_return`` (float32),
           ``nonzero_rewards`` (int32). Entries with ``completed`` True are
@@ -169,12 +170,13 @@ class Evaluator:
           env ``b`` (an episode cut by the budget holds its running totals with
           ``completed`` False); in ``"rlpyt"`` mode entries are in order of end
           step, then env rank, and unused entries are zeros. Reduce it with
-          :func:`jaxsample.summarize`.
+          [`jaxsample.summarize`][jaxsample.traj_info.summarize].
         """
         return self.run_with_stats(key, agent_params)[0]
 
     def run_with_stats(self, key: jax.Array, agent_params: PyTree) -> tuple[TrajInfo, EvalStats]:
-        """:meth:`run` plus :class:`EvalStats` (steps taken, budget exhausted)."""
+        """[`run`][jaxsample.evaluation.Evaluator.run] plus
+        [`EvalStats`][jaxsample.evaluation.EvalStats] (steps taken, budget exhausted)."""
         check_key(key)
         B, N = self.n_envs, self.capacity
         ranks = jnp.arange(B, dtype=jnp.int32)
@@ -283,7 +285,7 @@ def make_evaluator(
 
     Args:
       env, env_params: a gymnax (>= 1.0) environment and its parameters.
-      agent: an :class:`~jaxsample.agents.Agent`; the evaluator acts with
+      agent: an [`Agent`][jaxsample.agents.Agent]; the evaluator acts with
         ``agent.as_eval()`` (its greedy behaviour).
       n_envs: number of envs stepped together, >= 1 (their ranks are
         ``0 .. n_envs - 1``).
@@ -306,15 +308,17 @@ def make_evaluator(
         ``jax.eval_shape(agent.init, key, observation)`` when the agent has an
         ``init`` method; without either, ``run`` checks the agent with the
         parameters it is given.
-      check_actions: the checked mode (as in :func:`jaxsample.make_sampler`):
+      check_actions: the checked mode (as in
+        [`jaxsample.make_sampler`][jaxsample.sampler.make_sampler]):
         ``run`` raises when an action is outside the action space or not
         legal (an env with legal-action masks); off by default, at no cost.
       traj_fields: user fields of the returned ``TrajInfo.extra``
-        (:class:`~jaxsample.TrajField`, as the sampler's ``traj_fields``),
+        ([`TrajField`][jaxsample.traj_info.TrajField], as the sampler's ``traj_fields``),
         e.g. ``js.agents.seat_returns()`` for a game against an opponent.
 
     Returns:
-      An :class:`Evaluator`; call ``evaluator.run(key, agent_params)`` (under
+      An [`Evaluator`][jaxsample.evaluation.Evaluator]; call ``evaluator.run(key, agent_params)``
+      (under
       ``jax.jit`` or not).
 
     Raises:

@@ -1,8 +1,9 @@
 """Step metrics (ALF's NumberOfEpisodes, EnvironmentSteps, AverageReturn,
 AverageEpisodeLength) as a pure state, and host observers.
 
-:class:`StepMetrics` is a ``flax.struct`` state updated from each collected
-:class:`~jaxsample.types.Batch` inside ``jax.jit``::
+[`StepMetrics`][jaxsample.metrics.StepMetrics] is a ``flax.struct`` state updated from each
+collected
+[`Batch`][jaxsample.types.Batch] inside ``jax.jit``::
 
     metrics = js.StepMetrics.init(window=10)
     ...
@@ -12,12 +13,14 @@ AverageEpisodeLength) as a pure state, and host observers.
 
 Counters never overflow in JAX's default 32-bit mode: a run of more than
 ``2**31`` environment steps is normal on an accelerator, so each count is kept
-as two ``uint32`` words (:class:`Counter`, exact up to ``2**64 - 1``) and read
+as two ``uint32`` words ([`Counter`][jaxsample.metrics.Counter], exact up to ``2**64 - 1``) and read
 out exactly on the host.
 
-Observers (:func:`make_observer`, :func:`observe`) run Python callbacks on the
+Observers ([`make_observer`][jaxsample.metrics.make_observer],
+[`observe`][jaxsample.metrics.observe]) run Python callbacks on the
 host from inside jitted code, once per call, in program order. Step observers
-(:func:`make_step_observer`, ALF's observers) see every step of every env of a
+([`make_step_observer`][jaxsample.metrics.make_step_observer], ALF's observers) see every step of
+every env of a
 batch: a compiled selection of ``[T, B]`` fields, one transfer per batch.
 """
 
@@ -53,7 +56,8 @@ _WORD = 2**32
 class Counter:
     """An exact non-negative count below ``2**64`` in two ``uint32`` words.
 
-    The value is ``hi * 2**32 + lo``. :meth:`add` carries from ``lo`` into
+    The value is ``hi * 2**32 + lo``. [`add`][jaxsample.metrics.Counter.add] carries from ``lo``
+    into
     ``hi`` with 32-bit arithmetic only, so it works (and cannot overflow for
     ``2**32`` times longer than an int32 could) with ``jax_enable_x64`` off.
 
@@ -100,12 +104,13 @@ class Counter:
 
 @struct.dataclass
 class StepMetrics:
-    """ALF's step metrics as a pure state; build it with :meth:`init`.
+    """ALF's step metrics as a pure state; build it with
+    [`init`][jaxsample.metrics.StepMetrics.init].
 
     Attributes:
-      number_of_episodes: :class:`Counter` of completed episodes
+      number_of_episodes: [`Counter`][jaxsample.metrics.Counter] of completed episodes
         (``traj_infos.completed``).
-      environment_steps: :class:`Counter` of valid environment steps
+      environment_steps: [`Counter`][jaxsample.metrics.Counter] of valid environment steps
         (``samples.valid``; idle steps of the ``"wait"``/``"episodic"`` modes do
         not count).
       returns: float32 ``[window]``, ring of the returns of the last ``window``
@@ -153,7 +158,7 @@ class StepMetrics:
         """Account for one collected batch; pure, jittable, ``O(T * B)``.
 
         Args:
-          batch: a :class:`~jaxsample.types.Batch`; its ``traj_infos`` fields and
+          batch: a [`Batch`][jaxsample.types.Batch]; its ``traj_infos`` fields and
             ``samples.valid`` are ``[T, B]``.
 
         Returns:
@@ -243,7 +248,8 @@ class StepMetrics:
 
 
 def as_dict(state: StepMetrics) -> dict[str, int | float]:
-    """``state.as_dict()``: exact Python numbers on the host (see :meth:`StepMetrics.as_dict`)."""
+    """``state.as_dict()``: exact Python numbers on the host (see
+    [`StepMetrics.as_dict`][jaxsample.metrics.StepMetrics.as_dict])."""
     if not isinstance(state, StepMetrics):
         raise TypeError(f"state must be a StepMetrics, got {type(state).__name__}")
     return state.as_dict()
@@ -255,7 +261,8 @@ def _to_host(data: PyTree) -> PyTree:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Observer:
-    """Host callbacks run from inside jitted code; build it with :func:`make_observer`.
+    """Host callbacks run from inside jitted code; build it with
+    [`make_observer`][jaxsample.metrics.make_observer].
 
     Calling ``observer(data)`` (inside or outside ``jax.jit``, e.g. once per
     collected batch in a ``lax.scan`` training loop) sends ``data`` to the host
@@ -267,7 +274,8 @@ class Observer:
 
     Cost: each call is a device-to-host transfer of ``data`` and a host round
     trip that ordered effects serialize, so pass small summaries (a
-    :class:`StepMetrics`, ``js.summarize(batch.traj_infos)``) rather than whole
+    [`StepMetrics`][jaxsample.metrics.StepMetrics], ``js.summarize(batch.traj_infos)``) rather than
+    whole
     batches. Ordered callbacks cannot be used under ``jax.vmap`` (JAX raises);
     observe outside the vmapped function. An exception raised by a function
     surfaces as a runtime error from JAX.
@@ -289,7 +297,8 @@ class Observer:
 
 
 def make_observer(*fns: Callable[[Any], None]) -> Observer:
-    """An :class:`Observer` that calls ``fns`` (at least one) in order on the host."""
+    """An [`Observer`][jaxsample.metrics.Observer] that calls ``fns`` (at least one) in order on the
+    host."""
     if not fns:
         raise ValueError("make_observer needs at least one function")
     for i, fn in enumerate(fns):
@@ -302,7 +311,7 @@ def observe(data: PyTree, *fns: Callable[[Any], None]) -> None:
     """Call ``fns`` on the host with ``data``, from inside jit: ``make_observer(*fns)(data)``.
 
     Costs a device-to-host transfer and a host round trip per call (see
-    :class:`Observer`).
+    [`Observer`][jaxsample.metrics.Observer]).
     """
     make_observer(*fns)(data)
 
@@ -313,9 +322,9 @@ def observe(data: PyTree, *fns: Callable[[Any], None]) -> None:
 
 
 def step_fields(batch: Batch) -> dict[str, Any]:
-    """The default selection of a :class:`StepObserver`: per step and env
+    """The default selection of a [`StepObserver`][jaxsample.metrics.StepObserver]: per step and env
     (leaves ``[T, B]``) ``reward``, ``terminated``, ``truncated``, ``done``,
-    ``valid`` and ``traj_info`` (the batch's :class:`~jaxsample.types.TrajInfo`,
+    ``valid`` and ``traj_info`` (the batch's [`TrajInfo`][jaxsample.types.TrajInfo],
     user fields of ``traj_fields`` included). No observations: a few scalars a
     step, so the host transfer is ``O(T * B)`` numbers."""
     env = batch.samples.env
@@ -332,7 +341,7 @@ def step_fields(batch: Batch) -> dict[str, Any]:
 @dataclasses.dataclass(frozen=True, eq=False)
 class StepObserver:
     """ALF's observers: host functions that see every step of every env of a
-    batch; build it with :func:`make_step_observer`.
+    batch; build it with [`make_step_observer`][jaxsample.metrics.make_step_observer].
 
     ``select(batch)`` (pure, compiled with the collection) picks what the host
     gets; its leaves must be ``[T, B, ...]`` when ``per_step``. Then, on the
@@ -348,8 +357,10 @@ class StepObserver:
     * ``observer(batch)`` inside ``jax.jit`` (e.g. a ``lax.scan`` training
       loop): an ordered ``jax.debug.callback`` per batch, in program order
       (``jax.effects_barrier()`` waits for pending calls).
-    * The driver's hook (``make_driver(observers=...)``) calls :meth:`data`
-      compiled and :meth:`host` on every collected batch, in batch order.
+    * The driver's hook (``make_driver(observers=...)``) calls
+      [`data`][jaxsample.metrics.StepObserver.data]
+      compiled and [`host`][jaxsample.metrics.StepObserver.host] on every collected batch, in batch
+      order.
 
     Attributes:
       fns: the host functions, called in this order.
@@ -379,7 +390,8 @@ class StepObserver:
         return data
 
     def host(self, data: PyTree) -> None:
-        """Call the functions on the host with ``data`` (what :meth:`data` returned)."""
+        """Call the functions on the host with ``data`` (what
+        [`data`][jaxsample.metrics.StepObserver.data] returned)."""
         data = _to_host(data)
         if not self.per_step:
             for fn in self.fns:
@@ -401,7 +413,8 @@ def make_step_observer(
     select: Callable[[Batch], PyTree] = step_fields,
     per_step: bool = True,
 ) -> StepObserver:
-    """A :class:`StepObserver` calling ``fns`` (at least one) on ``select(batch)``.
+    """A [`StepObserver`][jaxsample.metrics.StepObserver] calling ``fns`` (at least one) on
+    ``select(batch)``.
 
     Example (count every step's reward on the host)::
 

@@ -1,13 +1,14 @@
 """``make_sampler(...) -> Sampler(init, collect, examples)``: the JAX sampler's factory.
 
-It checks the options (:class:`~jaxsample.core.options.SamplerOptions`), derives and checks the
-env's and agent's specs (:mod:`jaxsample.core.specs`) and returns a
-:class:`~jaxsample.core.rollout.Sampler` (one device) or, given a ``mesh``, a
-:class:`~jaxsample.distributed.ShardedSampler`. The rollout itself lives in
-:mod:`jaxsample.core.rollout`, the per-env step in :mod:`jaxsample.core.step`,
-the batch assembly in :mod:`jaxsample.core.assemble`, and the key schedule
+It checks the options ([`SamplerOptions`][jaxsample.core.options.SamplerOptions]), derives and
+checks the
+env's and agent's specs (`jaxsample.core.specs`) and returns a
+[`Sampler`][jaxsample.sampler.Sampler] (one device) or, given a ``mesh``, a
+[`ShardedSampler`][jaxsample.distributed.ShardedSampler]. The rollout itself lives in
+`jaxsample.core.rollout`, the per-env step in `jaxsample.core.step`,
+the batch assembly in `jaxsample.core.assemble`, and the key schedule
 (what a reference implementation must reproduce to get the same samples) in
-:mod:`jaxsample.core.keys`.
+`jaxsample.core.keys`.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def make_sampler(
 
     Args:
       env, env_params: a gymnax (>= 1.0) environment and its parameters.
-      agent: an :class:`~jaxsample.agents.Agent` (unbatched functions).
+      agent: an [`Agent`][jaxsample.agents.Agent] (unbatched functions).
       batch_spec: ``BatchSpec(T, B)``, both positive.
       options: the keyword options every sampler takes, checked and held as
         ``sampler.options``: ``max_decorrelation_steps`` (0), ``reset_mode``
@@ -81,7 +82,7 @@ def make_sampler(
         ``final_observation`` (``"sparse"``), ``store_agent_state`` (False),
         ``env_ranks`` (``range(B)``), ``global_B`` (``max(env_ranks) + 1``),
         ``traj_fields`` (``()``) and ``traj_done`` (None); their meaning:
-        :class:`~jaxsample.core.options.SamplerOptions`.
+        [`SamplerOptions`][jaxsample.core.options.SamplerOptions].
       agent_params: an example of the agent's parameters (arrays or
         ``jax.ShapeDtypeStruct``), used only to check the agent and build
         ``examples``. Defaults to ``jax.eval_shape(agent.init, key, observation)``
@@ -96,7 +97,7 @@ def make_sampler(
         callback); on, it adds a check per step and a host callback at a step
         where it fails.
       reset_pool: ``R >= 1`` for cheap resets (README "Cheap resets",
-        :mod:`jaxsample.core.resets`): step with ``env.step_env`` and give the
+        `jaxsample.core.resets`): step with ``env.step_env`` and give the
         envs that ended at a step resets from a pool of ``R`` per block of
         ``reset_pool_block`` envs, instead of gymnax's auto-reset (a full
         ``reset`` of every env at every step). Only which reset an ended env

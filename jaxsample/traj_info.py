@@ -1,12 +1,16 @@
-"""Per-environment trajectory accumulators, user fields and :func:`summarize`.
+"""Per-environment trajectory accumulators, user fields and
+[`summarize`][jaxsample.traj_info.summarize].
 
 rlpyt's ``TrajInfoCls``/``traj_info_kwargs`` in pure form: a
-:class:`TrajField` is a named per-step reducer ``update(value, step) -> value``
-over a :class:`TrajStep` of one env; the sampler carries its value with the
-built-in fields (``traj_fields=`` of :func:`jaxsample.make_sampler`), reports
-it in ``TrajInfo.extra[name]`` and :func:`summarize` reports its statistics.
+[`TrajField`][jaxsample.traj_info.TrajField] is a named per-step reducer ``update(value, step) ->
+value``
+over a [`TrajStep`][jaxsample.traj_info.TrajStep] of one env; the sampler carries its value with the
+built-in fields (``traj_fields=`` of [`jaxsample.make_sampler`][jaxsample.sampler.make_sampler]),
+reports
+it in ``TrajInfo.extra[name]`` and [`summarize`][jaxsample.traj_info.summarize] reports its
+statistics.
 ``traj_done=KEY`` (rlpyt's ``env_info.traj_done``) ends a trajectory only where
-``info[KEY]`` says the game is over: see :func:`trajectory_end`.
+``info[KEY]`` says the game is over: see [`trajectory_end`][jaxsample.traj_info.trajectory_end].
 """
 
 from __future__ import annotations
@@ -27,12 +31,12 @@ COUNT_MAX = 2**31 - 1
 
 
 def _saturating_increment(count: jax.Array, by_one: jax.Array) -> jax.Array:
-    """``count + by_one`` (int32), held at :data:`COUNT_MAX` instead of wrapping."""
+    """``count + by_one`` (int32), held at `COUNT_MAX` instead of wrapping."""
     return count + (by_one & (count < COUNT_MAX)).astype(jnp.int32)
 
 
 class TrajStep(NamedTuple):
-    """One step of one env as a :class:`TrajField` sees it (unbatched: no
+    """One step of one env as a [`TrajField`][jaxsample.traj_info.TrajField] sees it (unbatched: no
     ``T``/``B`` axes): the inputs and outputs of step ``t`` (the batch's fields
     at ``t``, before the ``prev_*`` shift)."""
 
@@ -47,11 +51,11 @@ class TrajStep(NamedTuple):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class TrajField:
-    """A user field of :class:`~jaxsample.types.TrajInfo`: a pure per-step reducer.
+    """A user field of [`TrajInfo`][jaxsample.types.TrajInfo]: a pure per-step reducer.
 
     Attributes:
       name: the key in ``TrajInfo.extra`` (and the prefix of its
-        :func:`summarize` entries).
+        [`summarize`][jaxsample.traj_info.summarize] entries).
       init: the value at the start of a trajectory (a scalar or array; its
         dtype is the field's: ``0.0`` float32, ``0`` int32, ``False`` bool).
       update: ``update(value, step: TrajStep) -> value``, pure, for one env;
@@ -87,7 +91,8 @@ _FIELDS = ("length", "episode_return", "discounted_return", "nonzero_rewards")
 
 def check_traj_fields(fields: Any) -> tuple[TrajField, ...]:
     """``tuple(fields)``, or a clear error unless it is a sequence of
-    :class:`TrajField` with distinct identifier names unlike the built-in ones."""
+    [`TrajField`][jaxsample.traj_info.TrajField] with distinct identifier names unlike the built-in
+    ones."""
     if isinstance(fields, TrajField) or not isinstance(fields, Sequence):
         raise TypeError(f"traj_fields must be a list of TrajField, got {fields!r}")
     names: set[str] = set()
@@ -134,12 +139,12 @@ class TrajAccumulator:
 
     ``discount_power`` is ``discount**length``, the weight of the next reward in
     ``discounted_return``. The int32 counts ``length`` and ``nonzero_rewards``
-    saturate at ``2**31 - 1`` (:data:`COUNT_MAX`) instead of wrapping to
+    saturate at ``2**31 - 1`` (`COUNT_MAX`) instead of wrapping to
     negative numbers in an episode of more than ``2**31`` steps. ``extra`` holds
     the values of the user's ``fields`` (static). ``agent_returns`` (``[N]``)
     is kept for a multi-agent env's reward ``[N]`` (``reward_shape``), where
     the other returns are the team's (the mean over the agents, see
-    :class:`~jaxsample.types.TrajInfo`); None for a scalar reward.
+    [`TrajInfo`][jaxsample.types.TrajInfo]); None for a scalar reward.
     """
 
     length: jax.Array
@@ -199,7 +204,8 @@ class TrajAccumulator:
         )
 
     def info(self, completed: jax.Array) -> TrajInfo:
-        """The :class:`TrajInfo` of this step (``completed``: a bool scalar)."""
+        """The [`TrajInfo`][jaxsample.types.TrajInfo] of this step (``completed``: a bool
+        scalar)."""
         return TrajInfo(
             completed=completed,
             length=self.length,
@@ -222,7 +228,8 @@ def summarize(
     """Statistics over the completed trajectories of ``traj_infos``; jittable.
 
     Args:
-      traj_infos: a :class:`TrajInfo` with fields of any common shape (``[T, B]``
+      traj_infos: a [`TrajInfo`][jaxsample.types.TrajInfo] with fields of any common shape
+        (``[T, B]``
         from a batch, ``[N]`` from an evaluator); only entries whose
         ``completed`` is True count.
       fields: the fields to summarize (default: ``length``,

@@ -36,7 +36,7 @@ class AgentInputs(NamedTuple):
     ``action_mask``: the legal actions of ``observation``, bool ``[n]`` for an
     env with an ``action_mask`` method (Pgx, Jumanji envs with a mask), None
     for any other env (then nothing of it is in the program). Agents act only
-    on legal actions (:mod:`jaxsample.agents.masks`).
+    on legal actions (`jaxsample.agents.masks`).
     """
 
     observation: PyTree
@@ -66,7 +66,7 @@ class SparseFinalObservation:
       truncated steps in the batch, in time order (K bounds the truncations of
       one env in one batch: ``ceil(T / time limit)`` where the time limit is
       known for sure, else ``T``; see
-      :func:`jaxsample.core.finals.truncation_bound`).
+      [`jaxsample.core.finals.truncation_bound`][jaxsample.sampler.truncation_bound]).
     """
 
     next_observation: PyTree
@@ -90,13 +90,13 @@ class EnvSamples:
         have fields of their own (``terminated``, ``truncated``,
         ``final_observation``).
       final_store: where the true next observations are kept; read them
-        through :attr:`final_observation`.
+        through [`final_observation`][jaxsample.types.EnvSamples.final_observation].
       action_mask: ``[T, B, n]`` bool, the legal actions of ``observation[t]``
         (what ``action[t]`` was chosen under), for an env with an
         ``action_mask`` method; None for any other env.
       final_mask_store: the legal actions of the true next observations, kept
         as ``final_store`` keeps those (read them through
-        :attr:`final_action_mask`); None without masks.
+        [`final_action_mask`][jaxsample.types.EnvSamples.final_action_mask]); None without masks.
     """
 
     observation: PyTree
@@ -112,7 +112,8 @@ class EnvSamples:
 
     @property
     def final_action_mask(self) -> jax.Array | None:
-        """``[T, B, n]`` bool, the legal actions of :attr:`final_observation`
+        """``[T, B, n]`` bool, the legal actions of
+        [`final_observation`][jaxsample.types.EnvSamples.final_observation]
         (exact where it is; False where it is zeros); None without masks. What
         DQN's target maximises over at a truncated step."""
         if self.action_mask is None:
@@ -192,8 +193,8 @@ class Samples:
     ``[B, capacity, ...]`` for the per-step fields and treats those two apart.
 
     Attributes:
-      env: :class:`EnvSamples`.
-      agent: :class:`AgentSamples`.
+      env: [`EnvSamples`][jaxsample.types.EnvSamples].
+      agent: [`AgentSamples`][jaxsample.types.AgentSamples].
       valid: ``[T, B]`` bool; False on the idle steps of the ``"wait"`` and
         ``"episodic"`` modes (always True in ``"auto"`` mode).
       bootstrap_value: ``[B]`` float32, the agent's value of the inputs after

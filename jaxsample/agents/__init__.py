@@ -1,4 +1,4 @@
-"""Agents following the unbatched protocol of :class:`jaxsample.agents.Agent`."""
+"""Agents following the unbatched protocol of [`jaxsample.agents.Agent`][jaxsample.agents.Agent]."""
 
 from jaxsample.agents.actor_critic import (
     ActorCriticInfo,

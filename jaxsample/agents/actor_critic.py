@@ -1,7 +1,9 @@
-"""Feedforward actor-critic agents: :class:`CategoricalActorCritic` and
-:class:`GaussianActorCritic`.
+"""Feedforward actor-critic agents:
+[`CategoricalActorCritic`][jaxsample.agents.CategoricalActorCritic] and
+[`GaussianActorCritic`][jaxsample.agents.GaussianActorCritic].
 
-Both follow the unbatched agent protocol of :class:`jaxsample.agents.Agent`: every
+Both follow the unbatched agent protocol of [`jaxsample.agents.Agent`][jaxsample.agents.Agent]:
+every
 function acts on ONE environment (no batch axis); the sampler vmaps them. The
 network is a flax linen MLP with separate actor and critic torsos and CleanRL's
 PPO initialisation (orthogonal kernels, zero biases; hidden layers ``std=sqrt(2)``,
@@ -10,11 +12,12 @@ policy head ``0.01``, value head ``1.0``).
 The observation may be any pytree: its leaves are cast to float32, flattened and
 concatenated (in ``jax.tree.leaves`` order) into one feature vector ``[D]``.
 
-``agent_info`` is :class:`ActorCriticInfo` ``(log_prob, value, dist_params)``:
+``agent_info`` is [`ActorCriticInfo`][jaxsample.agents.ActorCriticInfo] ``(log_prob, value,
+dist_params)``:
 
 * categorical: ``dist_params`` = logits ``[n]``, masked where the inputs
   have an ``action_mask`` (illegal logits ``finfo.min``:
-  :func:`jaxsample.agents.masks.masked_logits`), so the action, its
+  [`jaxsample.agents.masks.masked_logits`][jaxsample.agents.masked_logits]), so the action, its
   log-probability and the entropy are the masked distribution's;
 * Gaussian: ``dist_params`` = ``(mean, log_std)``, both shaped like the action.
 
@@ -304,7 +307,7 @@ class MLPTorso(nn.Module):
 class ActorCriticMLP(nn.Module):
     """Separate actor and critic MLPs on one feature vector ``[D]``.
 
-    Returns ``(policy_out, log_std, value)`` of its :class:`Heads`:
+    Returns ``(policy_out, log_std, value)`` of its `Heads`:
     ``policy_out`` ``[num_outputs]``, ``log_std`` ``[num_outputs]`` (a
     state-independent parameter) or None for a categorical policy, ``value`` a
     float32 scalar.
@@ -357,7 +360,8 @@ def check_actor_critic(
 
 @dataclasses.dataclass(frozen=True)
 class _FeedforwardActorCritic(Stateless):
-    """Shared implementation; see :class:`CategoricalActorCritic`."""
+    """Shared implementation; see
+    [`CategoricalActorCritic`][jaxsample.agents.CategoricalActorCritic]."""
 
     action_space: Any
     hidden_sizes: Sequence[int] = (64, 64)

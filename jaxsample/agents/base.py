@@ -1,4 +1,4 @@
-"""The agent protocol, the null action and :class:`RandomAgent`.
+"""The agent protocol, the null action and [`RandomAgent`][jaxsample.agents.RandomAgent].
 
 An agent is three pure functions written for **one** environment; the sampler
 vmaps them over ``B`` environments. No batch dimension appears inside an agent.

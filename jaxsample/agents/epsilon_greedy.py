@@ -1,4 +1,5 @@
-"""Epsilon-greedy Q-network agent with rlpyt's vector epsilon: :class:`EpsilonGreedyAgent`.
+"""Epsilon-greedy Q-network agent with rlpyt's vector epsilon:
+[`EpsilonGreedyAgent`][jaxsample.agents.EpsilonGreedyAgent].
 
 Unbatched (ONE environment; the sampler vmaps). The agent state is the env's own
 final epsilon, a float32 scalar computed by ``initial_state(env_rank)``:
@@ -45,7 +46,7 @@ from jaxsample.types import AgentInputs, AgentStep, PyTree
 
 @struct.dataclass
 class EpsilonGreedyParams:
-    """Parameters of :class:`EpsilonGreedyAgent`.
+    """Parameters of [`EpsilonGreedyAgent`][jaxsample.agents.EpsilonGreedyAgent].
 
     Attributes:
       network: the Q-network's flax variables dict.
@@ -58,7 +59,7 @@ class EpsilonGreedyParams:
 
 
 class EpsilonGreedyInfo(NamedTuple):
-    """``agent_info`` of :class:`EpsilonGreedyAgent` (one env).
+    """``agent_info`` of [`EpsilonGreedyAgent`][jaxsample.agents.EpsilonGreedyAgent] (one env).
 
     Attributes:
       q_values: ``[n]`` float32, the Q-values of the observation.
@@ -113,7 +114,8 @@ class EpsilonGreedyAgent:
       evaluation: act with ``eval_epsilon`` (set by ``as_eval``).
 
     State: float32 scalar, the env's final epsilon. ``agent_info``:
-    :class:`EpsilonGreedyInfo` ``(q_values [n], epsilon [])``. ``value`` is
+    [`EpsilonGreedyInfo`][jaxsample.agents.EpsilonGreedyInfo] ``(q_values [n], epsilon [])``.
+    ``value`` is
     ``max_a Q``.
     """
 

@@ -1,6 +1,6 @@
 """Parameter initializers that are safe to ``vmap`` on every supported jaxlib.
 
-:func:`orthogonal` is flax's orthogonal initializer drawn one key at a time
+`orthogonal` is flax's orthogonal initializer drawn one key at a time
 under ``vmap`` (``jax.custom_batching.sequential_vmap``). Its values are
 bit-identical to flax's; what changes is that a batch of seeds (``jax.vmap(
 agent.init)``, as the trainers do for ``--seeds``) runs as a loop of unbatched

@@ -4,12 +4,13 @@ An env with legal actions gives a bool mask ``[n]`` per observation
 (``AgentInputs.action_mask``; None for an env without one, and then nothing
 here is in the program). One env, no batch axis:
 
-* :func:`masked_logits`: illegal logits become ``finfo.min`` (a large
+* [`masked_logits`][jaxsample.agents.masked_logits]: illegal logits become ``finfo.min`` (a large
   negative FINITE number, not ``-inf``): a softmax puts probability 0 on them,
   while log-probabilities, entropies and their gradients stay finite;
-* :func:`uniform_legal`: a uniform draw among the legal actions (random
+* [`uniform_legal`][jaxsample.agents.uniform_legal]: a uniform draw among the legal actions (random
   agents, epsilon-greedy exploration);
-* :func:`masked_argmax`, :func:`masked_max`: the greedy action and the
+* [`masked_argmax`][jaxsample.agents.masked_argmax], [`masked_max`][jaxsample.agents.masked_max]:
+  the greedy action and the
   value over legal actions only (DQN's greedy action and target).
 
 A mask with no legal action at all (Pgx's terminal states have every action

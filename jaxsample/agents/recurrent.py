@@ -1,4 +1,5 @@
-"""Recurrent (GRU / LSTM) actor-critic: :class:`RecurrentActorCritic`.
+"""Recurrent (GRU / LSTM) actor-critic:
+[`RecurrentActorCritic`][jaxsample.agents.RecurrentActorCritic].
 
 Unbatched like every agent (ONE environment; the sampler vmaps). The recurrent
 state is the cell's carry: ``[H]`` float32 for a GRU, ``(c [H], h [H])`` for an
@@ -12,9 +13,11 @@ action for a ``Box``; either input can be switched off. Then an optional MLP
 encoder, the cell, and linear policy / value heads (CleanRL init: orthogonal
 ``0.01`` / ``1.0``).
 
-The learner recomputes a collected sequence with :meth:`RecurrentActorCritic.unroll`
+The learner recomputes a collected sequence with
+[`RecurrentActorCritic.unroll`][jaxsample.agents.RecurrentActorCritic.unroll]
 (one env, time-major ``[T, ...]``, ``lax.scan``), or gets PPO's quantities from
-:meth:`RecurrentActorCritic.evaluate_sequence`; vmap either over ``B`` (the
+[`RecurrentActorCritic.evaluate_sequence`][jaxsample.agents.RecurrentActorCritic.evaluate_sequence];
+vmap either over ``B`` (the
 sampler stores the state at the start of each batch in
 ``samples.agent.initial_state`` and ``reset[t] = done[t - 1]``).
 """
@@ -90,7 +93,7 @@ class RecurrentActorCritic:
       log_std_init: initial ``log_std`` (Box only).
 
     ``params`` is the flax variables dict returned by ``init``; ``agent_info`` is
-    :class:`ActorCriticInfo` ``(log_prob [], value [], dist_params)``.
+    [`ActorCriticInfo`][jaxsample.agents.ActorCriticInfo] ``(log_prob [], value [], dist_params)``.
     """
 
     action_space: Any
@@ -267,7 +270,7 @@ class RecurrentActorCritic:
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """``(log_prob [T], entropy [T], value [T])`` of ``action`` ``[T, *act]`` (for PPO).
 
-        Arguments as for :meth:`unroll`.
+        Arguments as for [`unroll`][jaxsample.agents.RecurrentActorCritic.unroll].
         """
         dist_params, values, _ = self.unroll(params, inputs, initial_state, reset)
         log_prob = jax.vmap(self._head.log_prob)(dist_params, action)

@@ -1,10 +1,11 @@
-"""One agent acting for a team of agents with shared parameters: :class:`SharedAgent`.
+"""One agent acting for a team of agents with shared parameters:
+[`SharedAgent`][jaxsample.agents.SharedAgent].
 
 Parameter sharing (IPPO/MAPPO-style) in jaxsample's terms: a multi-agent env
 (``jaxsample.envs.suites.jaxmarl``) stacks its agents on a leading axis of
 every per-env input (``observation`` ``[N, *obs]``, ``prev_action``
 ``[N, *act]``, ``prev_reward`` ``[N]``, ``action_mask`` ``[N, A]``), and
-:class:`SharedAgent` vmaps ONE single-agent agent over that axis with the
+[`SharedAgent`][jaxsample.agents.SharedAgent] vmaps ONE single-agent agent over that axis with the
 same ``params``: the agents are one more batch axis, after the sampler's
 ``[T, B]``. Each agent has its own recurrent state and its own key; its
 rank (what ``initial_state`` gets) is ``env_rank * N + i``, so ranks stay
@@ -34,8 +35,8 @@ class SharedAgent:
     agents of one env, all with the same ``params``.
 
     Attributes:
-      agent: a single-agent :class:`~jaxsample.agents.Agent` (e.g.
-        :class:`~jaxsample.agents.CategoricalActorCritic` of one agent's action
+      agent: a single-agent [`Agent`][jaxsample.agents.Agent] (e.g.
+        [`CategoricalActorCritic`][jaxsample.agents.CategoricalActorCritic] of one agent's action
         space, ``env.action_space(params).space``).
       num_agents: ``N``, the length of the agent axis.
 

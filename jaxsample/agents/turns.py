@@ -1,9 +1,10 @@
-"""Several agents taking turns in one game: :class:`TurnTaking`.
+"""Several agents taking turns in one game: [`TurnTaking`][jaxsample.agents.TurnTaking].
 
-A two-player game adapted for self-play (:class:`jaxsample.envs.suites.PgxEnv`)
+A two-player game adapted for self-play
+([`jaxsample.envs.suites.PgxEnv`][jaxsample.envs.suites.PgxEnv])
 has one env per game and one agent acting for whoever moves. To play a
 trained agent against another one (a uniformly random legal opponent, an
-older copy), :class:`TurnTaking` is one agent made of ``agents``: at the
+older copy), [`TurnTaking`][jaxsample.agents.TurnTaking] is one agent made of ``agents``: at the
 ``k``-th move of an episode (0-based) agent ``(k + env_rank) % len(agents)``
 acts, so across envs each agent moves first as often as the others (for two
 agents: agent 0 opens in the envs of even rank). The move count is the
@@ -13,7 +14,7 @@ chess, Go: a pass is a move), not games where a player may move twice in a
 row (backgammon).
 
 ``agent_info`` is ``{"agent": int32}``, the index of the agent that acted;
-:func:`seat_returns` turns it into every agent's return of the game as
+[`seat_returns`][jaxsample.agents.seat_returns] turns it into every agent's return of the game as
 TrajInfo fields.
 """
 
@@ -109,7 +110,7 @@ class TurnTaking:
 
 def seat_returns(num_agents: int = 2) -> list[TrajField]:
     """TrajInfo fields ``agent<i>_return`` (float32): the return of the game
-    for the player agent ``i`` of a :class:`TurnTaking` plays, in a
+    for the player agent ``i`` of a [`TurnTaking`][jaxsample.agents.TurnTaking] plays, in a
     two-player game with per-player rewards (``env_info["rewards"]`` and
     ``env_info["player"]``, the acting player, as a Pgx env gives them): +1 a
     win, 0 a draw, -1 a loss. The player of agent ``i`` is the one who acted

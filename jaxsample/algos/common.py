@@ -1,19 +1,19 @@
-"""What the reference trainers (:mod:`~jaxsample.algos.ppo`, :mod:`~jaxsample.algos.dqn`) share.
+"""What the reference trainers ([`ppo`][jaxsample.algos.ppo], [`dqn`][jaxsample.algos.dqn]) share.
 
 Written once here:
 
-* the environment a config names (:func:`make_env`), the sampler a trainer
-  collects with (:func:`make_trainer_sampler`) and its optimizer
-  (:func:`make_optimizer`);
-* :class:`TrainerBase`, the fields and methods both ``Trainer`` objects have:
+* the environment a config names (`make_env`), the sampler a trainer
+  collects with (`make_trainer_sampler`) and its optimizer
+  (`make_optimizer`);
+* `TrainerBase`, the fields and methods both ``Trainer`` objects have:
   ``num_iterations``, ``hparams(**overrides)`` (hyperparameters as data, one
   vmap lane per run), ``run`` (a ``lax.scan`` of ``iteration``) and ``train``,
   plus the pieces of ``init`` and ``learn`` they have in common (the checked
   ``HParams``, the first parameters, the annealed learning rate, the
   episode metrics);
-* :func:`reference_run`, the seeds x learning-rates sweep under one
+* `reference_run`, the seeds x learning-rates sweep under one
   ``jax.vmap`` (a runner: it jits), and its command line
-  (:func:`reference_main`): the only functions of the trainers that call
+  (`reference_main`): the only functions of the trainers that call
   ``jax.jit``; everything else is pure, and callers jit.
 """
 
@@ -51,7 +51,8 @@ __all__ = [
 
 def make_env(config: Any, env: Any, env_params: Any) -> tuple[Any, Any]:
     """``(env, env_params)``: the env named ``config.env_name`` (a gymnax name
-    or a suite's ``"<suite>/<env>"``, :func:`jaxsample.envs.suites.make`) when
+    or a suite's ``"<suite>/<env>"``, [`jaxsample.envs.suites.make`][jaxsample.envs.suites.make])
+    when
     ``env`` is None, else ``env`` with ``env_params`` (default: its
     ``default_params``)."""
     if env is None:
@@ -115,7 +116,7 @@ class TrainerBase:
       config: the algorithm's config.
       env, env_params: the gymnax environment.
       agent: the acting agent.
-      sampler: the :class:`~jaxsample.Sampler` it collects with.
+      sampler: the [`Sampler`][jaxsample.sampler.Sampler] it collects with.
     """
 
     hparams_type: ClassVar[type]

@@ -1,9 +1,11 @@
 """The static configurations of the reference trainers, validated when constructed.
 
-:class:`PPOConfig` (and the preset :data:`MASKED_CARTPOLE_RECURRENT`) for
-:mod:`jaxsample.algos.ppo`, :class:`DQNConfig` for :mod:`jaxsample.algos.dqn`
+[`PPOConfig`][jaxsample.algos.configs.PPOConfig] (and the preset `MASKED_CARTPOLE_RECURRENT`) for
+[`jaxsample.algos.ppo`][jaxsample.algos.ppo], [`DQNConfig`][jaxsample.algos.configs.DQNConfig] for
+[`jaxsample.algos.dqn`][jaxsample.algos.dqn]
 (both modules re-export theirs). A bad field raises a ``TypeError`` or
-``ValueError`` that names it (:func:`check_config`, :func:`check_float`).
+``ValueError`` that names it ([`check_config`][jaxsample.algos.configs.check_config],
+[`check_float`][jaxsample.algos.configs.check_float]).
 """
 
 from __future__ import annotations
@@ -86,7 +88,8 @@ def check_config(
     ``max_decorrelation_steps``; each ``(name, minimum)`` of ``ints`` an int
     field ``>= minimum``; each of
     ``bools`` a bool; each ``(name, low, high, open_low)`` of ``floats`` a
-    float (:func:`check_float`); each of ``sizes`` a tuple of positive ints
+    float ([`check_float`][jaxsample.algos.configs.check_float]); each of ``sizes`` a tuple of
+    positive ints
     (a list is stored as a tuple). Last, the run must have an iteration:
     ``total_timesteps >= num_envs * num_steps``.
     """
@@ -145,12 +148,12 @@ class PPOConfig(_RunLength):
 
     Attributes:
       env_name: a gymnax environment id or a suite's ``"<suite>/<env>"``
-        (:func:`jaxsample.envs.suites.make`); ignored
-        when :func:`~jaxsample.algos.ppo.make_train` is given an ``env``.
+        ([`jaxsample.envs.suites.make`][jaxsample.envs.suites.make]); ignored
+        when [`make_train`][jaxsample.algos.ppo.make_train] is given an ``env``.
       num_envs: ``B``, environments collected in parallel.
       num_steps: ``T``, steps per env per iteration (``B * T`` steps per batch).
       total_timesteps: the run is ``total_timesteps // (B * T)`` iterations.
-      lr: Adam's learning rate (the default of :attr:`~jaxsample.algos.ppo.HParams.lr`).
+      lr: Adam's learning rate (the default of `lr`).
       anneal_lr: scale the learning rate by ``1 - i / num_iterations`` at
         iteration ``i`` (0-based; 0 past the end of the run).
       update_epochs: passes over each batch.
@@ -158,24 +161,25 @@ class PPOConfig(_RunLength):
         divisible by it; recurrent (minibatches of whole env sequences): ``B``
         must.
       gamma, gae_lambda: discount and GAE's lambda, in ``[0, 1]``.
-      clip_eps: PPO's ratio clip (default of :attr:`~jaxsample.algos.ppo.HParams.clip_eps`).
+      clip_eps: PPO's ratio clip (default of `clip_eps`).
       clip_vloss: clip the value loss around the old values as CleanRL does.
-      ent_coef, vf_coef: loss coefficients (defaults of :class:`~jaxsample.algos.ppo.HParams`).
+      ent_coef, vf_coef: loss coefficients (defaults of [`HParams`][jaxsample.algos.ppo.HParams]).
       max_grad_norm: global gradient-norm clip.
       adam_eps: Adam's epsilon (CleanRL: 1e-5).
       normalize_advantages: normalize the advantages per minibatch.
-      recurrent: use :class:`~jaxsample.agents.RecurrentActorCritic`.
+      recurrent: use [`RecurrentActorCritic`][jaxsample.agents.RecurrentActorCritic].
       hidden_sizes: the feedforward actor's and critic's MLP widths.
       rnn_hidden_size, rnn_cell, rnn_encoder_sizes: the recurrent agent's cell
         width, cell (``"gru"`` / ``"lstm"``) and the MLP before the cell.
-      mask_velocity: wrap the env with :func:`jaxsample.envs.mask_velocity`
+      mask_velocity: wrap the env with
+        [`jaxsample.envs.mask_velocity`][jaxsample.envs.mask_velocity]
         (e.g. CartPole with only position and angle observed: a POMDP).
       max_decorrelation_steps: the sampler's start-state decorrelation.
       metrics_window: episodes averaged by ``StepMetrics`` (``average_return``).
       negamax: self-play in a zero-sum two-player game: values are from the
         acting player's view and GAE negates the next value (and advantage)
         where the other player moves next
-        (:func:`~jaxsample.algos.returns.turn_signs`, read from the env's
+        ([`turn_signs`][jaxsample.algos.returns.turn_signs], read from the env's
         ``player``/``next_player`` info). ``"auto"`` (default): what the env
         says (its ``zero_sum`` attribute: True for Pgx's two-player games);
         ``"on"``; ``"off"``.
@@ -283,7 +287,8 @@ class DQNConfig(_RunLength):
     """Static configuration of a DQN run (validated when constructed).
 
     The defaults train CartPole-v1 to a return of ~500 within 5e5 env steps
-    (the reference benchmark, :func:`~jaxsample.algos.dqn.reference_run`). They follow purejaxrl's
+    (the reference benchmark, [`reference_run`][jaxsample.algos.dqn.reference_run]). They follow
+    purejaxrl's
     and CleanRL's CartPole DQN: 10 envs x 1 step per iteration and one gradient
     step per iteration (one per 10 env steps), minibatches of 128, a 10k-step
     buffer, Adam 2.5e-4, MSE loss, target copied every 500 env steps, learning
@@ -296,7 +301,8 @@ class DQNConfig(_RunLength):
 
     Attributes:
       env_name: a gymnax environment id or ``"<suite>/<env>"`` with a
-        ``Discrete`` action space; ignored when :func:`~jaxsample.algos.dqn.make_train` is given an
+        ``Discrete`` action space; ignored when [`make_train`][jaxsample.algos.dqn.make_train] is
+        given an
         ``env``.
       num_envs: ``B``, environments collected in parallel (also the agent's
         ``global_B``: env ``b`` has rank ``b``).
@@ -307,10 +313,10 @@ class DQNConfig(_RunLength):
         ``num_envs * buffer_capacity`` transitions).
       batch_size: transitions per gradient step (the replay minibatch; not
         ``steps_per_iteration``).
-      lr: Adam's learning rate (the default of :attr:`~jaxsample.algos.dqn.HParams.lr`).
+      lr: Adam's learning rate (the default of `lr`).
       anneal_lr: scale the learning rate by ``1 - i / num_iterations`` at
         iteration ``i`` (0-based), as PPO does.
-      gamma: discount of the TD target (the default of :attr:`~jaxsample.algos.dqn.HParams.gamma`);
+      gamma: discount of the TD target (the default of `gamma`);
         also the sampler's discount for ``discounted_return``.
       learning_starts: env steps collected before the first gradient step.
       gradient_steps: gradient steps per iteration once learning has started.
@@ -335,8 +341,8 @@ class DQNConfig(_RunLength):
       hidden_sizes: the Q-network's MLP widths.
       max_decorrelation_steps: the sampler's start-state decorrelation.
       metrics_window: episodes averaged by ``StepMetrics`` (``average_return``).
-      eval_episodes: episodes of :meth:`~jaxsample.algos.dqn.Trainer.evaluate` (one per env).
-      prioritized_replay: use :func:`~jaxsample.replay.prioritized` (Schaul et
+      eval_episodes: episodes of [`evaluate`][jaxsample.algos.dqn.Trainer.evaluate] (one per env).
+      prioritized_replay: use `prioritized` (Schaul et
         al.'s prioritized replay) instead of the uniform buffer.
       priority_alpha: its priority exponent, in ``[0, 1]``.
       priority_beta: its importance-weight exponent, in ``[0, 1]`` (constant).
@@ -429,7 +435,7 @@ SELF_PLAY_TIC_TAC_TOE = PPOConfig(
     hidden_sizes=(128, 128),
 )
 
-#: :data:`SELF_PLAY_TIC_TAC_TOE`'s settings on Pgx's connect four, with a
+#: `SELF_PLAY_TIC_TAC_TOE`'s settings on Pgx's connect four, with a
 #: wider network, entropy 0.1 (at 0.05 self-play narrowed to lines a random
 #: opponent still beat about one game in nine) and 6M steps.
 SELF_PLAY_CONNECT_FOUR = dataclasses.replace(

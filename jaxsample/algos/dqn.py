@@ -1,9 +1,9 @@
 """DQN compiled whole, built only on jaxsample's public API.
 
-``make_train(config)`` returns a :class:`Trainer`, a frozen object of pure
+``make_train(config)`` returns a [`Trainer`][jaxsample.algos.dqn.Trainer], a frozen object of pure
 functions. ``trainer.train(key, hparams)`` is the whole run inside one
 ``lax.scan``: jit it, and ``jax.vmap`` it over seeds and over hyperparameters
-(:class:`HParams`: learning rate and discount) at once::
+([`HParams`][jaxsample.algos.dqn.HParams]: learning rate and discount) at once::
 
     import jax, jax.numpy as jnp
     from jaxsample.algos import dqn
@@ -16,29 +16,31 @@ functions. ``trainer.train(key, hparams)`` is the whole run inside one
 
 The pieces, all public jaxsample API:
 
-* :func:`jaxsample.make_sampler` collects ``[num_steps, num_envs]`` batches with
-  an :class:`~jaxsample.agents.EpsilonGreedyAgent`. Its epsilons are rlpyt's
+* [`jaxsample.make_sampler`][jaxsample.sampler.make_sampler] collects ``[num_steps, num_envs]``
+  batches with
+  an [`EpsilonGreedyAgent`][jaxsample.agents.EpsilonGreedyAgent]. Its epsilons are rlpyt's
   vector epsilon: env rank ``b`` anneals from ``epsilon_init`` to its own final
   epsilon, log-spaced over ranks from ``epsilon_final_min`` to
   ``epsilon_final`` (``agent.initial_state(env_rank)``). The annealing is by
   iteration: each collect sets ``params.decay`` (no retrace).
-* :func:`jaxsample.replay.uniform` keeps a ring of ``buffer_capacity`` steps per
+* `jaxsample.replay.uniform` keeps a ring of ``buffer_capacity`` steps per
   env; minibatches are ``batch_size`` single steps (sequences of length 1)
   sampled uniformly over (env, position). With ``prioritized_replay=True``,
-  :func:`jaxsample.replay.prioritized` instead (Schaul et al.'s PER): steps
+  `jaxsample.replay.prioritized` instead (Schaul et al.'s PER): steps
   drawn by priority, the loss weighted by the importance weights, and after
   each gradient step the sampled steps' priorities set to ``|td| + priority_eps``.
-* :class:`jaxsample.StepMetrics` counts env steps and episodes exactly and
+* [`jaxsample.StepMetrics`][jaxsample.metrics.StepMetrics] counts env steps and episodes exactly and
   averages the returns of the last ``metrics_window`` episodes;
-  :func:`jaxsample.make_evaluator` runs the greedy policy
-  (:meth:`Trainer.evaluate`).
+  [`jaxsample.make_evaluator`][jaxsample.evaluation.make_evaluator] runs the greedy policy
+  ([`Trainer.evaluate`][jaxsample.algos.dqn.Trainer.evaluate]).
 
-One :meth:`Trainer.iteration`: set the epsilon decay, collect, add to the replay
+One [`Trainer.iteration`][jaxsample.algos.dqn.Trainer.iteration]: set the epsilon decay, collect,
+add to the replay
 buffer, then (once ``learning_starts`` env steps are in) ``gradient_steps``
 Adam steps, then the target update every ``target_update_interval`` env steps.
 
 The TD target bootstraps through truncation and not through termination
-(:func:`td_target`)::
+([`td_target`][jaxsample.algos.dqn.td_target])::
 
     y = r + gamma * (1 - terminated) * max_a Q_target(s', a)
     y = r + gamma * (1 - terminated) * Q_target(s', argmax_a Q(s', a))   # double DQN
@@ -48,7 +50,8 @@ where ``s'`` is the step's true next observation,
 the env really reached, not the reset observation gymnax's auto-reset returns
 (bootstrapping from that, or not at all, is what most JAX DQN code does).
 
-The trainer is pure (callers jit); :func:`reference_run`, the reference
+The trainer is pure (callers jit); [`reference_run`][jaxsample.algos.dqn.reference_run], the
+reference
 benchmark (``python -m jaxsample.algos.dqn``), is a runner and jits.
 """
 
@@ -92,7 +95,7 @@ __all__ = [
 
 @struct.dataclass
 class HParams:
-    """DQN's hyperparameters as data (:meth:`Trainer.hparams`, defaults from the
+    """DQN's hyperparameters as data (`Trainer.hparams`, defaults from the
     config): float32 ``[]`` for one run, ``[N]`` to vmap ``N`` runs.
 
     Attributes:
@@ -110,21 +113,22 @@ class TrainState:
 
     Attributes:
       params: the acting agent's
-        :class:`~jaxsample.agents.EpsilonGreedyParams`: ``network`` (the online
+        [`EpsilonGreedyParams`][jaxsample.agents.EpsilonGreedyParams]: ``network`` (the online
         Q-network's flax variables) and ``decay`` (float32 ``[]``, the epsilon
         schedule of the last collect).
       target_params: the target Q-network's flax variables (the tree of
         ``params.network``).
-      opt_state: optax state of the optimizer (:attr:`Trainer.optimizer`).
-      sampler_state: :class:`jaxsample.SamplerState` (envs and per-env key
+      opt_state: optax state of the optimizer (`Trainer.optimizer`).
+      sampler_state: [`jaxsample.SamplerState`][jaxsample.sampler.SamplerState] (envs and per-env
+        key
         chains; its ``agent_state`` ``[B]`` is each env's final epsilon).
-      replay_state: :class:`jaxsample.replay.ReplayState`, leaves
+      replay_state: [`jaxsample.replay.ReplayState`][jaxsample.replay.ReplayState], leaves
         ``[num_envs, buffer_capacity, ...]``.
       key: the key of the minibatch sampling (split every iteration).
       iteration: int32 ``[]``, iterations done.
       updates: int32 ``[]``, gradient steps done.
-      metrics: :class:`jaxsample.StepMetrics` of the training episodes.
-      hparams: this run's :class:`HParams`.
+      metrics: [`jaxsample.StepMetrics`][jaxsample.metrics.StepMetrics] of the training episodes.
+      hparams: this run's [`HParams`][jaxsample.algos.dqn.HParams].
     """
 
     params: EpsilonGreedyParams
@@ -146,7 +150,7 @@ class TrainState:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Trainer(TrainerBase):
-    """DQN as pure functions; build it with :func:`make_train`.
+    """DQN as pure functions; build it with [`make_train`][jaxsample.algos.dqn.make_train].
 
     * ``init(key, hparams=None) -> TrainState``
     * ``iteration(state) -> (state, metrics)``: set the epsilon decay
@@ -160,7 +164,8 @@ class Trainer(TrainerBase):
       for ``config.num_iterations``.
     * ``evaluate(state, key) -> dict``: the greedy policy's episode statistics.
 
-    All are jittable and vmappable (over keys and :class:`HParams`). ``metrics``
+    All are jittable and vmappable (over keys and [`HParams`][jaxsample.algos.dqn.HParams]).
+    ``metrics``
     is a dict of scalars per iteration (stacked ``[num_iterations]`` by
     ``run``), float32 unless noted: ``env_steps`` (after the iteration, from
     ``StepMetrics``), ``episode_return_mean``, ``episode_length_mean``,
@@ -173,14 +178,14 @@ class Trainer(TrainerBase):
     far).
 
     Attributes:
-      config: the :class:`DQNConfig`.
+      config: the [`DQNConfig`][jaxsample.algos.dqn.DQNConfig].
       env, env_params: the gymnax environment.
-      agent: the :class:`~jaxsample.agents.EpsilonGreedyAgent`.
-      sampler: the :class:`~jaxsample.Sampler` (``"auto"`` resets, sparse final
+      agent: the [`EpsilonGreedyAgent`][jaxsample.agents.EpsilonGreedyAgent].
+      sampler: the [`Sampler`][jaxsample.sampler.Sampler] (``"auto"`` resets, sparse final
         observations).
-      replayer: the :func:`~jaxsample.replay.uniform` replayer, or the
-        :func:`~jaxsample.replay.prioritized` one with ``prioritized_replay``.
-      evaluator: the :class:`~jaxsample.Evaluator` of ``agent.as_eval()``
+      replayer: the `uniform` replayer, or the
+        `prioritized` one with ``prioritized_replay``.
+      evaluator: the [`Evaluator`][jaxsample.evaluation.Evaluator] of ``agent.as_eval()``
         (``eval_episodes`` envs, one episode each).
       optimizer: ``clip_by_global_norm(max_grad_norm)`` (if set) then
         ``scale_by_adam(eps=adam_eps)``; the step is ``-lr`` times its output,
@@ -197,7 +202,7 @@ class Trainer(TrainerBase):
     def init(self, key: jax.Array, hparams: HParams | None = None) -> TrainState:
         """A fresh run from ``key`` (a ``jax.random.key``): network, target copy,
         optimizer, envs and an empty buffer; ``hparams`` default to the config's
-        (:meth:`hparams`)."""
+        (`hparams`)."""
         hparams, params, k_sampler, k_train = self._start(key, hparams)
         return TrainState(
             params=params,
@@ -233,7 +238,8 @@ class Trainer(TrainerBase):
     ) -> jax.Array:
         """float32 ``[L, N]`` TD targets of ``samples`` (leaves ``[L, N, ...]``).
 
-        :func:`td_target` of ``samples.env.final_observation``: bootstraps from
+        [`td_target`][jaxsample.algos.dqn.td_target] of ``samples.env.final_observation``:
+        bootstraps from
         the true next observation unless the step terminated; double DQN picks
         the next action with ``network``. With legal-action masks both
         maximise over the legal actions of the next observation
@@ -393,10 +399,10 @@ class Trainer(TrainerBase):
 
 
 def make_train(config: DQNConfig, *, env: Any = None, env_params: Any = None) -> Trainer:
-    """Build DQN for ``config``: a :class:`Trainer` of pure functions.
+    """Build DQN for ``config``: a [`Trainer`][jaxsample.algos.dqn.Trainer] of pure functions.
 
     Args:
-      config: a :class:`DQNConfig`.
+      config: a [`DQNConfig`][jaxsample.algos.dqn.DQNConfig].
       env, env_params: a gymnax environment with a ``Discrete`` action space to
         use instead of ``gymnax.make(config.env_name)`` (``env_params`` defaults
         to its ``default_params``), e.g. with another time limit.
@@ -461,10 +467,10 @@ def reference_run(
     """The reference benchmark (a runner: it jits): CartPole-v1, 5e5 env steps,
     4 seeds by default; ``len(seeds)`` x ``len(lrs)`` runs under one ``jax.vmap``.
 
-    Returns the report of :func:`jaxsample.algos.common.reference_run` (which
+    Returns the report of `jaxsample.algos.common.reference_run` (which
     ``compiler`` is passed to): the returns are those of the epsilon-greedy
     training episodes, and ``eval_return`` is the greedy policy's
-    (:meth:`Trainer.evaluate`).
+    ([`Trainer.evaluate`][jaxsample.algos.dqn.Trainer.evaluate]).
     """
     trainer = make_train(DQNConfig() if config is None else config)
     return common.reference_run(

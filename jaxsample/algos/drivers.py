@@ -1,12 +1,16 @@
-"""Actor/learner adapters for the reference trainers (:mod:`jaxsample.driver`'s runtime).
+"""Actor/learner adapters for the reference trainers ([`jaxsample.driver`][jaxsample.driver]'s
+runtime).
 
-* :func:`ppo_driver`: on-policy PPO on one-step-stale batches, each refreshed
-  under the learner's parameters first (:func:`refresh_behaviour`; no
+* [`ppo_driver`][jaxsample.algos.drivers.ppo_driver]: on-policy PPO on one-step-stale batches, each
+  refreshed
+  under the learner's parameters first
+  ([`refresh_behaviour`][jaxsample.algos.drivers.refresh_behaviour]; no
   V-trace);
-* :func:`dqn_driver`: off-policy DQN, batches added to the replay buffer on the
+* [`dqn_driver`][jaxsample.algos.drivers.dqn_driver]: off-policy DQN, batches added to the replay
+  buffer on the
   learner, the replay ratio held exactly, epsilon following the batch index.
 
-Both build a :class:`~jaxsample.driver.Driver` with :func:`~jaxsample.driver.make_driver`
+Both build a [`Driver`][jaxsample.driver.Driver] with [`make_driver`][jaxsample.driver.make_driver]
 and an ``init(key, num_actors)`` from the trainer. ``Driver`` and
 ``DriverResult`` (what ``Driver.train`` returns) are re-exported here.
 """
@@ -58,8 +62,9 @@ def _trainer_driver(
     num_batches: int,
     driver_kwargs: dict[str, Any],
 ) -> Driver:
-    """:func:`make_driver` for a trainer: publish ``state.params``, start from
-    ``trainer.init(key)`` (:func:`_actor_states`), ``max_staleness`` defaulting to
+    """[`make_driver`][jaxsample.driver.make_driver] for a trainer: publish ``state.params``, start
+    from
+    ``trainer.init(key)`` (`_actor_states`), ``max_staleness`` defaulting to
     ``sync_every`` (one publication stale)."""
 
     def init(key: jax.Array, num_actors: int) -> tuple[PyTree, list[PyTree]]:
@@ -87,7 +92,7 @@ def refresh_behaviour(trainer: Any, params: PyTree, batch: Any) -> Any:
     batch's actions and inputs under ``params`` (``agent.evaluate``, or
     ``agent.evaluate_sequence`` from ``samples.agent.initial_state`` with the
     sampler's resets for a recurrent agent), and ``samples.bootstrap_value``
-    becomes ``final_values(...)[T - 1]`` (:mod:`jaxsample.algos.returns`), the
+    becomes ``final_values(...)[T - 1]`` ([`jaxsample.algos.returns`][jaxsample.algos.returns]), the
     value under ``params`` of the inputs after the last step (what GAE reads
     there when that step is not done). ``dist_params`` is left as collected (PPO does not read it).
     """
@@ -114,14 +119,16 @@ def refresh_behaviour(trainer: Any, params: PyTree, batch: Any) -> Any:
 
 
 def ppo_driver(trainer: Any, *, refresh: bool = True, **driver_kwargs: Any) -> Driver:
-    """A :class:`~jaxsample.driver.Driver` for a PPO ``Trainer`` (:func:`~.ppo.make_train`).
+    """A [`Driver`][jaxsample.driver.Driver] for a PPO ``Trainer``
+    ([`make_train`][jaxsample.algos.ppo.make_train]).
 
     On-policy with bounded staleness (IMPALA's setting, with PPO's clip in
     place of V-trace): the learner runs ``trainer.learn`` (GAE,
     ``update_epochs`` x ``num_minibatches`` clipped-PPO steps) on each batch.
     With ``refresh`` (default) it first re-evaluates the batch's
     log-probabilities, values and bootstrap values under its current
-    parameters (:func:`refresh_behaviour`): PPO's ratio and value clip are
+    parameters ([`refresh_behaviour`][jaxsample.algos.drivers.refresh_behaviour]): PPO's ratio and
+        value clip are
     then taken around the policy being trained (decoupled PPO's proximal
     policy, without its behaviour importance weight) and GAE uses one critic.
     Without ``refresh`` the ratio is against the behaviour policy the batch
@@ -166,7 +173,8 @@ def ppo_driver(trainer: Any, *, refresh: bool = True, **driver_kwargs: Any) -> D
 
 
 def dqn_driver(trainer: Any, *, iterations_per_batch: int = 1, **driver_kwargs: Any) -> Driver:
-    """A :class:`~jaxsample.driver.Driver` for a DQN ``Trainer`` (:func:`~.dqn.make_train`).
+    """A [`Driver`][jaxsample.driver.Driver] for a DQN ``Trainer``
+    ([`make_train`][jaxsample.algos.dqn.make_train]).
 
     One driver batch is ``iterations_per_batch`` (``K``) DQN iterations: the
     actor collects ``K`` ``[num_steps, num_envs]`` batches in one program
@@ -187,7 +195,8 @@ def dqn_driver(trainer: Any, *, iterations_per_batch: int = 1, **driver_kwargs: 
     acts with ``trainer.decay(index * K + j)``, exactly the synchronous
     schedule, so an actor's stream is a function of its network versions alone.
 
-    ``init(key, num_actors)``: as :func:`ppo_driver`'s (``trainer.init(key)``; actor 0
+    ``init(key, num_actors)``: as [`ppo_driver`][jaxsample.algos.drivers.ppo_driver]'s
+    (``trainer.init(key)``; actor 0
     continues its sampler state). ``train(key)`` runs ``num_iterations // K``
     batches. Defaults: two buffers, publish every batch,
     ``max_staleness=sync_every``.

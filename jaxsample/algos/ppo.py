@@ -1,10 +1,12 @@
 """PPO compiled whole, built only on jaxsample's public API.
 
-``make_train(config)`` returns a :class:`Trainer`, a frozen object of pure
+``make_train(config)`` returns a [`Trainer`][jaxsample.algos.ppo.Trainer], a frozen object of pure
 functions. ``trainer.train(key, hparams)`` is the whole run (collection with
-:func:`jaxsample.make_sampler`, GAE, epochs and minibatches, all inside one
+[`jaxsample.make_sampler`][jaxsample.sampler.make_sampler], GAE, epochs and minibatches, all inside
+one
 ``lax.scan``): jit it, and ``jax.vmap`` it over seeds and over hyperparameters
-(:class:`HParams`: learning rate, clip, entropy and value coefficients) at once::
+([`HParams`][jaxsample.algos.ppo.HParams]: learning rate, clip, entropy and value coefficients) at
+once::
 
     import jax, jax.numpy as jnp
     from jaxsample.algos import ppo
@@ -15,34 +17,35 @@ functions. ``trainer.train(key, hparams)`` is the whole run (collection with
     state, metrics = jax.jit(jax.vmap(trainer.train))(keys, hp)
     metrics["average_return"][:, -1]                       # [4] final returns
 
-Value targets (:func:`gae`) bootstrap through truncation, not through
+Value targets ([`gae`][jaxsample.algos.ppo.gae]) bootstrap through truncation, not through
 termination: at a step cut by the time limit the TD target is
 ``r + gamma * V(final_observation)``, the value of the true next observation the
-sampler kept (:func:`~jaxsample.algos.returns.truncation_values`: the critic
+sampler kept ([`truncation_values`][jaxsample.algos.returns.truncation_values]: the critic
 on the sparse store's few slots), at a terminated step it is just ``r``, and the
 lambda-recursion stops at every episode end. Treating truncations as terminations
 (what most JAX PPO code does: after an auto-reset the next observation it has is
 the reset one) teaches the critic that the 500th step of CartPole is worth ``r``.
 
-A multi-agent env (an action space :class:`~jaxsample.envs.per_agent.PerAgent`,
+A multi-agent env (an action space [`PerAgent`][jaxsample.envs.per_agent.PerAgent],
 e.g. ``jaxmarl/MPE_simple_spread_v3``) is trained with parameter sharing
 (IPPO): the agent below, built for one agent's space, acts for every agent as
-a :class:`~jaxsample.agents.SharedAgent`; values, rewards and advantages are
+a [`SharedAgent`][jaxsample.agents.SharedAgent]; values, rewards and advantages are
 ``[T, B, N]`` (GAE per agent, the env's ends broadcast over the agents) and
 the agents are one more axis of every minibatch sample.
 
 Two variants (``config.recurrent``):
 
-* feedforward: :class:`~jaxsample.agents.CategoricalActorCritic` (or
-  :class:`~jaxsample.agents.GaussianActorCritic` for a ``Box`` action space);
+* feedforward: [`CategoricalActorCritic`][jaxsample.agents.CategoricalActorCritic] (or
+  [`GaussianActorCritic`][jaxsample.agents.GaussianActorCritic] for a ``Box`` action space);
   minibatches are random subsets of the ``T * B`` steps.
-* recurrent: :class:`~jaxsample.agents.RecurrentActorCritic`; minibatches are
+* recurrent: [`RecurrentActorCritic`][jaxsample.agents.RecurrentActorCritic]; minibatches are
   random subsets of the ``B`` envs, each a whole ``T``-step sequence re-unrolled
   by ``evaluate_sequence`` from ``samples.agent.initial_state`` with the state
   reset exactly where the sampler reset it (``reset[t] = done[t - 1]``).
 
 Everything here is pure (callers jit) except the reference benchmark,
-:func:`reference_run` (``python -m jaxsample.algos.ppo``), a runner that jits.
+[`reference_run`][jaxsample.algos.ppo.reference_run] (``python -m jaxsample.algos.ppo``), a runner
+that jits.
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ __all__ = [
 @struct.dataclass
 class HParams:
     """PPO's loss and optimizer settings that are data, not static config (one
-    float32 scalar each per run; vmap over them): :meth:`Trainer.hparams`."""
+    float32 scalar each per run; vmap over them): `Trainer.hparams`."""
 
     lr: jax.Array
     clip_eps: jax.Array
@@ -108,13 +111,15 @@ class TrainState:
     Attributes:
       params: the agent's parameters (flax variables dict).
       opt_state: optax state of ``clip_by_global_norm`` + ``scale_by_adam``.
-      sampler_state: :class:`jaxsample.SamplerState` (envs, recurrent states,
+      sampler_state: [`jaxsample.SamplerState`][jaxsample.sampler.SamplerState] (envs, recurrent
+        states,
         per-env key chains).
       key: the key of the minibatch permutations (split every iteration).
       iteration: int32 ``[]``, iterations done (drives the lr annealing).
-      metrics: :class:`jaxsample.StepMetrics` (exact env-step and episode counts,
+      metrics: [`jaxsample.StepMetrics`][jaxsample.metrics.StepMetrics] (exact env-step and episode
+        counts,
         the returns of the last ``metrics_window`` episodes).
-      hparams: this run's :class:`HParams`.
+      hparams: this run's [`HParams`][jaxsample.algos.ppo.HParams].
     """
 
     params: PyTree
@@ -161,7 +166,7 @@ def ppo_loss(
     """PPO's clipped surrogate loss over one minibatch (any common shape).
 
     ``log_prob``, ``entropy``, ``value``: under the current parameters;
-    ``old_*``: at collection; ``advantage``, ``target``: from :func:`gae`.
+    ``old_*``: at collection; ``advantage``, ``target``: from [`gae`][jaxsample.algos.ppo.gae].
     Returns ``(loss, stats)``: ``pg - ent_coef * entropy + vf_coef * value_loss``
     (means over the minibatch) and float32 scalars ``pg_loss``, ``value_loss``,
     ``entropy``, ``approx_kl`` (``E[ratio - 1 - log ratio]``), ``clip_frac``.
@@ -210,7 +215,7 @@ def permutation(key: jax.Array, n: int) -> jax.Array:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Trainer(TrainerBase):
-    """PPO as pure functions; build it with :func:`make_train`.
+    """PPO as pure functions; build it with [`make_train`][jaxsample.algos.ppo.make_train].
 
     * ``init(key, hparams=None) -> TrainState``
     * ``iteration(state) -> (state, metrics)``: one collect, then ``learn``.
@@ -221,7 +226,8 @@ class Trainer(TrainerBase):
     * ``train(key, hparams=None) -> (state, metrics)``: ``init`` then ``run``
       for ``config.num_iterations``.
 
-    All are jittable and vmappable (over keys and :class:`HParams`). ``metrics``
+    All are jittable and vmappable (over keys and [`HParams`][jaxsample.algos.ppo.HParams]).
+    ``metrics``
     is a dict of float32 scalars per iteration (stacked ``[num_iterations]`` by
     ``run``): ``env_steps`` (after the iteration), ``episode_return_mean``,
     ``episode_length_mean``, ``n_episodes`` (episodes completed in this batch;
@@ -242,7 +248,7 @@ class Trainer(TrainerBase):
 
     def init(self, key: jax.Array, hparams: HParams | None = None) -> TrainState:
         """A fresh run from ``key`` (a ``jax.random.key``); ``hparams`` default to
-        the config's (:meth:`hparams`)."""
+        the config's (`hparams`)."""
         hparams, params, k_sampler, k_train = self._start(key, hparams)
         return TrainState(
             params=params,
@@ -255,7 +261,8 @@ class Trainer(TrainerBase):
         )
 
     def iteration(self, state: TrainState) -> tuple[TrainState, dict[str, jax.Array]]:
-        """One PPO iteration: collect ``[T, B]`` with ``state.params``, then :meth:`learn`."""
+        """One PPO iteration: collect ``[T, B]`` with ``state.params``, then
+        [`learn`][jaxsample.algos.ppo.Trainer.learn]."""
         sampler_state, batch = self.sampler.collect(state.sampler_state, state.params)
         return self.learn(state.replace(sampler_state=sampler_state), batch)
 
@@ -420,16 +427,16 @@ def make_train(
     mesh: Mesh | None = None,
     mesh_axis: str = "envs",
 ) -> Trainer:
-    """Build PPO for ``config``: a :class:`Trainer` of pure functions.
+    """Build PPO for ``config``: a [`Trainer`][jaxsample.algos.ppo.Trainer] of pure functions.
 
     Args:
-      config: a :class:`PPOConfig`.
+      config: a [`PPOConfig`][jaxsample.algos.ppo.PPOConfig].
       env, env_params: a gymnax environment to use instead of
         ``gymnax.make(config.env_name)`` (``env_params`` defaults to its
         ``default_params``). ``config.mask_velocity`` wraps either.
       mesh, mesh_axis: run data parallel over this mesh axis (Anakin style, one
         program): the sampler splits the ``num_envs`` envs over its devices
-        (:mod:`jaxsample.distributed`), every minibatch is split over them too,
+        ([`jaxsample.distributed`][jaxsample.distributed]), every minibatch is split over them too,
         and the gradient of the minibatch loss is all-reduced; the parameters
         and optimizer state are replicated. Same seed, same global batch: the
         same run as on one device, up to float rounding. ``num_envs``, and
@@ -438,7 +445,7 @@ def make_train(
     The sampler is ``make_sampler(env, env_params, agent, BatchSpec(num_steps,
     num_envs), reset_mode="auto", bootstrap_value=True)`` with the default sparse
     final-observation store, and ``store_agent_state=True`` for the recurrent
-    agent (see :func:`final_values`). The optimizer is
+    agent (see [`final_values`][jaxsample.algos.ppo.final_values]). The optimizer is
     ``chain(clip_by_global_norm(max_grad_norm), scale_by_adam(eps=adam_eps))``;
     the step is scaled by ``-hparams.lr`` times the annealing factor.
     """
@@ -511,7 +518,7 @@ def reference_run(
     """Train ``len(seeds)`` runs (x ``len(lrs)``) under one ``jax.vmap``; by
     default the reference benchmark, CleanRL's CartPole-v1 PPO with 8 seeds.
 
-    Returns the report of :func:`jaxsample.algos.common.reference_run` (which
+    Returns the report of `jaxsample.algos.common.reference_run` (which
     ``compiler`` is passed to).
     """
     config = PPOConfig() if config is None else config

@@ -1,7 +1,7 @@
 """Reporting a training run: the summary table, the JSON file and the PNG
-learning curve of a :class:`~jaxsample.algos.runner.TrainingResult` (what
+learning curve of a [`TrainingResult`][jaxsample.algos.runner.TrainingResult] (what
 ``jaxsample train`` prints and writes; running it is
-:mod:`jaxsample.algos.runner`'s)."""
+[`jaxsample.algos.runner`][jaxsample.algos.runner]'s)."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def plot(
     groups: dict[str, Sequence[int]] | None = None,
 ) -> None:
     """A PNG learning curve: each run's per-iteration returns (faint) and their
-    running mean over the last :data:`SMOOTHING` iterations with episodes; with
+    running mean over the last `SMOOTHING` iterations with episodes; with
     several runs, the mean of those in black. With ``groups`` (``{setting:
     run indices}``, a sweep) one line per setting instead: the mean over its
     seeds of their running means, shaded from their minimum to maximum."""

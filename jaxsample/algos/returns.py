@@ -1,23 +1,27 @@
 """Value targets that bootstrap through truncation, not through termination.
 
-Used by PPO (:mod:`jaxsample.algos.ppo`), its actor/learner adapter
-(:func:`jaxsample.algos.drivers.refresh_behaviour`) and DQN
-(:mod:`jaxsample.algos.dqn`):
+Used by PPO ([`jaxsample.algos.ppo`][jaxsample.algos.ppo]), its actor/learner adapter
+([`jaxsample.algos.drivers.refresh_behaviour`][jaxsample.algos.drivers.refresh_behaviour]) and DQN
+([`jaxsample.algos.dqn`][jaxsample.algos.dqn]):
 
-* :func:`final_values`: ``V(final_observation[t])``, the critic's value of the
+* [`final_values`][jaxsample.algos.returns.final_values]: ``V(final_observation[t])``, the critic's
+  value of the
   true next observation of every step (the one the sampler kept at a
   truncation, not the reset observation that follows it);
-  :func:`truncation_values` the same at the truncated steps only (all that
-  :func:`gae` reads), for a feedforward agent on the sparse store's few
+  [`truncation_values`][jaxsample.algos.returns.truncation_values] the same at the truncated steps
+  only (all that
+  [`gae`][jaxsample.algos.returns.gae] reads), for a feedforward agent on the sparse store's few
   slots instead of all ``T x B`` steps;
-* :func:`gae`: generalized advantage estimation whose TD target is
+* [`gae`][jaxsample.algos.returns.gae]: generalized advantage estimation whose TD target is
   ``r + gamma * V(final_observation)`` at a truncated step, ``r`` at a
   terminated one, with the lambda-recursion stopped at every episode end;
-* :func:`td_target`: DQN's one-step target ``r + gamma * (1 - terminated) *
+* [`td_target`][jaxsample.algos.returns.td_target]: DQN's one-step target ``r + gamma * (1 -
+  terminated) *
   V(s')`` from the Q-values of the true next observation;
-* :func:`turn_signs`: for self-play in a zero-sum two-player game (Pgx), the
+* [`turn_signs`][jaxsample.algos.returns.turn_signs]: for self-play in a zero-sum two-player game
+  (Pgx), the
   sign of the next value seen from the player who acted (``-1`` where the
-  other player moves next), which :func:`gae` takes as ``next_sign``
+  other player moves next), which [`gae`][jaxsample.algos.returns.gae] takes as ``next_sign``
   (negamax values).
 
 Conventions (time-major ``[T, B]``, ``final_observation``, ``bootstrap_value``)
@@ -60,7 +64,8 @@ def gae(
       value: ``V(s[t])``, the critic's value of the inputs at step ``t`` (e.g.
         ``samples.agent.agent_info.value``).
       final_value: ``V(final_observation[t])``, the value of the true next
-        observation of step ``t`` (:func:`final_values`); only read where
+        observation of step ``t`` ([`final_values`][jaxsample.algos.returns.final_values]); only
+        read where
         ``truncated`` (it may be anything elsewhere).
       bootstrap_value: the value of the inputs after the last step
         (``samples.bootstrap_value``); read only if step ``T - 1`` is not done.
@@ -70,7 +75,8 @@ def gae(
       gamma, lam: discount and GAE lambda.
       valid: optional bool mask (the sampler's ``samples.valid``); an invalid
         (idle) step ends the recursion and gets advantage 0.
-      next_sign: optional float ``+1``/``-1`` per step (:func:`turn_signs`):
+      next_sign: optional float ``+1``/``-1`` per step
+        ([`turn_signs`][jaxsample.algos.returns.turn_signs]):
         the next step's value and advantage are seen from the view of the
         player who acted at ``t`` with this sign (self-play in a zero-sum
         two-player game: ``-1`` where the opponent moves next, negamax).
@@ -172,7 +178,8 @@ def final_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:
     (``initial_state`` is ``()``) needs no stored state.
 
     On non-done steps this equals ``agent_info.value[t + 1]`` (and
-    ``bootstrap_value`` at ``t = T - 1``); :func:`gae` reads it only at truncated
+    ``bootstrap_value`` at ``t = T - 1``); [`gae`][jaxsample.algos.returns.gae] reads it only at
+    truncated
     steps. On terminated steps the sparse store's final observation is zeros and
     the value meaningless (GAE never reads it).
     """
@@ -201,16 +208,18 @@ def final_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:
 
 
 def truncation_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:
-    """:func:`final_values` where ``samples.env.truncated`` (the only steps
-    :func:`gae` reads it at), zeros elsewhere: ``[T, B]`` float32.
+    """[`final_values`][jaxsample.algos.returns.final_values] where ``samples.env.truncated`` (the
+    only steps
+    [`gae`][jaxsample.algos.returns.gae] reads it at), zeros elsewhere: ``[T, B]`` float32.
 
     A stateless agent with the sampler's default sparse final-observation store
     is evaluated on the store's ``K`` slots per env only (``[B, K]`` rows: one
     per env for CartPole at ``T = 128``, against ``T x B`` for
-    :func:`final_values`), each with the inputs of the step that wrote it
+    [`final_values`][jaxsample.algos.returns.final_values]), each with the inputs of the step that
+    wrote it
     (``action[t]``, ``reward[t]`` and the kept legal actions), and the values
     are read back at the truncated steps. A recurrent agent, or a dense store,
-    gets :func:`final_values`, masked.
+    gets [`final_values`][jaxsample.algos.returns.final_values], masked.
     """
     env = samples.env
     store = env.final_store
@@ -317,7 +326,8 @@ def turn_signs(env_info: dict[str, Any]) -> jax.Array:
     where another does: from ``env_info["player"]`` (who acted) and
     ``env_info["next_player"]`` (who moves next, in the final state at an
     episode's end), any common shape (a Pgx env's info,
-    :class:`jaxsample.envs.suites.PgxEnv`). :func:`gae`'s ``next_sign``."""
+    [`jaxsample.envs.suites.PgxEnv`][jaxsample.envs.suites.PgxEnv]).
+    [`gae`][jaxsample.algos.returns.gae]'s ``next_sign``."""
     missing = [k for k in ("player", "next_player") if k not in env_info]
     if missing:
         raise ValueError(

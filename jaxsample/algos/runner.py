@@ -3,7 +3,8 @@ summary table, JSON and PNG.
 
 A trainer (``jaxsample.algos.ppo.make_train``, ``jaxsample.algos.dqn.make_train``)
 is a frozen object of pure functions ``init(key) -> state`` and
-``run(state, num_iterations) -> (state, metrics)``. :func:`run_training` vmaps
+``run(state, num_iterations) -> (state, metrics)``.
+[`run_training`][jaxsample.algos.runner.run_training] vmaps
 them over seeds, compiles one chunk of iterations (and the remainder, if any)
 once, and runs the chunks back to back: between two chunks it only reads the
 small per-iteration metrics, so the display costs one host round trip per chunk.
@@ -12,10 +13,12 @@ program (the loop ``reference_run`` times, plus the callbacks) and reports
 progress from inside it through ordered host callbacks at a bounded rate. This
 is what ``jaxsample train`` runs: one program, or chunks with ``--checkpoint-dir``
 (a checkpoint after every chunk). Init is a program of its own in both, compiled
-with cheap XLA options on CPU (:func:`compiler_options`): it runs once. XLA
+with cheap XLA options on CPU ([`compiler_options`][jaxsample.algos.runner.compiler_options]): it
+    runs once. XLA
 compiles it on a worker thread while the iterations' program is traced and
-lowered for its abstract output (:func:`in_background`). (Not to be confused with the
-actor/learner runtime of :mod:`jaxsample.driver`, which overlaps collection and
+lowered for its abstract output ([`in_background`][jaxsample.algos.runner.in_background]). (Not to
+be confused with the
+actor/learner runtime of [`jaxsample.driver`][jaxsample.driver], which overlaps collection and
 learning on separate devices.)
 """
 
@@ -38,7 +41,7 @@ from jaxsample.algos.program_store import ProgramStore
 
 @dataclasses.dataclass
 class TrainingResult:
-    """What :func:`run_training` measured.
+    """What [`run_training`][jaxsample.algos.runner.run_training] measured.
 
     Attributes:
       env_steps: ``[I]`` environment steps (all envs of one run) after each
@@ -140,7 +143,8 @@ _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 #: once, for milliseconds, so LLVM's optimization of its kernels (the
 #: parameters' orthogonal initialization, the key splits, the first resets)
 #: is not worth its compile time; and its kernels are compiled on one thread,
-#: as it compiles beside the tracing of the iterations (:func:`in_background`),
+#: as it compiles beside the tracing of the iterations
+#: ([`in_background`][jaxsample.algos.runner.in_background]),
 #: which needs a core of its own. And of the iterations (``part="run"``):
 #: LLVM's -O2 instead of XLA's default -O3, a shorter compile at the same run
 #: time (all measured in docs/benchmarks.md).
@@ -152,7 +156,7 @@ CPU_COMPILER_OPTIONS: dict[str, dict[str, Any]] = {
 
 def compiler_options(part: str) -> dict[str, Any]:
     """The XLA options the runner compiles ``part`` (``"init"`` or ``"run"``)
-    with: :data:`CPU_COMPILER_OPTIONS` on the CPU backend, none elsewhere."""
+    with: `CPU_COMPILER_OPTIONS` on the CPU backend, none elsewhere."""
     if part not in CPU_COMPILER_OPTIONS:
         raise ValueError(f"part must be one of {sorted(CPU_COMPILER_OPTIONS)}, got {part!r}")
     return dict(CPU_COMPILER_OPTIONS[part]) if jax.default_backend() == "cpu" else {}
@@ -178,7 +182,8 @@ def _init_program(
 ) -> tuple[Callable[[], Any], Any]:
     """``(wait, like)``: ``wait()`` returns the compiled ``vmap(trainer.init)``
     for these arguments (traced from ``store`` when given; XLA compiles it on
-    a worker thread, :func:`in_background`) and ``like`` is its abstract
+    a worker thread, [`in_background`][jaxsample.algos.runner.in_background]) and ``like`` is its
+    abstract
     output (``jax.ShapeDtypeStruct`` s, weak types kept), for which the
     iterations can be traced meanwhile."""
     args = (keys, hparams)
@@ -210,7 +215,7 @@ def _initial_state(
     function that returns the run's initial state (running the compiled init).
 
     ``like`` is init's abstract output, so the iterations are traced and
-    lowered while XLA compiles init (:func:`_init_program`). A trainer with a
+    lowered while XLA compiles init (`_init_program`). A trainer with a
     mesh returns a sharded state, whose shardings only the compiled init
     knows: its iterations are compiled for the state itself.
     """
@@ -228,7 +233,8 @@ def _initial_state(
 def _program(trainer: Any, what: int | tuple, *args: Any, store: ProgramStore | None = None) -> Any:
     """The compiled ``vmap`` of ``trainer.run(state, what)`` (state donated), or
     the one-program run of a state (``what=("one", n, every)``:
-    :func:`one_program`, state donated, with the holder of its host callback
+    [`one_program`][jaxsample.algos.runner.one_program], state donated, with the holder of its host
+    callback
     and its iteration from ``store`` when given) for arguments like ``args``
     (arrays or ``jax.ShapeDtypeStruct`` s)."""
     avals = jax.tree.map(lambda x: (x.shape, x.dtype), args)
@@ -262,7 +268,8 @@ def one_program(
     step: Callable[..., Any] | None = None,
 ) -> Callable[[Any], tuple[Any, dict[str, jax.Array], jax.Array]]:
     """The whole vmapped run after init (``vmap(trainer.init)``, compiled
-    apart: :func:`compiler_options`) as one function of the vmapped state: a
+    apart: [`compiler_options`][jaxsample.algos.runner.compiler_options]) as one function of the
+        vmapped state: a
     ``lax.while_loop`` over up to ``n`` iterations of
     ``vmap(trainer.iteration)`` that hands ``(iteration, metrics [R])`` to
     ``holder[0]`` on the host (an ordered ``io_callback``) after every
@@ -276,7 +283,7 @@ def one_program(
 
     ``step`` replaces ``vmap(trainer.iteration)`` with a function that
     computes the same (the exported one of a
-    :class:`~jaxsample.algos.program_store.ProgramStore`).
+    [`ProgramStore`][jaxsample.algos.program_store.ProgramStore]).
 
     Returns ``(state, metrics, done)``: metrics ``[n, R]`` (rows from ``done``
     on are zeros: not run), ``done`` the iterations run (``n`` unless stopped).
@@ -380,7 +387,8 @@ def _result(
     merged: dict[str, np.ndarray], returns_of: Callable[[Any], Any], per_iteration: int,
     seconds: tuple[float, float], final_state: Any, **fields: Any,
 ) -> TrainingResult:  # fmt: skip
-    """The :class:`TrainingResult` of the metrics history ``merged`` (``[R, I]``),
+    """The [`TrainingResult`][jaxsample.algos.runner.TrainingResult] of the metrics history
+    ``merged`` (``[R, I]``),
     ``seconds`` = (compile, wall)."""
     runs, n = next(iter(merged.values())).shape
     return TrainingResult(
@@ -429,9 +437,9 @@ def run_training(
         ``elapsed`` (seconds since the start, compile included), ``eta``
         (seconds), ``recent_return`` and ``recent_loss`` (NaN when unknown).
       hparams: None, or a sweep: the trainer's ``HParams`` with a leading
-        ``[C]`` axis (:func:`run_inputs`).
+        ``[C]`` axis ([`run_inputs`][jaxsample.algos.runner.run_inputs]).
       resume: ``(state, metrics)``: continue from this vmapped state (e.g.
-        restored by :func:`jaxsample.checkpoint.restore`) after the
+        restored by [`jaxsample.checkpoint.restore`][jaxsample.checkpoint.restore]) after the
         iterations of ``metrics`` (numpy ``[R, k]`` each, the history).
       on_chunk: called after each chunk with ``(state, iterations_done,
         metrics [R, iterations_done])`` (the CLI checkpoints and logs here).
@@ -445,7 +453,7 @@ def run_training(
         runs once, at the end.
       stop: a function the run asks whether to stop early (e.g. set by a
         Ctrl-C handler): in one program, from inside it about every
-        :data:`STOP_CHECK_SECONDS` (the program then ends after the current
+        `STOP_CHECK_SECONDS` (the program then ends after the current
         iteration); in chunks, after each chunk (and its ``on_chunk``). The
         result then holds the iterations run, with ``interrupted=True``.
       store: with ``one_program``, where the program's traced init and
@@ -523,7 +531,7 @@ def _run_one_program(
     stop: Callable[[], bool] | None = None,
     store: ProgramStore | None = None,
 ) -> TrainingResult:
-    """:func:`run_training` with ``one_program=True``."""
+    """[`run_training`][jaxsample.algos.runner.run_training] with ``one_program=True``."""
     runs = int(keys.shape[0])
     begin = time.perf_counter()
     if progress is not None:

@@ -3,19 +3,21 @@
 ``jaxsample bench`` (the CLI) runs the grid; ``from jaxsample import bench``
 gives its Python interface (the names below). The modules:
 
-* :mod:`~jaxsample.bench.measure` — the hand-written floor
-  (:func:`bare_rollout`), program builders, the one timing helper every
-  benchmark uses (:func:`~jaxsample.bench.measure.interleave`: repetitions
+* `measure` — the hand-written floor
+  ([`bare_rollout`][jaxsample.bench.bare_rollout]), program builders, the one timing helper every
+  benchmark uses (`interleave`: repetitions
   interleaved method by method, the order reversed every other one), memory;
-* :mod:`~jaxsample.bench.grid` — :class:`GridSpec`, :func:`run_grid` and
-  :func:`overhead` (the sampler against the floor);
-* :mod:`~jaxsample.bench.peers` — the gymnasium / envpool host programs;
-* :mod:`~jaxsample.bench.schema` — method names and :data:`RESULT_SCHEMA`;
-* :mod:`~jaxsample.bench.report` — :func:`format_table`,
-  :func:`markdown_table`, :func:`write_json`, :func:`plot`;
-* :mod:`~jaxsample.bench.system` — :func:`system_info`;
-* :mod:`~jaxsample.bench.scaling` — :func:`sampler_compile`,
-  :func:`compile_scaling`, :func:`evaluator_scaling`.
+* `grid` — [`GridSpec`][jaxsample.bench.GridSpec], [`run_grid`][jaxsample.bench.run_grid] and
+  [`overhead`][jaxsample.bench.overhead] (the sampler against the floor);
+* `peers` — the gymnasium / envpool host programs;
+* `schema` — method names and `RESULT_SCHEMA`;
+* `report` — [`format_table`][jaxsample.bench.format_table],
+  [`markdown_table`][jaxsample.bench.markdown_table], [`write_json`][jaxsample.bench.write_json],
+  [`plot`][jaxsample.bench.plot];
+* `system` — [`system_info`][jaxsample.bench.system_info];
+* `scaling` — [`sampler_compile`][jaxsample.bench.sampler_compile],
+  [`compile_scaling`][jaxsample.bench.compile_scaling],
+  [`evaluator_scaling`][jaxsample.bench.evaluator_scaling].
 
 More benchmarks are runners, not imported here (they jit, and some
 restart the process with forced host devices):
@@ -24,17 +26,17 @@ restart the process with forced host devices):
 * ``python -m jaxsample.bench.driver`` — the actor/learner driver;
 * ``python -m jaxsample.bench.devices`` — a sharded sampler against the
   device count;
-* :mod:`jaxsample.bench.ppo` — PPO with jaxsample against a hand-written
+* `jaxsample.bench.ppo` — PPO with jaxsample against a hand-written
   rollout (``ppo_overhead``; ``jaxsample bench --ppo-overhead``);
-* :mod:`jaxsample.bench.training` and :mod:`jaxsample.bench.dqn_training` —
+* `jaxsample.bench.training` and `jaxsample.bench.dqn_training` —
   the train command's PPO and DQN programs against ``reference_run``'s (and,
   for PPO, a PureJaxRL-equivalent): ``jaxsample bench --training`` and
   ``--dqn-training``.
 
 Every figure of a PPO or DQN program comes with its compile split into
 tracing, lowering and XLA's compile, its run time and its size (jaxpr
-equations, HLO fusions: :func:`~jaxsample.bench.measure.compile_parts`,
-:func:`~jaxsample.bench.measure.program_size`), which do not move with the
+equations, HLO fusions: `compile_parts`,
+`program_size`), which do not move with the
 machine's load.
 
 Results and their discussion: ``docs/benchmarks.md``.

@@ -5,7 +5,7 @@
 For each device count ``n`` (a mesh over the first ``n`` devices), ``collect``
 of ``B`` envs split over the mesh, timed side by side with the one-device
 sampler in the same process (interleaved repetitions,
-:func:`~jaxsample.bench.measure.interleave`; medians; compile time
+`interleave`; medians; compile time
 separately). On a CPU the devices are forced host devices
 (``--xla_force_host_platform_device_count``, which the command sets when
 ``XLA_FLAGS`` does not) that share the machine's cores: the figures show the

@@ -1,10 +1,10 @@
 """DQN end to end: ``jaxsample train --algo dqn``'s programs and
 ``dqn.reference_run``'s program, side by side in one process.
 
-The DQN counterpart of :mod:`jaxsample.bench.training` (which has no DQN
+The DQN counterpart of `jaxsample.bench.training` (which has no DQN
 peer to compare against: these are DQN's own figures, kept so that a change
 of its compile cost shows). The two programs train the same
-:class:`~jaxsample.algos.configs.DQNConfig`, ``seeds`` runs under one
+[`DQNConfig`][jaxsample.algos.configs.DQNConfig], ``seeds`` runs under one
 ``jax.vmap``:
 
 * ``train`` — what ``jaxsample train --algo dqn`` compiles and runs
@@ -23,7 +23,7 @@ Compile time is measured from scratch ``compile_reps`` times per program,
 interleaved, after an uncounted warm-up round, in its three stages (tracing,
 lowering, XLA's compile), with each program's size (jaxpr equations, HLO
 fusions); run time is ``reps`` interleaved runs of each compiled program
-(:func:`~jaxsample.bench.measure.compare_programs`).
+(`compare_programs`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ PROGRAMS = ("train", "reference_run")
 
 
 def _programs(config: dqn.DQNConfig, seeds: int, every: int) -> dict[str, tuple[list, tuple]]:
-    """:func:`~jaxsample.bench.training.train_programs` of a fresh DQN trainer."""
+    """`train_programs` of a fresh DQN trainer."""
     return train_programs(dqn.make_train(config), seeds, every)
 
 
@@ -93,5 +93,5 @@ def dqn_training(
 
 
 def format_dqn_training(result: dict[str, Any]) -> str:
-    """:func:`dqn_training`'s result as a small text table."""
+    """`dqn_training`'s result as a small text table."""
     return format_end_to_end("DQN", result)

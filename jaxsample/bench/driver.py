@@ -1,10 +1,10 @@
-"""Benchmark of the actor/learner driver (:mod:`jaxsample.driver`).
+"""Benchmark of the actor/learner driver ([`jaxsample.driver`][jaxsample.driver]).
 
 Two parts, each in one process:
 
 * ``speed``: wall time for a fixed number of environment steps and updates,
   the same PPO / DQN work run four ways, interleaved
-  (:func:`~jaxsample.bench.measure.interleave`), medians of ``--reps``:
+  (`interleave`), medians of ``--reps``:
   ``fused`` (``jax.jit(trainer.run)``: the whole loop one program on one
   device, the project's normal synchronous path), ``sync`` (the driver's sync
   mode with one buffer: collect, then learn, alternating, through the host),
@@ -13,7 +13,7 @@ Two parts, each in one process:
   per-batch collect and learn times and the best async can do,
   ``(collect + learn) / max(collect, learn)``; the fused program's compile
   by stage (trace, lower, XLA) and size (jaxpr equations, HLO fusions:
-  :func:`~jaxsample.bench.measure.compile_parts`), and the drivers' first
+  `compile_parts`), and the drivers' first
   two batches (their collect and learn compiled).
 * ``scores``: full-budget PPO and DQN CartPole runs through the async driver,
   one seed at a time (final average return, greedy evaluation for DQN,

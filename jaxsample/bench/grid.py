@@ -1,20 +1,21 @@
 """The grid behind ``jaxsample bench``, and the overhead measurement.
 
-:func:`run_grid` measures, for every cell ``(env, B, T)`` of a :class:`GridSpec`,
+[`run_grid`][jaxsample.bench.run_grid] measures, for every cell ``(env, B, T)`` of a
+[`GridSpec`][jaxsample.bench.GridSpec],
 the same ``T`` steps of ``B`` environments done by each method of ``METHODS``:
 
 * ``"bare"`` — the floor: a hand-written ``lax.scan(vmap(env.step))`` with
   random actions that stores observation, action, reward and done
-  (:func:`~jaxsample.bench.measure.bare_rollout`);
-* ``"random"`` — ``sampler.collect`` with a :class:`~jaxsample.agents.RandomAgent`
-  and the default options (what :func:`overhead` measures);
+  ([`bare_rollout`][jaxsample.bench.bare_rollout]);
+* ``"random"`` — ``sampler.collect`` with a [`RandomAgent`][jaxsample.agents.RandomAgent]
+  and the default options (what [`overhead`][jaxsample.bench.overhead] measures);
 * ``"pool"`` — ``"random"`` with cheap resets (``reset_pool=8``, at most the
   default block, docs/guides/cheap-resets.md);
 * ``"bare_mlp"`` — the hand-written floor of a learning agent: PureJaxRL's
   rollout, ``lax.scan`` over the MLP's forward pass and ``vmap(env.step)``
-  (:func:`~jaxsample.bench.measure.bare_mlp_rollout`), the floor of ``"mlp"``;
+  (`bare_mlp_rollout`), the floor of ``"mlp"``;
 * ``"mlp"`` — ``sampler.collect`` with PPO's actor-critic (a 64x64 tanh MLP,
-  :class:`~jaxsample.agents.CategoricalActorCritic`, or the Gaussian one for a
+  [`CategoricalActorCritic`][jaxsample.agents.CategoricalActorCritic], or the Gaussian one for a
   ``Box`` action space): sampling plus a forward pass per step;
 * ``"gymnasium"`` — gymnasium's synchronous vector env of the numpy
   environment (``gymnasium.make_vec(..., vectorization_mode="sync")``);
@@ -41,7 +42,7 @@ How a cell is measured (one process, one device):
    repetition's time is divided by ``calls_per_rep``; the median and quartiles
    are reported, and ``ratio_to_floor = median(floor) / median(method)``
    against the method's own floor (``floor``: ``bare_mlp`` for ``mlp``,
-   ``bare`` for the others; :func:`~jaxsample.bench.schema.floor_of`)
+   ``bare`` for the others; `floor_of`)
    (throughput relative to the floor, higher is better) with the quartiles of
    the per-repetition (paired) ratios as its spread. ``ratio_to_floor_best =
    min(floor) / min(method)`` compares the fastest repetitions: other work on
@@ -60,8 +61,8 @@ larger ``B`` of that ``(env, T)``; each skip is listed in the result with its
 reason.
 
 The result is a JSON-ready dict described by
-:data:`~jaxsample.bench.schema.RESULT_SCHEMA` (a JSON Schema);
-:mod:`jaxsample.bench.report` presents it.
+`RESULT_SCHEMA` (a JSON Schema);
+`jaxsample.bench.report` presents it.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def overhead(
     """Measure ``collect`` (RandomAgent, default options) against the bare floor.
 
     The same programs and the same timing as the ``"random"`` and ``"bare"``
-    methods of a :func:`run_grid` cell (``ratio`` here is that cell's
+    methods of a [`run_grid`][jaxsample.bench.run_grid] cell (``ratio`` here is that cell's
     ``ratio_to_floor`` of ``"random"``).
 
     Returns a dict with ``env``, ``B``, ``T``, compile seconds of both,
@@ -174,14 +175,14 @@ def _check_seconds(name: str, value: Any, allow_none: bool) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class GridSpec:
-    """What :func:`run_grid` measures; validated when constructed.
+    """What [`run_grid`][jaxsample.bench.run_grid] measures; validated when constructed.
 
     Attributes:
       envs: gymnax environment names.
       Bs: numbers of environments (sorted, deduplicated); the default is
         ``1, 4, 16, ..., 65536``, as far as memory and time allow.
       Ts: steps per call.
-      methods: a subset of :data:`METHODS`.
+      methods: a subset of `METHODS`.
       reps: timed repetitions per method and cell (interleaved).
       warmup: untimed calls per method and cell before the repetitions.
       peer_max_B: the host peers run only at ``B <= peer_max_B``.
@@ -303,15 +304,17 @@ def _method_row(
 def run_grid(
     spec: GridSpec | None = None, *, progress: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
-    """Measure every cell of ``spec`` (default :class:`GridSpec`); see the module doc.
+    """Measure every cell of ``spec`` (default [`GridSpec`][jaxsample.bench.GridSpec]); see the
+    module doc.
 
     Args:
       spec: the grid.
       progress: called with one line of text per measured cell.
 
     Returns:
-      A JSON-ready dict following :data:`RESULT_SCHEMA`: ``schema_version``,
-      ``system`` (:func:`system_info`), ``settings``, ``cells`` (one per measured
+      A JSON-ready dict following `RESULT_SCHEMA`: ``schema_version``,
+      ``system`` ([`system_info`][jaxsample.bench.system_info]), ``settings``, ``cells`` (one per
+      measured
       ``(env, B, T)``, with a row per method), ``skipped`` (what was not
       measured and why), ``notes`` and ``wall_s``.
     """

@@ -1,10 +1,11 @@
 """Benchmark of the host sampler: ``python -m jaxsample.bench.host``.
 
-The same agent (PPO's 64x64 tanh actor-critic, :class:`CategoricalActorCritic`,
+The same agent (PPO's 64x64 tanh actor-critic, `CategoricalActorCritic`,
 one set of parameters) collects ``T`` steps of ``B`` CartPole-v1 envs with:
 
-* ``host:<env>`` — :func:`jaxsample.host.make_host_sampler` over a host vector
-  env (a full :class:`~jaxsample.Batch`: TrajInfo, prev_action/prev_reward,
+* ``host:<env>`` — [`jaxsample.host.make_host_sampler`][jaxsample.host.make_host_sampler] over a
+  host vector
+  env (a full [`Batch`][jaxsample.types.Batch]: TrajInfo, prev_action/prev_reward,
   final observations, agent_info);
 * ``loop:<env>`` — a plain Python loop over the same kind of vector env with
   the same jitted policy: per step one jitted call (the vmapped ``agent.step``),
@@ -14,16 +15,18 @@ one set of parameters) collects ``T`` steps of ``B`` CartPole-v1 envs with:
   does none of the sampler's bookkeeping (and with a NextStep env records the
   reset steps as if they were transitions);
 * ``bridge:<env>`` — a jitted ``lax.scan`` of ``T`` steps that drives the env
-  through :func:`jaxsample.host.make_bridge` (one ordered ``io_callback`` per
+  through [`jaxsample.host.make_bridge`][jaxsample.host.make_bridge] (one ordered ``io_callback``
+  per
   step) and stores the loop's arrays;
-* ``jax:gymnax`` — :func:`jaxsample.make_sampler` on gymnax's CartPole-v1 (one
+* ``jax:gymnax`` — [`jaxsample.make_sampler`][jaxsample.sampler.make_sampler] on gymnax's
+  CartPole-v1 (one
   compiled program per batch).
 
 ``<env>`` is ``samestep`` / ``nextstep`` (gymnasium ``SyncVectorEnv`` in that
 autoreset mode) or ``envpool`` (when installed). All methods run in one
 process; after a warm-up (compilation) every repetition times ``calls``
 batches of each method, the methods interleaved and their order reversed on
-every other repetition (:func:`~jaxsample.bench.measure.interleave`), and the
+every other repetition (`interleave`), and the
 median over repetitions is reported as env steps per second with the ratios
 ``host / loop`` per env and ``jax / host:samestep``.
 """
@@ -259,7 +262,7 @@ def run_benchmark(
 
 
 def format_result(result: dict[str, Any]) -> str:
-    """A plain-text table of :func:`run_benchmark`'s result."""
+    """A plain-text table of `run_benchmark`'s result."""
     lines = [
         f"CartPole-v1, B={result['B']}, T={result['T']}, backend={result['backend']}, "
         f"{result['reps']} interleaved reps x {result['calls']} calls, medians",

@@ -1,15 +1,15 @@
 """Measuring: the hand-written floor, program builders, timing and memory.
 
-Every benchmark of :mod:`jaxsample.bench` times its methods with
-:func:`interleave` (repetitions interleaved method by method, the order
+Every benchmark of [`jaxsample.bench`][jaxsample.bench] times its methods with
+`interleave` (repetitions interleaved method by method, the order
 reversed on every other repetition, so the machine's noise hits all methods
-alike); the grid and :func:`~jaxsample.bench.grid.overhead` add the warm-up
-calibration of :func:`measure`. JAX programs are built as a :class:`JaxPlan`
+alike); the grid and [`overhead`][jaxsample.bench.overhead] add the warm-up
+calibration of `measure`. JAX programs are built as a `JaxPlan`
 (shapes first, so a cell can be skipped before anything is allocated) and run
-as a :class:`Program`. Whole training programs are compiled with
-:func:`compile_parts` (tracing, lowering and XLA's compile timed apart, and
-the program's size, :func:`program_size`) and summarized with
-:func:`compile_summary`.
+as a `Program`. Whole training programs are compiled with
+`compile_parts` (tracing, lowering and XLA's compile timed apart, and
+the program's size, `program_size`) and summarized with
+`compile_summary`.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
 # Compile by stage, program sizes
 # ----------------------------------------------------------------------------
 
-#: The stages of a compile that :func:`compile_parts` times apart: tracing to
+#: The stages of a compile that `compile_parts` times apart: tracing to
 #: a jaxpr (``jit(...).trace``), lowering to StableHLO (``.lower()``) and
 #: XLA's compile (``.compile()``).
 STAGES = ("trace", "lower", "compile")
@@ -145,10 +145,10 @@ STAGES = ("trace", "lower", "compile")
 class Part(NamedTuple):
     """One compiled program of a run: a jitted function and the XLA options it
     is compiled with. A run's parts are called in turn, each on the previous
-    one's output (the first on the run's arguments): :func:`call_parts`.
+    one's output (the first on the run's arguments): `call_parts`.
     ``overlap``: XLA compiles this part on a worker thread while the next one
     is traced and lowered for its abstract output, as the runner compiles a
-    run's init (:func:`jaxsample.algos.runner.in_background`)."""
+    run's init ([`jaxsample.algos.runner.in_background`][jaxsample.algos.runner.in_background])."""
 
     fn: Any
     options: dict[str, Any]
@@ -156,7 +156,7 @@ class Part(NamedTuple):
 
 
 def call_parts(exes: Sequence[Any], args: tuple) -> Any:
-    """Run a program's compiled parts in turn (:class:`Part`)."""
+    """Run a program's compiled parts in turn (`Part`)."""
     out = exes[0](*args)
     for exe in exes[1:]:
         out = exe(out)
@@ -173,10 +173,10 @@ def compile_parts(
     parts: Sequence[Part], args: tuple
 ) -> tuple[list[Any], dict[str, float], dict[str, int]]:
     """``(executables, seconds, size)``: trace, lower and compile each part of
-    a program, each stage timed (``seconds`` keyed by :data:`STAGES`) and
+    a program, each stage timed (``seconds`` keyed by `STAGES`) and
     summed over the parts, ``seconds["total"]`` their sum, or where a part
-    overlaps the next (:class:`Part`) the wall time of it all (less); and
-    the program's size (:func:`program_size`, summed). A part after the first
+    overlaps the next (`Part`) the wall time of it all (less); and
+    the program's size (`program_size`, summed). A part after the first
     is compiled for the previous part's output: its abstract output after an
     overlapping part, else its output (run, untimed, to get it: milliseconds
     for a run's init)."""
@@ -240,7 +240,7 @@ def program_size(jaxpr: Any, hlo: str) -> dict[str, int]:
 
 def compile_summary(rows: Sequence[Mapping[str, float]]) -> dict[str, Any]:
     """``{stage: median, "total": median, "all": [totals]}`` of the per-stage
-    seconds of one program's compiles (rows of :func:`compile_parts`)."""
+    seconds of one program's compiles (rows of `compile_parts`)."""
     totals = [row["total"] for row in rows]
     return {
         **{s: statistics.median(row[s] for row in rows) for s in STAGES},
@@ -258,14 +258,14 @@ def compare_programs(
     """Compile programs from scratch and run them, side by side in one process.
 
     ``build()`` returns fresh jitted programs (new closures: nothing cached)
-    as ``{name: (parts, args)}`` (:class:`Part`). It is called
+    as ``{name: (parts, args)}`` (`Part`). It is called
     ``compile_reps + 1`` times, with JAX's persistent cache off
-    (:func:`fresh_compiles`); each time every program is compiled
-    (:func:`compile_parts`) after ``jax.clear_caches()`` (no program reuses
+    (`fresh_compiles`); each time every program is compiled
+    (`compile_parts`) after ``jax.clear_caches()`` (no program reuses
     another's traces of shared functions), the order reversed every other
     time. The first round warms the process up (XLA's and LLVM's first-use
     costs) and is not counted. The last compiled executables are then run
-    ``reps`` times, interleaved (:func:`interleave`, :func:`call_parts`),
+    ``reps`` times, interleaved (`interleave`, `call_parts`),
     each run blocked until ready.
 
     Returns:
@@ -440,7 +440,7 @@ def bare_rollout(env: Any, env_params: Any, T: int, B: int) -> tuple[Callable, C
 
 
 def bare_plan(env: Any, env_params: Any, T: int, B: int) -> JaxPlan:
-    """The floor (:func:`bare_rollout`) as a plan."""
+    """The floor ([`bare_rollout`][jaxsample.bench.bare_rollout]) as a plan."""
     init, run = bare_rollout(env, env_params, T, B)
     return JaxPlan(init, run)
 
@@ -492,7 +492,7 @@ def bare_mlp_rollout(
 
 
 def bare_mlp_plan(env: Any, env_params: Any, agent: Any, params: Any, T: int, B: int) -> JaxPlan:
-    """The hand-written MLP rollout (:func:`bare_mlp_rollout`) as a plan."""
+    """The hand-written MLP rollout (`bare_mlp_rollout`) as a plan."""
     init, run = bare_mlp_rollout(env, env_params, agent, params, T, B)
     return JaxPlan(init, run, (params,))
 
@@ -510,8 +510,8 @@ def random_plan(
     final_observation: str = "sparse",
     reset_pool: int = 0,
 ) -> JaxPlan:
-    """``sampler.collect`` with a :class:`~jaxsample.agents.RandomAgent` as a plan
-    (``reset_pool``: :func:`pool_size`'s pool, 0 for gymnax's auto-reset)."""
+    """``sampler.collect`` with a [`RandomAgent`][jaxsample.agents.RandomAgent] as a plan
+    (``reset_pool``: `pool_size`'s pool, 0 for gymnax's auto-reset)."""
     agent = RandomAgent(env.action_space(env_params))
     sampler = make_sampler(
         env,
@@ -535,7 +535,7 @@ def mlp_agent(env: Any, env_params: Any) -> Any | None:
 
 
 def mlp_params(agent: Any, env: Any, env_params: Any, key: jax.Array) -> Any:
-    """Fresh parameters of :func:`mlp_agent`'s network for ``env``."""
+    """Fresh parameters of `mlp_agent`'s network for ``env``."""
     obs_spec = jax.eval_shape(lambda k: env.reset(k, env_params)[0], key)
     example = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), obs_spec)
     return jax.jit(agent.init)(jax.random.fold_in(key, 1), example)

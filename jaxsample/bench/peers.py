@@ -2,9 +2,9 @@
 
 They run on the host CPU whatever the JAX backend, step with uniformly random
 actions drawn by numpy and write the same four ``[T, B]`` arrays as the floor
-(:func:`~jaxsample.bench.measure.bare_rollout`: observation, action, reward,
+([`bare_rollout`][jaxsample.bench.bare_rollout]: observation, action, reward,
 done) into preallocated numpy buffers. They exist for the classic-control envs
-of :data:`PEER_ENVS` only.
+of `PEER_ENVS` only.
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """PPO with jaxsample against the same PPO with a hand-written rollout.
 
-The inline trainer replaces exactly one thing in :class:`jaxsample.algos.ppo.Trainer`:
+The inline trainer replaces exactly one thing in
+[`jaxsample.algos.ppo.Trainer`][jaxsample.algos.ppo.Trainer]:
 the collection. Its rollout is what one writes by hand without jaxsample, a
 ``lax.scan`` over ``vmap(env.step)`` with the agent's forward pass, keeping
 gymnax's ``info["final_observation"]`` densely so that truncations can be
 bootstrapped too; GAE, the minibatches, the loss and the optimizer are the
 trainer's own. Both run in one process, interleaved
-(:func:`~jaxsample.bench.measure.interleave`), compiled separately, the
+(`interleave`), compiled separately, the
 compile split into tracing, lowering and XLA's compile and each program's
-size (jaxpr equations, HLO fusions) reported beside it (:func:`format_overhead`).
+size (jaxpr equations, HLO fusions) reported beside it (`format_overhead`).
 """
 
 from __future__ import annotations
@@ -164,10 +165,10 @@ def ppo_overhead(
 ) -> dict[str, Any]:
     """Wall time of a whole PPO run, jaxsample vs inline, vmapped over ``seeds``.
 
-    Both programs (``jit(vmap(train))``, :data:`PROGRAMS`) are compiled from
+    Both programs (``jit(vmap(train))``, `PROGRAMS`) are compiled from
     scratch ``compile_reps`` times, interleaved, after an uncounted warm-up
     round, tracing, lowering and XLA's compile timed apart, then run ``reps``
-    times, interleaved (:func:`~jaxsample.bench.measure.compare_programs`).
+    times, interleaved (`compare_programs`).
 
     Args:
       seeds: runs under one ``vmap``.
@@ -180,7 +181,7 @@ def ppo_overhead(
       ``{"env", "seeds", "total_timesteps", "reps", "compile_reps",
       "compile_s": {program: {"trace", "lower", "compile", "total", "all"}},
       "size": {program: {"jaxpr_eqns", "hlo_fusions"}}
-      (:func:`~jaxsample.bench.measure.program_size`),
+      (`program_size`),
       "run_s": {program: {"median", "all"}}, "ratio", "compile_ratio",
       "final_return": {program: [seeds]}}``: ``ratio`` is jaxsample's run
       time over inline's (lower is better; the target is <= 1.05),
@@ -233,7 +234,7 @@ def _programs(config: ppo.PPOConfig) -> dict[str, Any]:
 
 
 def format_overhead(result: dict[str, Any]) -> str:
-    """:func:`ppo_overhead`'s result as a small text table."""
+    """`ppo_overhead`'s result as a small text table."""
     ratios = {"jaxsample/inline": {"run": result["ratio"], "compile": result["compile_ratio"]}}
     return format_programs(
         f"PPO with jaxsample vs a hand-written rollout ({result['env']}, "

@@ -10,7 +10,7 @@ of the program a user would write by hand:
   on the flattened observation (PureJaxRL's ``FlattenObservationWrapper``),
   orthogonal initialization (``sqrt(2)`` hidden, 0.01 policy head, 1.0 value
   head; flax's, drawn per seed as jaxsample's agents draw it:
-  :mod:`jaxsample.agents.initializers`), zero biases; a categorical policy from the logits;
+  `jaxsample.agents.initializers`), zero biases; a categorical policy from the logits;
 * the rollout: ``lax.scan`` over ``config.num_steps`` of the network's forward
   pass on ``[B, obs]``, ``vmap(env.step)`` with ``split(key, B)``, the episode
   return and length tracked in the carry (PureJaxRL's ``LogWrapper``), every
@@ -23,7 +23,7 @@ of the program a user would write by hand:
   normalization, through ``optax.chain(clip_by_global_norm, adam(schedule))``
   with the learning rate annealed per gradient step as PureJaxRL does.
 
-The settings come from a :class:`~jaxsample.algos.configs.PPOConfig` (the same
+The settings come from a [`PPOConfig`][jaxsample.algos.configs.PPOConfig] (the same
 object jaxsample's trainer is built from), so both sides run the same
 hyperparameters.
 """
@@ -206,7 +206,7 @@ def make_train(
 
 def mean_returns(metrics: dict[str, jax.Array]) -> jax.Array:
     """``[..., num_iterations]`` mean return of the episodes each iteration
-    completed (NaN where none), from :func:`make_train`'s metrics."""
+    completed (NaN where none), from `make_train`'s metrics."""
     ended = metrics["returned_episode"]
     n = jnp.sum(ended, axis=(-2, -1))
     total = jnp.sum(metrics["returned_episode_returns"], axis=(-2, -1))

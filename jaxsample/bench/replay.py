@@ -1,11 +1,11 @@
-"""Prioritized replay throughput: :func:`jaxsample.replay.prioritized` against
+"""Prioritized replay throughput: `jaxsample.replay.prioritized` against
 flashbax's prioritised trajectory buffer (a sum tree), side by side.
 
 A runner (it jits): ``python -m jaxsample.bench.replay [--B 64] [--capacity
 4096] [--batch-size 256] [--reps 7]``. Both buffers hold the same pytree (one
 step of a CartPole sampler's ``examples``) in ``B`` rings of ``capacity``
 steps, full; timed per call, repetitions interleaved
-(:func:`~jaxsample.bench.measure.interleave`):
+(`interleave`):
 
 * ``sample``: ``batch_size`` single steps (sequences of length 1) by priority;
 * ``update``: new priorities for ``batch_size`` sampled steps, the state

@@ -1,4 +1,4 @@
-"""Presenting a :func:`~jaxsample.bench.grid.run_grid` result: the terminal
+"""Presenting a [`run_grid`][jaxsample.bench.run_grid] result: the terminal
 table, a markdown table for the docs, strict JSON and a plot."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def cell_line(cell: dict[str, Any]) -> str:
 
 def key_ratios(result: dict[str, Any]) -> list[str]:
     """One line per cell with the ratios that answer a user's question
-    (:data:`~jaxsample.bench.schema.KEY_RATIOS`): the sampler with gymnax's
+    (`KEY_RATIOS`): the sampler with gymnax's
     auto-reset and with pooled resets against the bare scan, and the sampler
     with the MLP against the hand-written MLP rollout."""
     lines = []
@@ -241,7 +241,7 @@ def end_to_end_result(
     final_return: dict[str, list[float]],
 ) -> dict[str, Any]:
     """An end-to-end training comparison's result from ``measured``
-    (:func:`~jaxsample.bench.measure.compare_programs`): its compile and run
+    (`compare_programs`): its compile and run
     times, sizes, the final returns, and for each pair ``(a, b)`` of program
     names ``ratios["a/b"] = {"run", "compile"}``, ``a``'s median run and
     total compile time over ``b``'s (lower is better)."""
@@ -264,7 +264,7 @@ def end_to_end_result(
 
 
 def format_end_to_end(algo: str, result: dict[str, Any]) -> str:
-    """:func:`end_to_end_result`'s table, titled with ``algo`` and the settings."""
+    """`end_to_end_result`'s table, titled with ``algo`` and the settings."""
     s = result["settings"]
     steps = "step" if s["num_steps"] == 1 else "steps"
     return format_programs(
@@ -277,7 +277,7 @@ def format_end_to_end(algo: str, result: dict[str, Any]) -> str:
 
 def format_programs(title: str, result: dict[str, Any], width: int = 14) -> str:
     """``title``, then a row per program of ``result`` (in the order of its
-    ``compile_s``: :func:`compile_row`), then its ``ratios``
+    ``compile_s``: `compile_row`), then its ``ratios``
     (``{"a/b": {"run", "compile"}}``)."""
     lines = [title, compile_header(width)]
     for name, compile_s in result["compile_s"].items():
@@ -290,7 +290,7 @@ def format_programs(title: str, result: dict[str, Any], width: int = 14) -> str:
 
 
 def compile_header(width: int) -> str:
-    """The header of a training program's row (:func:`compile_row`)."""
+    """The header of a training program's row (`compile_row`)."""
     return (
         f"  {'program':<{width}}{'trace':>7}{'lower':>7}{'XLA':>7}{'compile':>9}{'run':>8}"
         f"{'eqns':>7}{'fusions':>9}  final return"
@@ -306,8 +306,8 @@ def compile_row(
     final: str,
 ) -> str:
     """One program's row: its compile seconds by stage and in all
-    (:func:`~jaxsample.bench.measure.compile_summary`), its run seconds, its
-    size (:func:`~jaxsample.bench.measure.program_size`) and its final return."""
+    (`compile_summary`), its run seconds, its
+    size (`program_size`) and its final return."""
     c = compile_s
     return (
         f"  {name:<{width}}{c['trace']:>6.2f}s{c['lower']:>6.2f}s{c['compile']:>6.2f}s"

@@ -1,5 +1,6 @@
 """Compile and scaling measurements beside the grid: ``collect``'s compile
-against the bare scan's (:func:`sampler_compile`), ``collect``'s compile
+against the bare scan's ([`sampler_compile`][jaxsample.bench.sampler_compile]), ``collect``'s
+compile
 time against ``T``, and the evaluator's run time as its step budget grows."""
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from jaxsample.bench.report import end_to_end_result, format_programs
 from jaxsample.sampler import make_sampler
 from jaxsample.types import BatchSpec
 
-#: :func:`sampler_compile`'s envs: a classic-control env, a MinAtar env, a Brax env.
+#: [`sampler_compile`][jaxsample.bench.sampler_compile]'s envs: a classic-control env, a MinAtar
+#: env, a Brax env.
 SAMPLER_COMPILE_ENVS = ("CartPole-v1", "Breakout-MinAtar", "brax/inverted_pendulum")
 
 
@@ -43,11 +45,11 @@ def sampler_compile(
 ) -> dict[str, Any]:
     """``collect``'s compile time against the bare floor's, env by env.
 
-    For each env: ``collect`` of a :class:`~jaxsample.agents.RandomAgent`
+    For each env: ``collect`` of a [`RandomAgent`][jaxsample.agents.RandomAgent]
     (default options: the ``"random"`` method of the grid) and the bare
-    ``scan(vmap(env.step))`` (:func:`~jaxsample.bench.measure.bare_rollout`),
+    ``scan(vmap(env.step))`` ([`bare_rollout`][jaxsample.bench.bare_rollout]),
     compiled from scratch ``compile_reps`` times each, interleaved, after an
-    untimed round (:func:`~jaxsample.bench.measure.compare_programs`: trace,
+    untimed round (`compare_programs`: trace,
     lower and XLA's compile timed apart, the sizes beside them), then run
     ``reps`` times, interleaved. One compile of each, as the grid's
     ``compile_s`` is, swings by a third on a loaded machine; these medians
@@ -64,7 +66,7 @@ def sampler_compile(
       "skipped": {env: why}}`` (an env whose suite is not installed or does
       not import is skipped),
       ``compile_s`` / ``size`` / ``run_s`` keyed ``"collect"`` and ``"bare"``
-      as :func:`~jaxsample.bench.measure.compare_programs` gives them, and
+      as `compare_programs` gives them, and
       ``ratios["collect/bare"] = {"run", "compile"}`` (medians; lower is better).
     """
     from jaxsample.envs import suites
@@ -108,7 +110,7 @@ def sampler_compile(
 
 
 def format_sampler_compile(result: dict[str, Any]) -> str:
-    """:func:`sampler_compile`'s tables, one per env."""
+    """[`sampler_compile`][jaxsample.bench.sampler_compile]'s tables, one per env."""
     s = result["settings"]
     skipped = [f"  {env}: skipped, {why}" for env, why in result["skipped"].items()]
     return "\n".join(
@@ -155,9 +157,10 @@ def evaluator_scaling(
 
     For each factor ``f`` the evaluator gets ``max_steps = n_envs * max_T * f``
     (RandomAgent, the same key, so the same trajectories and steps taken). As a
-    contrast, ``scan_baseline`` also times :func:`bare_rollout` over the whole
+    contrast, ``scan_baseline`` also times [`bare_rollout`][jaxsample.bench.bare_rollout] over the
+    whole
     budget (``max_T * f`` steps of ``n_envs`` envs), what a fixed-length scan
-    pays. Repetitions are interleaved over the factors (:func:`interleave`);
+    pays. Repetitions are interleaved over the factors (`interleave`);
     medians are reported.
 
     Returns:

@@ -1,11 +1,11 @@
 """The result's vocabulary and layout: the method names and the JSON Schema of
-:func:`~jaxsample.bench.grid.run_grid`'s result."""
+[`run_grid`][jaxsample.bench.run_grid]'s result."""
 
 from __future__ import annotations
 
 from typing import Any
 
-#: Version of the result's layout (:data:`RESULT_SCHEMA`).
+#: Version of the result's layout (`RESULT_SCHEMA`).
 SCHEMA_VERSION = 1
 #: The JAX methods, compiled on the default device.
 JAX_METHODS = ("bare", "random", "pool", "bare_mlp", "mlp")
@@ -18,7 +18,7 @@ FLOOR = "bare"
 #: The pool of the ``"pool"`` method: ``reset_pool`` (at most the block).
 POOL_SIZE = 8
 #: ``method: its own floor`` for the ratios that answer a user's question
-#: (:func:`~jaxsample.bench.report.key_ratios`).
+#: (`key_ratios`).
 KEY_RATIOS = {"random": "bare", "pool": "bare", "mlp": "bare_mlp"}
 #: The floor each method's ``ratio_to_floor`` is relative to: its own
 #: hand-written floor (a learning agent's: ``bare_mlp``), else ``bare``.
@@ -26,7 +26,7 @@ OWN_FLOOR = {"mlp": "bare_mlp", "bare_mlp": "bare_mlp"}
 
 
 def floor_of(method: str) -> str:
-    """The method ``method``'s ratios are relative to (:data:`OWN_FLOOR`)."""
+    """The method ``method``'s ratios are relative to (`OWN_FLOOR`)."""
     return OWN_FLOOR.get(method, FLOOR)
 
 
@@ -64,7 +64,7 @@ _QUARTILES = {
     },
 }
 
-#: JSON Schema (draft 2020-12) of :func:`~jaxsample.bench.grid.run_grid`'s result.
+#: JSON Schema (draft 2020-12) of [`run_grid`][jaxsample.bench.run_grid]'s result.
 RESULT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "jaxsample bench result",

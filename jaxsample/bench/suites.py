@@ -1,7 +1,7 @@
 """The sampler on a JAX suite's env vs the suite's own ``scan(vmap(step))``.
 
-For each suite name (``"navix/Navix-Empty-5x5-v0"``, ...), :func:`suite_overhead`
-times, interleaved in one process (:func:`~jaxsample.bench.measure.measure`),
+For each suite name (``"navix/Navix-Empty-5x5-v0"``, ...), `suite_overhead`
+times, interleaved in one process (`measure`),
 ``sampler.collect`` of a random agent on the adapted env and a bare
 ``lax.scan(vmap(step))`` of the suite's OWN auto-resetting step with random
 actions (Brax ``AutoResetWrapper(EpisodeWrapper(env))``, Jumanji
@@ -9,7 +9,7 @@ actions (Brax ``AutoResetWrapper(EpisodeWrapper(env))``, Jumanji
 ``GymAutoResetWrapper``, Craftax's ``auto_reset=True`` env, JaxMARL's own
 ``step``, which auto-resets, with actions keyed by agent, Pgx's
 ``pgx.experimental.auto_reset``), storing what
-the gymnax floor stores (:func:`own_rollout`). ``ratio`` is the sampler's
+the gymnax floor stores (`own_rollout`). ``ratio`` is the sampler's
 throughput over the bare loop's (>= 1: the sampler is faster); ``pool_ratio``
 the same for the sampler with cheap resets (``reset_pool``, as ``jaxsample
 bench``'s ``"pool"`` method), which avoids the auto-reset's every-step reset.
@@ -178,7 +178,7 @@ def _timestep_reset(reset: Callable) -> Callable:
 def own_rollout(env: Any, params: Any, T: int, B: int) -> JaxPlan:
     """The bare ``scan(vmap(step))`` of the suite's own auto-resetting step,
     random actions, storing what the gymnax floor
-    (:func:`~jaxsample.bench.measure.bare_rollout`) stores: the observation
+    ([`bare_rollout`][jaxsample.bench.bare_rollout]) stores: the observation
     each action was taken on (carried from the step before, as a policy's
     rollout carries it), the action, the reward and the episode's end ``[T,
     B]``."""

@@ -1,9 +1,9 @@
 """PPO end to end: ``jaxsample train``'s one program, ``reference_run``'s program
 and a PureJaxRL-equivalent program, side by side in one process.
 
-The three programs train the same :class:`~jaxsample.algos.configs.PPOConfig`
+The three programs train the same [`PPOConfig`][jaxsample.algos.configs.PPOConfig]
 (CleanRL's and PureJaxRL's CartPole settings by default), ``seeds`` runs under
-one ``jax.vmap`` (:func:`~jaxsample.algos.runner.over_runs`: one run is not
+one ``jax.vmap`` ([`over_runs`][jaxsample.algos.runner.over_runs]: one run is not
 vmapped, in all three programs):
 
 * ``train`` — what ``jaxsample train`` compiles and runs
@@ -17,7 +17,7 @@ vmapped, in all three programs):
   programs' sums) add up to more;
 * ``reference_run`` — ``jit(vmap(trainer.train))``, the program
   ``ppo.reference_run`` times;
-* ``purejaxrl`` — :mod:`jaxsample.bench.purejaxrl`, PureJaxRL's ``ppo.py``
+* ``purejaxrl`` — `jaxsample.bench.purejaxrl`, PureJaxRL's ``ppo.py``
   written inline.
 
 Compile time is measured from scratch ``compile_reps`` times per program,
@@ -26,7 +26,7 @@ compile after ``jax.clear_caches()``, JAX's persistent cache off), in its
 three stages: tracing to a jaxpr (``jit(...).trace``), lowering to StableHLO
 (``.lower()``) and XLA's compile (``.compile()``). Run time: ``reps``
 interleaved runs of each compiled program
-(:func:`~jaxsample.bench.measure.interleave`).
+(`interleave`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ PROGRAMS = ("train", "reference_run", "purejaxrl")
 
 def train_programs(trainer: Any, seeds: int, every: int) -> dict[str, tuple[list[Part], tuple]]:
     """A PPO or DQN trainer's ``train`` (the train command's init and one
-    program, :mod:`~jaxsample.algos.runner`) and ``reference_run``
+    program, [`runner`][jaxsample.algos.runner]) and ``reference_run``
     (``jit(over_runs(trainer.train))``) programs, fresh (new closures: nothing
     cached), with their arguments ``(keys, hparams)`` of ``seeds`` runs. Each
     returns all it computes, as the real one does (the final state and every
@@ -73,7 +73,7 @@ def train_programs(trainer: Any, seeds: int, every: int) -> dict[str, tuple[list
 
 
 def _programs(config: ppo.PPOConfig, seeds: int, every: int) -> dict[str, tuple[list[Part], tuple]]:
-    """:func:`train_programs` of a fresh PPO trainer, and the PureJaxRL peer's."""
+    """`train_programs` of a fresh PPO trainer, and the PureJaxRL peer's."""
     trainer = ppo.make_train(config)
     programs = train_programs(trainer, seeds, every)
     keys = programs["train"][1][0]
@@ -110,7 +110,7 @@ def training_comparison(
     Returns:
       ``{"settings", "compile_s": {program: {stage: median, "total": median,
       "all": [totals]}}, "size": {program: {"jaxpr_eqns", "hlo_fusions"}}
-      (:func:`~jaxsample.bench.measure.program_size`), "run_s": {program:
+      (`program_size`), "run_s": {program:
       {"median", "all"}}, "ratios",
       "final_return": {program: [R]}}``; ``ratios`` holds ``train`` over
       ``reference_run`` and over ``purejaxrl``, and ``reference_run`` over

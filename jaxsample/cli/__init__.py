@@ -6,13 +6,13 @@ checkpoint; ``jaxsample collect`` compiles a sampler and reports its speed;
 ``jaxsample bench`` measures a grid of environments and sizes;
 ``jaxsample envs`` lists the env names (gymnax and the installed suites).
 
-Modules: :mod:`~jaxsample.cli.parser` (the parser and :func:`main`),
-:mod:`~jaxsample.cli.commands` (``envs``, ``collect``, ``bench``),
-:mod:`~jaxsample.cli.train` (``train``, ``eval``, resume),
-:mod:`~jaxsample.cli.config` (config fields as flags, TOML/YAML files, sweeps),
-:mod:`~jaxsample.cli.log` (CSV, TensorBoard, W&B),
-:mod:`~jaxsample.cli.display` (the live display) and
-:mod:`~jaxsample.cli.base` (usage errors).
+Modules: `parser` (the parser and `main`),
+`commands` (``envs``, ``collect``, ``bench``),
+`train` (``train``, ``eval``, resume),
+`config` (config fields as flags, TOML/YAML files, sweeps),
+`log` (CSV, TensorBoard, W&B),
+`display` (the live display) and
+`base` (usage errors).
 """
 
 from jaxsample.cli.parser import main

@@ -9,7 +9,7 @@ __all__ = ["UsageError", "check_output"]
 
 
 class UsageError(SystemExit):
-    """Bad command-line input: :func:`jaxsample.cli.main` prints it as one line
+    """Bad command-line input: `jaxsample.cli.main` prints it as one line
     and the process exits with status 2 (as argparse does for its own errors)."""
 
     def __init__(self, message: str) -> None:

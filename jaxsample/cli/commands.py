@@ -1,5 +1,5 @@
 """The ``envs``, ``collect`` and ``bench`` subcommands (their parsers are in
-:mod:`jaxsample.cli.parser`).
+`jaxsample.cli.parser`).
 
 ``envs`` lists the env names (gymnax and the installed suites); ``collect``
 compiles a sampler and reports its speed; ``bench`` measures a grid of

@@ -1,8 +1,8 @@
 """``jaxsample train``'s settings: flags generated from the config dataclasses,
 a TOML/YAML config file, and hyperparameter sweeps.
 
-Every field of :class:`~jaxsample.algos.configs.PPOConfig` /
-:class:`~jaxsample.algos.configs.DQNConfig` becomes a flag (``num_envs`` ->
+Every field of [`PPOConfig`][jaxsample.algos.configs.PPOConfig] /
+[`DQNConfig`][jaxsample.algos.configs.DQNConfig] becomes a flag (``num_envs`` ->
 ``--num-envs``) whose help shows its type and default. The layers, lowest
 first: the dataclass defaults (or the masked-CartPole preset with
 ``--mask-velocity``), the ``--config`` file, the flags. A field of the
@@ -167,7 +167,7 @@ def add_config_flags(parser: argparse.ArgumentParser, algo: str) -> None:
 
 
 def config_flag_values(args: argparse.Namespace, algo: str) -> dict[str, Any]:
-    """The config fields given as flags (those :func:`add_config_flags` added)."""
+    """The config fields given as flags (those `add_config_flags` added)."""
     fields = {f.name for f in dataclasses.fields(config_type(algo))} - set(_OWN_FLAGS)
     return {k: v for k, v in vars(args).items() if k in fields}
 

@@ -1,13 +1,14 @@
 """``jaxsample train``'s live display: compiling, then steps, steps/s, elapsed,
 ETA, recent return and loss.
 
-A :class:`LiveDisplay` is a progress callback (``display(event)``) of the
-events :func:`jaxsample.algos.runner.run_training` sends: ``{"phase":
+A `LiveDisplay` is a progress callback (``display(event)``) of the
+events [`jaxsample.algos.runner.run_training`][jaxsample.algos.runner.run_training] sends:
+``{"phase":
 "compiling", "total_steps"}`` once, then ``{"phase": "running", "steps",
 "total_steps", "fraction", "steps_per_second", "elapsed", "eta",
 "recent_return", "recent_loss"}``; whoever produces such events (a compiled
 chunk returning, or a host callback from inside one compiled program) can
-feed it. On a terminal it draws a rich progress bar (below :data:`WIDE` columns,
+feed it. On a terminal it draws a rich progress bar (below `WIDE` columns,
 e.g. 80, with short figures: ``1.23M/4.00M 74.8k/s 0:01:15 ETA 0:37 R 440
 L 0.0041``, so that nothing is cut); otherwise it prints one plain line per
 event.

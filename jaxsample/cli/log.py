@@ -33,7 +33,7 @@ def run_names(seeds: Sequence[int], settings: Sequence[dict[str, float]]) -> lis
 
 
 class MetricLogs:
-    """Writes the metrics of iterations as they arrive (:meth:`write`).
+    """Writes the metrics of iterations as they arrive (`write`).
 
     Args:
       csv_path: the CSV file (rewritten from ``iteration 0`` when a run starts;

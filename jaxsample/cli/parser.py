@@ -1,8 +1,8 @@
-"""The ``jaxsample`` parser and :func:`main`: every subcommand's flags, the
-compile cache, and bad input as one line (:class:`~jaxsample.cli.base.UsageError`).
+"""The ``jaxsample`` parser and `main`: every subcommand's flags, the
+compile cache, and bad input as one line (`UsageError`).
 
-``train``/``eval`` run in :mod:`jaxsample.cli.train`; ``envs``, ``collect`` and
-``bench`` in :mod:`jaxsample.cli.commands`.
+``train``/``eval`` run in `jaxsample.cli.train`; ``envs``, ``collect`` and
+``bench`` in `jaxsample.cli.commands`.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def _enable_compile_cache(command: str) -> None:
 
 class _OneLineParser(argparse.ArgumentParser):
     """A subcommand's parser: a bad flag value (an int flag given ``abc``, a
-    choice not offered, a missing required flag) is a :class:`UsageError`, one
+    choice not offered, a missing required flag) is a `UsageError`, one
     line naming the flag, not the usage block."""
 
     def error(self, message: str) -> typing.NoReturn:

@@ -1,11 +1,12 @@
 """``jaxsample train`` and ``jaxsample eval``.
 
-``train`` builds the config (:mod:`jaxsample.cli.config`) and trains every
+``train`` builds the config (`jaxsample.cli.config`) and trains every
 seed (x every swept setting) under one ``jax.vmap`` with
-:func:`jaxsample.algos.runner.run_training`: one compiled program for the
+[`jaxsample.algos.runner.run_training`][jaxsample.algos.runner.run_training]: one compiled program
+for the
 whole run, or compiled chunks with ``--checkpoint-dir``. It shows
-:class:`~jaxsample.cli.display.LiveDisplay` and logs every metric
-(:mod:`jaxsample.cli.log`). With ``--checkpoint-dir`` it saves the vmapped
+`LiveDisplay` and logs every metric
+(`jaxsample.cli.log`). With ``--checkpoint-dir`` it saves the vmapped
 trainer state after every chunk (and so at the end) and, started again with
 the same settings, resumes from the latest one (``run.json`` in the folder
 records the settings, ``metrics.npz`` the history). ``eval`` restores such a
@@ -58,7 +59,7 @@ def environment() -> dict[str, Any]:
 @functools.lru_cache(maxsize=8)
 def _build(config: Any) -> Any:
     """The trainer of ``config`` (one per config in a process: its compiled
-    programs are reused, :mod:`jaxsample.algos.runner`)."""
+    programs are reused, [`jaxsample.algos.runner`][jaxsample.algos.runner])."""
     if type(config).__name__ == "DQNConfig":
         from jaxsample.algos import dqn
 

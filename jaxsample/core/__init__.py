@@ -2,15 +2,17 @@
 
 Modules (one concept each; see docs/design.md for the module map):
 
-* :mod:`~jaxsample.core.keys`: the key schedules (per-env keys, epochs).
-* :mod:`~jaxsample.core.options`: the samplers' shared options, checked.
-* :mod:`~jaxsample.core.specs`: env/agent specs, derived and checked at build
+* `keys`: the key schedules (per-env keys, epochs).
+* [`options`][jaxsample.core.options]: the samplers' shared options, checked.
+* `specs`: env/agent specs, derived and checked at build
   time; ``examples``; the final-observation store's bound.
-* :mod:`~jaxsample.core.step`: the per-env step (agent, env, resets).
-* :mod:`~jaxsample.core.assemble`: ``[T, B]`` step outputs -> ``Batch``.
-* :mod:`~jaxsample.core.rollout`: the JAX sampler (``Sampler``,
-  ``SamplerState``), built by :func:`jaxsample.make_sampler`.
+* `step`: the per-env step (agent, env, resets).
+* `assemble`: ``[T, B]`` step outputs -> ``Batch``.
+* `rollout`: the JAX sampler (``Sampler``,
+  ``SamplerState``), built by [`jaxsample.make_sampler`][jaxsample.sampler.make_sampler].
 
-Nothing here imports :mod:`jaxsample.sampler`, :mod:`jaxsample.distributed`,
-:mod:`jaxsample.evaluation` or :mod:`jaxsample.host`: they import the core.
+Nothing here imports [`jaxsample.sampler`][jaxsample.sampler],
+[`jaxsample.distributed`][jaxsample.distributed],
+[`jaxsample.evaluation`][jaxsample.evaluation] or [`jaxsample.host`][jaxsample.host]: they import
+the core.
 """

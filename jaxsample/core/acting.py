@@ -1,11 +1,11 @@
-"""The agent's half of the per-env step: :class:`AgentCarry` and :class:`AgentStepper`.
+"""The agent's half of the per-env step: `AgentCarry` and `AgentStepper`.
 
 Every sampler carries, per env, what the agent sees besides the observation:
-its previous action and reward and its recurrent state (:class:`AgentCarry`).
-The JAX samplers carry it inside :class:`~jaxsample.core.step.EnvCarry` (with
+its previous action and reward and its recurrent state (`AgentCarry`).
+The JAX samplers carry it inside `EnvCarry` (with
 the env's state and observation); the host sampler carries it on the device
-next to its numpy observations. Both advance it with :meth:`AgentStepper.act`
-and restart it after an episode end with :func:`restart` — the one place
+next to its numpy observations. Both advance it with `AgentStepper.act`
+and restart it after an episode end with `restart` — the one place
 docs/design.md's rule is written: after ``done`` the agent sees the null
 action (zeros), a 0 reward and ``agent.initial_state(env_rank)``.
 """
@@ -90,7 +90,7 @@ def restart(
 
 
 class AgentFields:
-    """Read-only views of a sampler state's :class:`AgentCarry`
+    """Read-only views of a sampler state's `AgentCarry`
     (``agent_carry``), for a state that nests it: ``prev_action`` (``[B,
     *act]``, null after a reset), ``prev_reward`` (``[B]`` float32),
     ``agent_state`` (the recurrent state) and ``env_rank`` (``[B]`` int32
@@ -117,7 +117,7 @@ class AgentStepper:
       observation: spec of one observation.
       agent_state_spec: spec of ``agent.initial_state``.
       check_actions: callers check the agent's actions with
-        :meth:`check_actions_fit` (the checked mode; off by default, and then
+        `check_actions_fit` (the checked mode; off by default, and then
         nothing of it is in the program).
       reward: spec of one reward (``prev_reward``'s): a scalar, ``[N]`` for a
         team of N agents.
@@ -161,7 +161,7 @@ class AgentStepper:
         agent_state: PyTree,
         previous: bool = True,
     ) -> AgentCarry:
-        """:func:`restart` with this agent's initial state of the carry's env
+        """`restart` with this agent's initial state of the carry's env
         (unbatched: one env)."""
         initial = self.initial_state(carry.env_rank)
         return restart(carry, done, action, reward, agent_state, initial, previous)
@@ -189,7 +189,7 @@ class AgentStepper:
         return AgentStep(random_action(self.action_space, inputs, key), ()), state
 
     def random_policy(self, action_spec: PyTree, agent_info_spec: PyTree) -> ActFn:
-        """:meth:`random_act` cast to ``action_spec``, with zeros of
+        """`random_act` cast to ``action_spec``, with zeros of
         ``agent_info_spec`` as agent info: random steps that fit a sampler's
         ``examples`` (initial collect steps)."""
 
@@ -208,7 +208,7 @@ class AgentStepper:
     def reads_previous(self, act: ActFn) -> bool:
         """Whether ``act`` may read its inputs' ``prev_action`` or
         ``prev_reward`` (a conservative reading of its jaxpr,
-        :func:`~jaxsample.core.liveness.reads_inputs`; nothing runs)."""
+        `reads_inputs`; nothing runs)."""
 
         def act_on(prev_action: PyTree, prev_reward: jax.Array, obs: PyTree, state: PyTree):
             inputs = agent_inputs(obs, prev_action, prev_reward)

@@ -6,7 +6,7 @@ Both samplers produce, per step, what the env and the agent output
 buffers. Everything that follows from these is computed here, once, over whole
 ``[T, B]`` arrays (which keeps the JAX sampler's scanned body small):
 ``done``, the ``prev_action``/``prev_reward`` shift (the restart rule of
-:func:`jaxsample.core.acting.restart_where` over time), ``bootstrap_value``,
+`jaxsample.core.acting.restart_where` over time), ``bootstrap_value``,
 and ``TrajInfo`` (a scan per env over its accumulator) unless the caller
 has it already: the JAX sampler updates the accumulators in its own scan,
 where they cost less than a second loop.
@@ -47,7 +47,7 @@ def trajectories(
     """TrajInfo of one env over ``[T]`` steps, from its accumulator; returns the
     accumulator after the last step too. Invalid (idle) steps leave the
     accumulator unchanged and report zeros. ``ended`` marks trajectory ends
-    (:func:`~jaxsample.traj_info.trajectory_end`); ``steps`` (leaves ``[T,
+    ([`trajectory_end`][jaxsample.traj_info.trajectory_end]); ``steps`` (leaves ``[T,
     ...]``) feed the user's fields, None without any."""
 
     def step(acc: TrajAccumulator, x: tuple[Any, ...]):
@@ -65,7 +65,7 @@ def trajectories(
 def batch_trajectories(
     discount: float, acc: TrajAccumulator, *inputs: Any
 ) -> tuple[TrajAccumulator, TrajInfo]:
-    """:func:`trajectories` of ``B`` envs: accumulators ``[B]``, the inputs
+    """`trajectories` of ``B`` envs: accumulators ``[B]``, the inputs
     (``reward``, ``ended``, ``valid`` and optionally ``steps``) and TrajInfo
     ``[T, B, ...]``."""
     run = jax.vmap(trajectories, in_axes=(None, 0, *([1] * len(inputs))), out_axes=(0, 1))
@@ -120,7 +120,7 @@ def shift_previous(done: jax.Array, first: PyTree, x: PyTree) -> PyTree:
 def steps_trajectories(
     discount: float, traj: TrajAccumulator, s: Steps, traj_done: str | None
 ) -> tuple[TrajAccumulator, TrajInfo]:
-    """:func:`batch_trajectories` of a batch's steps (its user fields fed
+    """`batch_trajectories` of a batch's steps (its user fields fed
     when ``traj`` has some)."""
     one = None
     if traj.fields:
@@ -141,19 +141,19 @@ def assemble(
     traj_done: str | None = None,
     traj_infos: TrajInfo | None = None,
 ) -> tuple[TrajAccumulator, Batch]:
-    """The :class:`~jaxsample.types.Batch` of ``T`` steps of ``B`` envs.
+    """The [`Batch`][jaxsample.types.Batch] of ``T`` steps of ``B`` envs.
 
     Args:
       discount: for ``TrajInfo.discounted_return``.
       traj: ``[B]`` accumulators at the start of the batch; after it when
         ``traj_infos`` is given.
-      steps: the steps' outputs (:class:`Steps`).
+      steps: the steps' outputs (`Steps`).
       start: the agents' carry ``[B, ...]`` at the batch start (its state,
         previous action and reward).
-      final: the final-observation store (:func:`jaxsample.core.finals.as_batch`).
+      final: the final-observation store (`jaxsample.core.finals.as_batch`).
       bootstrap_value: ``[B]`` or None.
       traj_done: the ``env_info`` key that ends a trajectory (None: every
-        episode end does; :func:`~jaxsample.traj_info.trajectory_end`).
+        episode end does; [`trajectory_end`][jaxsample.traj_info.trajectory_end]).
       traj_infos: ``[T, B]`` TrajInfo the caller computed per step, with
         ``traj`` the accumulators after the batch; None: computed here. The
         user's TrajInfo fields are ``traj.fields``.
@@ -161,7 +161,7 @@ def assemble(
     Returns:
       ``(traj, batch)``: the ``[B]`` accumulators after the batch, and the batch
       (``done = terminated | truncated | ~valid``; ``prev_action`` and
-      ``prev_reward`` by :func:`shift_previous`).
+      ``prev_reward`` by `shift_previous`).
     """
     s = steps
     ended = s.terminated | s.truncated

@@ -4,10 +4,10 @@
 both branches run at every call, for every element. A trainer is vmapped over
 seeds (``jaxsample train``), so a branch meant to run rarely (the sparse
 final-observation store's recomputed step, DQN's learning phase) would run
-always. :func:`any_in_batch` reduces a predicate over the vmapped axes as well
+always. `any_in_batch` reduces a predicate over the vmapped axes as well
 (a ``custom_vmap`` rule), so a ``lax.cond`` on it stays a conditional that runs
-its branch when the predicate holds for some element; :func:`cond_any` uses it
-for a per-element ``lax.cond``. :func:`max_in_batch` does the same for a loop
+its branch when the predicate holds for some element; `cond_any` uses it
+for a per-element ``lax.cond``. `max_in_batch` does the same for a loop
 bound (a ``fori_loop`` with a batched trip count otherwise runs every element
 to the largest with selects at each round).
 """

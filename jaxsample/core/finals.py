@@ -2,28 +2,28 @@
 
 A batch keeps the true final observation of the steps that end an episode
 (``samples.env.final_store``). How the JAX sampler's scan gets it depends on
-the sampler, so :func:`choose` picks one strategy once, and the scan body reads
-*step -> store -> reset* (:mod:`jaxsample.core.rollout`):
+the sampler, so `choose` picks one strategy once, and the scan body reads
+*step -> store -> reset* (`jaxsample.core.rollout`):
 
-* :class:`DenseStore` (``final_observation="dense"``): every step's final
+* `DenseStore` (``final_observation="dense"``): every step's final
   observation, stacked ``[T, B, *obs]``;
 * the sparse stores (the default): ``K`` slots per env for the truncated
   steps' final observations (a terminated step's is not needed: it is not
   bootstrapped), written inside a ``lax.cond`` that runs only at steps where
   some env truncated; they differ in where the final observations come from:
 
-  - :class:`PooledStore` (pooled resets, :mod:`jaxsample.core.resets`): the
+  - `PooledStore` (pooled resets, `jaxsample.core.resets`): the
     step did not reset, so the env's observation after it is the final one;
-  - :class:`RecomputeStore` (a known time limit, so truncations are rare, and
-    an observation larger than half the env state, :func:`recompute_finals`):
+  - `RecomputeStore` (a known time limit, so truncations are rare, and
+    an observation larger than half the env state, `recompute_finals`):
     the cond recomputes the step from its keys, so the common path never
     holds the final observations;
-  - :class:`InfoStore` (otherwise): the step's own ``info["final_observation"]``.
+  - `InfoStore` (otherwise): the step's own ``info["final_observation"]``.
 
-``K`` is :func:`final_slots` (``ceil(T / limit)`` only for an env whose time
+``K`` is `final_slots` (``ceil(T / limit)`` only for an env whose time
 limit is known for sure, else ``T``), so the store is exact for any env. The
-host sampler stores in numpy buffers (:func:`write_host_finals`) and makes the
-batch's store with the same :func:`as_batch`.
+host sampler stores in numpy buffers (`write_host_finals`) and makes the
+batch's store with the same `as_batch`.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def final_slots(reset_mode: str, T: int, time_limit: float | None) -> int:
 def truncation_bound(env: Any, env_params: Any, T: int) -> int:
     """Upper bound on the truncations of one env in ``T`` auto-reset steps:
     ``ceil(T / limit)`` for an env of
-    :func:`~jaxsample.core.specs.known_time_limit` (two truncations are at
+    `known_time_limit` (two truncations are at
     least ``limit`` steps apart), else ``T`` (exact for any env)."""
     return final_slots("auto", T, known_time_limit(env, env_params))
 
@@ -86,7 +86,7 @@ def recompute_finals(spec: EnvSpec, time_limit: float | None) -> bool:
 
 def as_batch(dense: bool, stored: PyTree, next_observation: PyTree) -> Any:
     """The batch's ``final_store``: dense: ``stored``, ``[T, B, *obs]``;
-    sparse: a :class:`~jaxsample.types.SparseFinalObservation` of
+    sparse: a [`SparseFinalObservation`][jaxsample.types.SparseFinalObservation] of
     ``next_observation`` ``[B, *obs]`` and the slots ``stored`` ``[B, K, *obs]``."""
     if dense:
         return stored
@@ -94,7 +94,7 @@ def as_batch(dense: bool, stored: PyTree, next_observation: PyTree) -> Any:
 
 
 class FinalStore(Protocol):
-    """The strategies' interface (see :class:`DenseStore` for the methods)."""
+    """The strategies' interface (see `DenseStore` for the methods)."""
 
     emits: ClassVar[bool]
 
@@ -151,7 +151,7 @@ class SparseStore(DenseStore):
         self, out: Any, before: EnvCarry, after: EnvCarry, k_env: Any
     ) -> tuple[Any, tuple[Any, ...]]:
         """``(out, operands)``: the outputs to stack and the operands of
-        :meth:`finals` (the cond's)."""
+        `finals` (the cond's)."""
         raise NotImplementedError
 
     def finals(self, *operands: Any) -> PyTree:

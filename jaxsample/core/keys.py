@@ -4,28 +4,28 @@ Every key of an env derives from the run's key and the env's *global* rank
 ``r``, never from a split whose shape depends on ``B``, so the same key gives
 the same samples on 1 or 8 devices and in 1 or several processes.
 
-Samplers (the JAX sampler, :mod:`jaxsample.core.rollout`, and the host sampler,
-:mod:`jaxsample.host.sampler`), for the env of global rank ``r``:
+Samplers (the JAX sampler, `jaxsample.core.rollout`, and the host sampler,
+`jaxsample.host.sampler`), for the env of global rank ``r``:
 
 * start: ``k_reset, k_decorrelate, k_run = split(fold_in(key, r), 3)``
-  (:func:`env_keys`); the env starts from ``env.reset(k_reset)``.
+  (`env_keys`); the env starts from ``env.reset(k_reset)``.
   Decorrelation draws the number of random steps ``n ~ U{1..max}`` from
   ``split(k_decorrelate)[0]`` and takes random step ``i`` with
   ``k_action, k_env = split(fold_in(split(k_decorrelate)[1], i))``
-  (:func:`decorrelation_keys`).
+  (`decorrelation_keys`).
 * each env counts its steps ``n`` (over all batches) as a key epoch ``e =
   n // EPOCH`` (``EPOCH = 2**30``, uint32) and a step ``i = n mod EPOCH`` in
   it, so the counts never wrap on a real run (``2**62`` steps).
 * step ``n``'s key of stream ``s`` hashes the 64-bit counter ``(e, 4 i + s)``
-  with the run key, :func:`counter_key`: ``threefry_2x32(k_run, (e, 4 i + s))``
+  with the run key, `counter_key`: ``threefry_2x32(k_run, (e, 4 i + s))``
   for JAX's default (threefry) keys, which in epoch 0 is exactly
   ``fold_in(k_run, 4 i + s)``. The agent acts with stream 0; the env steps
   with ``k_step`` (stream 1) and, where the step ends the episode, resets with
-  ``k_reset`` (stream 2) (:func:`step_key`): gymnax's auto-resetting
+  ``k_reset`` (stream 2) (`step_key`): gymnax's auto-resetting
   ``env.step`` written out, ``env.step_env(k_step, ...)`` then
   ``env.reset_env(k_reset)`` where done
-  (:meth:`jaxsample.core.step.EnvStepper.env_step`); pooled resets
-  (:mod:`jaxsample.core.resets`) draw the reset of that step from the same
+  (`jaxsample.core.step.EnvStepper.env_step`); pooled resets
+  (`jaxsample.core.resets`) draw the reset of that step from the same
   ``k_reset``. An env that overrides gymnax's ``step`` (a wrapper with its own
   auto-reset) is stepped as it is, ``env.step(k_step, ...)``.
 * ``"episodic"`` mode, at the start of a batch whose first step is ``n``: the
@@ -33,16 +33,16 @@ Samplers (the JAX sampler, :mod:`jaxsample.core.rollout`, and the host sampler,
 
 One hash per key is much cheaper than a per-env ``split``, and the sampler
 draws the keys of a whole batch before its scan, one hash per stream with
-the env's one run key (:func:`batch_step_keys`), so nothing is hashed inside
+the env's one run key (`batch_step_keys`), so nothing is hashed inside
 the scan; a batch that enters a new epoch needs no other key, only the
 counter's high word, so every batch is the same program. The keys depend only
 on ``n``, so collecting ``2 x T`` steps gives the same samples as ``T`` steps
 twice (in ``"auto"`` mode).
 
-The evaluator (:mod:`jaxsample.evaluation`), for the env of rank ``b``:
-``k_reset, k_run = split(fold_in(key, b))`` (:func:`eval_env_keys`); at step
+The evaluator ([`jaxsample.evaluation`][jaxsample.evaluation]), for the env of rank ``b``:
+``k_reset, k_run = split(fold_in(key, b))`` (`eval_env_keys`); at step
 ``t`` of the run the agent acts with ``fold_in(k_run, 2 t)`` and the env steps
-with ``env.step(fold_in(k_run, 2 t + 1), ...)`` (:func:`eval_step_keys`).
+with ``env.step(fold_in(k_run, 2 t + 1), ...)`` (`eval_step_keys`).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def env_keys(key: jax.Array, rank: jax.Array) -> tuple[jax.Array, jax.Array, jax
 
 def decorrelation_keys(k_decorrelate: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(k_count, k_steps)``: the key of the number of random steps, and the key
-    that random step ``i`` folds ``i`` into (see :func:`decorrelation_step_keys`)."""
+    that random step ``i`` folds ``i`` into (see `decorrelation_step_keys`)."""
     k_count, k_steps = jax.random.split(k_decorrelate)
     return k_count, k_steps
 
@@ -102,7 +102,7 @@ EnvKeys = tuple[jax.Array, jax.Array]
 
 def env_step_keys(k_env: jax.Array, gymnax_step: bool) -> EnvKeys:
     """The step keys that one env key ``k_env`` stands for (decorrelation, the
-    evaluator): gymnax's own split of it, :func:`gymnax_step_keys`, for an env
+    evaluator): gymnax's own split of it, `gymnax_step_keys`, for an env
     whose ``step`` is gymnax's (its step is written out with them, the same
     bits as ``env.step(k_env)``); else ``k_env`` itself as the step key (the
     env's own ``step`` gets it whole) and as the unused reset key."""
@@ -141,8 +141,8 @@ def epoch_position(keys: EpochKeys, t: jax.Array) -> tuple[jax.Array, jax.Array]
 
 
 def step_key(keys: EpochKeys, t: jax.Array, stream: int) -> jax.Array:
-    """Key of stream ``stream`` (:data:`AGENT`, :data:`ENV`, :data:`RESET` or
-    :data:`EPISODIC_RESET`) of step ``t`` of the batch."""
+    """Key of stream ``stream`` (`AGENT`, `ENV`, `RESET` or
+    `EPISODIC_RESET`) of step ``t`` of the batch."""
     epoch, i = epoch_position(keys, t)
     return counter_key(keys.key, epoch, jnp.uint32(STREAMS) * i + jnp.uint32(stream))
 
@@ -150,14 +150,14 @@ def step_key(keys: EpochKeys, t: jax.Array, stream: int) -> jax.Array:
 def batch_step_keys(keys: EpochKeys, T: int, reset_keys: bool) -> tuple[jax.Array, EnvKeys]:
     """One env's keys of every step of a ``T``-step batch, drawn at once (a
     vectorized hash per stream instead of hashes at every step of the scan):
-    :func:`counter_key` of the env's run key, with the steps' epochs as the
+    `counter_key` of the env's run key, with the steps' epochs as the
     high words (a batch that enters the next epoch changes only those). Each
     stream is its own hash, so XLA drops the keys that nothing uses (an env
     whose step ignores its key, as CartPole's and Navix's do).
 
     Returns:
-      ``(k_agent, (k_step, k_reset))``, each ``[T]``: :func:`step_key`'s
-      :data:`AGENT`, :data:`ENV` and :data:`RESET` keys of steps ``0 .. T-1``;
+      ``(k_agent, (k_step, k_reset))``, each ``[T]``: `step_key`'s
+      `AGENT`, `ENV` and `RESET` keys of steps ``0 .. T-1``;
       without ``reset_keys`` (nothing resets with them) ``k_reset`` is
       ``k_step``, unused.
     """

@@ -1,7 +1,7 @@
 """Which of its inputs a function's outputs depend on, read from its jaxpr.
 
 The sampler asks it once per trace whether the agent reads its previous action
-and reward (:meth:`jaxsample.core.step.EnvStepper.reads_previous`): an agent
+and reward (`jaxsample.core.step.EnvStepper.reads_previous`): an agent
 that does not (a feed-forward policy, the random agent) gets no
 ``prev_action``/``prev_reward`` carried through the batch's scan.
 

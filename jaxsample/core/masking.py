@@ -4,15 +4,15 @@ together with its mask.
 An env with legal actions has ``env.action_mask(state, params)`` (bool: ``[n]``
 for one agent, ``[N, n]`` for N agents) for the observation that goes with
 ``state``. Inside the JAX samplers such an env's observation travels with its
-mask as one :class:`MaskedObservation` wherever an observation goes (the
+mask as one `MaskedObservation` wherever an observation goes (the
 carry, reset pools, the final-observation stores, recomputed steps), so every
 path that makes a new observation (reset, step, auto-reset, a pooled reset)
 makes its mask too, and the final observation's mask is stored exactly as the
-final observation is. :func:`agent_inputs` gives the agent
+final observation is. `agent_inputs` gives the agent
 ``AgentInputs(observation, ..., action_mask)``; the batch's assembly splits the
 pair into ``samples.env.observation`` / ``action_mask`` and the final store
-into ``final_store`` / ``final_mask_store`` (:func:`split`,
-:func:`split_store`).
+into ``final_store`` / ``final_mask_store`` (`split`,
+`split_store`).
 
 An env without the method is untouched: its observation is what it was, no
 pair, no mask, and nothing of this module is in its program.
@@ -64,7 +64,7 @@ def has_action_mask(env: Any) -> bool:
 
 def observe(env: Any, env_params: Any, observation: PyTree, state: PyTree) -> PyTree:
     """``observation`` with ``env.action_mask(state)`` for a masked env (a
-    :class:`MaskedObservation`), else ``observation`` as it is."""
+    `MaskedObservation`), else ``observation`` as it is."""
     if not has_action_mask(env):
         return observation
     mask = jnp.asarray(env.action_mask(state, env_params))
@@ -74,7 +74,7 @@ def observe(env: Any, env_params: Any, observation: PyTree, state: PyTree) -> Py
 
 
 def split(view: PyTree) -> tuple[PyTree, jax.Array | None]:
-    """``(observation, action_mask)`` of what :func:`observe` made (any leading
+    """``(observation, action_mask)`` of what `observe` made (any leading
     axes); ``(view, None)`` for an env without masks."""
     if isinstance(view, MaskedObservation):
         return view.observation, view.action_mask

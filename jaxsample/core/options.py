@@ -1,11 +1,12 @@
 """The options every sampler (JAX or host) takes, stated and checked once.
 
-:class:`SamplerOptions` (frozen) validates ``batch_spec``, ``reset_mode``,
+[`SamplerOptions`][jaxsample.core.options.SamplerOptions] (frozen) validates ``batch_spec``,
+``reset_mode``,
 ``max_decorrelation_steps``, ``discount``, ``bootstrap_value``,
 ``store_agent_state``, ``final_observation``, ``env_ranks``, ``global_B``,
 ``traj_fields`` and ``traj_done`` in ``__post_init__`` and raises a
-``TypeError``/``ValueError`` naming the bad one; :func:`check_agent`,
-:func:`check_env` and :func:`check_discount` check the factories' other
+``TypeError``/``ValueError`` naming the bad one; `check_agent`,
+`check_env` and `check_discount` check the factories' other
 arguments.
 """
 
@@ -38,7 +39,8 @@ class SamplerOptions:
     the bad one) and normalizes it (``batch_spec`` a ``BatchSpec`` of ints,
     ``env_ranks`` a tuple, default ``range(B)``; ``global_B`` default
     ``max(env_ranks) + 1``). The factories take these as keyword options
-    (:func:`jaxsample.make_sampler`, :func:`jaxsample.host.make_host_sampler`)
+    ([`jaxsample.make_sampler`][jaxsample.sampler.make_sampler],
+    [`jaxsample.host.make_host_sampler`][jaxsample.host.make_host_sampler])
     and the samplers hold them as ``sampler.options``.
 
     Attributes:
@@ -59,9 +61,9 @@ class SamplerOptions:
         learners that need it (e.g. models of the dynamics), at the cost of a
         second ``[T, B, *obs]`` array. The sparse store keeps ``K`` slots per
         env: ``ceil(T / limit)`` for an unmodified built-in gymnax env (possibly
-        under :mod:`jaxsample.envs` wrappers) whose time limit is known for
+        under [`jaxsample.envs`][jaxsample.envs] wrappers) whose time limit is known for
         sure, else ``T`` (as much memory as ``"dense"``), so it is exact for
-        any env (:func:`~jaxsample.core.finals.truncation_bound`).
+        any env ([`truncation_bound`][jaxsample.sampler.truncation_bound]).
       store_agent_state: also return the agent's state before every step,
         ``samples.agent.state`` ``[T, B, ...]`` (ALF's ``use_rollout_state``).
       env_ranks: the global rank of each of the ``B`` envs (default
@@ -69,10 +71,10 @@ class SamplerOptions:
       global_B: the number of envs over all devices and processes (default
         ``max(env_ranks) + 1``).
       traj_fields: user fields of ``TrajInfo`` (rlpyt's ``TrajInfoCls``): a
-        list of :class:`~jaxsample.traj_info.TrajField`, pure per-step reducers
+        list of [`TrajField`][jaxsample.traj_info.TrajField], pure per-step reducers
         carried with the built-in fields (decorrelation steps included);
         reported in ``batch.traj_infos.extra[name]`` and by
-        :func:`~jaxsample.summarize`.
+        [`summarize`][jaxsample.traj_info.summarize].
       traj_done: the name of a bool scalar entry of the env's ``info`` that
         marks the end of a game (rlpyt's ``traj_done``): a termination ends a
         trajectory (``TrajInfo.completed``, fresh accumulators) only where it
@@ -147,7 +149,8 @@ class SamplerOptions:
 
 
 def sampler_options(factory: str, batch_spec: Any, options: Mapping[str, Any]) -> SamplerOptions:
-    """The :class:`SamplerOptions` of a factory's ``batch_spec`` and keyword
+    """The [`SamplerOptions`][jaxsample.core.options.SamplerOptions] of a factory's ``batch_spec``
+    and keyword
     ``options`` (a ``TypeError`` naming ``factory`` for an unknown keyword)."""
     known = {f.name for f in dataclasses.fields(SamplerOptions)} - {"_", "batch_spec"}
     for name in options:

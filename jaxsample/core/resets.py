@@ -1,12 +1,12 @@
 """The resets of the envs that ended: gymnax's own, computed only at steps
-where some env ended (:class:`EndedResets`, the default), or cheap ones, a
-pool of ``R`` resets per block of ``G`` envs per step (:class:`ResetPool`).
+where some env ended (`EndedResets`, the default), or cheap ones, a
+pool of ``R`` resets per block of ``G`` envs per step (`ResetPool`).
 
 gymnax's ``env.step`` computes ``env.reset_env`` for every env at every step
 and selects it where the episode ended. The sampler steps a gymnax env with
 ``env.step_env`` instead and restarts the envs that ended after the step: by
 default each with its own reset key, exactly the reset gymnax's step would
-select (:class:`EndedResets`), but inside a ``lax.cond`` that runs only at
+select (`EndedResets`), but inside a ``lax.cond`` that runs only at
 steps where some env of the batch (of any vmapped run) ended. Where episodes
 are long against the number of envs (a learning agent on a few envs: PPO's
 CartPole) most steps then compute no reset at all, not even its key's hash
@@ -24,7 +24,7 @@ without sharing a reset):
   whole blocks;
 * at each step, block ``j``'s pool holds the ``R`` resets that the envs of
   ranks ``j G .. j G + R - 1`` would draw by default at that step (with
-  their reset key of the step, :mod:`jaxsample.core.keys`);
+  their reset key of the step, `jaxsample.core.keys`);
 * the ``m``-th env of the block (in rank order) that ended at this step takes
   pool reset ``m``; if more than ``R`` ended, the envs past the ``R``-th take
   the reset their own key draws (computed, for the whole batch, inside a
@@ -37,9 +37,9 @@ reset an ended env receives is exactly the default's: the step itself
 (``env.step_env`` with the step key), reward, terminated,
 truncated, the true final observation and TrajInfo.
 
-:class:`ResetPool` is the batch-level part (it looks across the envs of a
+`ResetPool` is the batch-level part (it looks across the envs of a
 block, so it cannot be per env); the per-env step without the auto-reset is
-:meth:`jaxsample.core.step.EnvStepper.step` with ``auto_reset=False``.
+`jaxsample.core.step.EnvStepper.step` with ``auto_reset=False``.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class EndedResets:
         env_state: PyTree,
     ) -> tuple[PyTree, PyTree]:
         """Give the envs that ended (``done`` ``[B]``) their own reset; arguments
-        and result as :meth:`ResetPool.restart`'s."""
+        and result as `ResetPool.restart`'s."""
 
         def fresh(obs: PyTree, state: PyTree) -> tuple[PyTree, PyTree]:
             positions = jnp.arange(done.shape[0], dtype=jnp.int32)
@@ -162,7 +162,7 @@ Resets = EndedResets | ResetPool
 
 def default_block(B: int) -> int:
     """``reset_pool_block``'s default: the largest divisor of ``B`` up to
-    :data:`DEFAULT_BLOCK`."""
+    `DEFAULT_BLOCK`."""
     return max(g for g in range(1, min(DEFAULT_BLOCK, B) + 1) if B % g == 0)
 
 
@@ -174,7 +174,7 @@ def check_reset_pool(
     env_ranks: Sequence[int],
 ) -> Resets | None:
     """The resets of ``make_sampler``'s ``reset_pool`` and ``reset_pool_block``:
-    a :class:`ResetPool`; for ``reset_pool=0`` :class:`EndedResets` for a
+    a `ResetPool`; for ``reset_pool=0`` `EndedResets` for a
     gymnax env whose ``step`` is gymnax's own, None (the env's own
     auto-resetting ``step``) for any other; or a clear error naming the bad
     argument."""

@@ -1,29 +1,30 @@
-"""The JAX sampler: :class:`Sampler` (``init``, ``collect``, ``examples``) and
-:class:`SamplerState`; build one with :func:`jaxsample.make_sampler`.
+"""The JAX sampler: [`Sampler`][jaxsample.sampler.Sampler] (``init``, ``collect``, ``examples``) and
+[`SamplerState`][jaxsample.sampler.SamplerState]; build one with
+[`jaxsample.make_sampler`][jaxsample.sampler.make_sampler].
 
 One ``collect`` call is one XLA program: the per-env step
-(:class:`~jaxsample.core.step.EnvStepper`, unbatched) is vmapped over ``B``
+(`EnvStepper`, unbatched) is vmapped over ``B``
 environments and scanned over ``T`` steps. What makes it fast:
 
 * the scanned body holds what the env and the agent output and the step's
-  TrajInfo (:class:`_StepOut`); ``done`` and the ``prev_action``/
+  TrajInfo (`_StepOut`); ``done`` and the ``prev_action``/
   ``prev_reward`` fields are computed after the scan over whole ``[T, B]``
-  arrays (:func:`jaxsample.core.assemble.assemble`). On a CPU a step of a
+  arrays (`jaxsample.core.assemble.assemble`). On a CPU a step of a
   cheap env costs what its kernels cost to launch, not their arithmetic, so
   TrajInfo's few element-wise updates go into the step's own kernels rather
   than into a second ``T``-step loop after the scan;
 * an agent that does not read ``prev_action``/``prev_reward`` (a reading of
-  its jaxpr, :meth:`~jaxsample.core.step.EnvStepper.reads_previous`: a
+  its jaxpr, `reads_previous`: a
   feed-forward policy, the random agent) gets neither carried through the
   scan; the state's are set from the batch's last step after it;
 * the final-observation store is one strategy chosen when the sampler is
-  built (:mod:`jaxsample.core.finals`): the sparse ones write the true final
+  built (`jaxsample.core.finals`): the sparse ones write the true final
   observations inside a ``lax.cond`` only at steps where some env truncates,
   so the scan body reads *step -> store -> reset*;
 * no key hashed inside the scan: the batch's agent, step and reset keys are
-  drawn before it, one hash per stream (:func:`jaxsample.core.keys.batch_step_keys`; the
+  drawn before it, one hash per stream (`jaxsample.core.keys.batch_step_keys`; the
   module documents the key schedule), and gymnax's auto-reset step is written
-  out with them (:meth:`~jaxsample.core.step.EnvStepper.env_step`);
+  out with them (`env_step`);
 * strong dtypes in the carry, so a second ``collect`` does not retrace.
 
 What each of these gains is measured in docs/benchmarks.md ("The core
@@ -59,17 +60,17 @@ class SamplerState(AgentFields):
     """Everything that carries over between ``collect`` calls; leaves ``[B, ...]``.
 
     Attributes:
-      env: the envs' :class:`~jaxsample.core.step.EnvCarry`: ``env_state``
+      env: the envs' `EnvCarry`: ``env_state``
         (the gymnax env states), ``observation`` (``[B, *obs]``, what the
         agent sees next) and ``agent`` (the previous action, null after a
         reset; the previous reward, float32; the agent's recurrent state;
         ``env_rank``, int32 global rank of each env). Read them as
         ``state.observation``, ``state.agent_state``, ... too.
       key: ``[B]`` per-env run key (``k_run``: every step's key hashes its
-        step count with it, :mod:`jaxsample.core.keys`).
+        step count with it, `jaxsample.core.keys`).
       epoch: ``[B]`` uint32, the key epoch of the envs' next step.
       step: ``[B]`` uint32, steps taken in the current epoch (``< EPOCH``).
-      traj: per-env :class:`~jaxsample.traj_info.TrajAccumulator`.
+      traj: per-env [`TrajAccumulator`][jaxsample.traj_info.TrajAccumulator].
       idle: ``[B]`` bool, the env finished its episode in this batch and waits
         (``"wait"``/``"episodic"`` modes only).
     """
@@ -122,7 +123,8 @@ class _StepOut(struct.PyTreeNode):
 
 
 def check_state(state: Any, B: int) -> None:
-    """Raise unless ``state`` is a :class:`SamplerState` of ``B`` envs."""
+    """Raise unless ``state`` is a [`SamplerState`][jaxsample.sampler.SamplerState] of ``B``
+    envs."""
     if not isinstance(state, SamplerState):
         raise TypeError(f"state must be the SamplerState from sampler.init, got {type(state)}")
     if state.idle.shape != (B,):
@@ -141,17 +143,18 @@ def check_state(state: Any, B: int) -> None:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Sampler:
-    """A compiled-collection sampler; build it with :func:`jaxsample.make_sampler`.
+    """A compiled-collection sampler; build it with
+    [`jaxsample.make_sampler`][jaxsample.sampler.make_sampler].
 
     ``init`` and ``collect`` are pure and jittable; ``examples`` describes one
-    step of :class:`~jaxsample.types.Samples` (leaves ``jax.ShapeDtypeStruct``, no
+    step of [`Samples`][jaxsample.types.Samples] (leaves ``jax.ShapeDtypeStruct``, no
     ``T``/``B`` axes, ``final_store`` holding one dense final observation) to
     allocate replay buffers from. The options (``batch_spec``,
     ``reset_mode``, ...) are ``options``, a
-    :class:`~jaxsample.core.options.SamplerOptions`. It is a composition: the
+    [`SamplerOptions`][jaxsample.core.options.SamplerOptions]. It is a composition: the
     per-env step (``_stepper``), the final-observation store (``_finals``,
-    :mod:`jaxsample.core.finals`) and the resets of the envs that ended
-    (``_resets``, :mod:`jaxsample.core.resets`: gymnax's own where some env
+    `jaxsample.core.finals`) and the resets of the envs that ended
+    (``_resets``, `jaxsample.core.resets`: gymnax's own where some env
     ended, or pooled; None: the env's own auto-resetting ``step``).
     """
 
@@ -171,10 +174,11 @@ class Sampler:
 
     @property
     def examples(self) -> Samples:
-        """One step of :class:`~jaxsample.types.Samples` (``jax.ShapeDtypeStruct``
+        """One step of [`Samples`][jaxsample.types.Samples] (``jax.ShapeDtypeStruct``
         leaves, no ``T``/``B`` axes); a ``ValueError`` naming ``agent_params=``
         while the agent's parameters are unknown (an agent without ``init``,
-        built without ``agent_params=``, before the first :meth:`init`)."""
+        built without ``agent_params=``, before the first
+        [`init`][jaxsample.sampler.Sampler.init])."""
         return self._examples.get()
 
     def check_params(self, agent_params: PyTree) -> None:
@@ -192,14 +196,16 @@ class Sampler:
             here; the agent does not act during decorrelation).
 
         Returns:
-          The :class:`SamplerState` to pass to :meth:`collect`.
+          The [`SamplerState`][jaxsample.sampler.SamplerState] to pass to
+          [`collect`][jaxsample.sampler.Sampler.collect].
         """
         check_key(key)
         self.check_params(agent_params)  # decorrelation takes random actions
         return self.init_envs(key, jnp.asarray(self.options.env_ranks, jnp.int32))
 
     def init_envs(self, key: jax.Array, env_ranks: jax.Array) -> SamplerState:
-        """:meth:`init` for the envs of global ranks ``env_ranks`` (int32 ``[n]``,
+        """[`init`][jaxsample.sampler.Sampler.init] for the envs of global ranks ``env_ranks``
+        (int32 ``[n]``,
         a traced array is fine): how a shard of a mesh starts its own envs."""
         state, k_steps, n_steps = jax.vmap(self._start_env, in_axes=(None, 0))(key, env_ranks)
         if self.options.max_decorrelation_steps == 0:
@@ -259,12 +265,12 @@ class Sampler:
         """Collect one ``[T, B]`` batch; pure and jittable (donate ``state``).
 
         Args:
-          state: from :meth:`init` or the previous ``collect``.
+          state: from [`init`][jaxsample.sampler.Sampler.init] or the previous ``collect``.
           agent_params: the agent's parameters for this batch.
 
         Returns:
           ``(state, batch)``: the state to continue from, and a
-          :class:`~jaxsample.types.Batch` whose arrays are ``[T, B, ...]``.
+          [`Batch`][jaxsample.types.Batch] whose arrays are ``[T, B, ...]``.
         """
         check_state(state, self.options.batch_spec.B)
         self.check_params(agent_params)  # e.g. () for a learning agent: named here
@@ -273,24 +279,26 @@ class Sampler:
     def collect_random(
         self, state: SamplerState, agent_params: PyTree
     ) -> tuple[SamplerState, Batch]:
-        """:meth:`collect` with uniformly random actions: ALF's initial collect
+        """[`collect`][jaxsample.sampler.Sampler.collect] with uniformly random actions: ALF's
+        initial collect
         steps (TorchRL's ``init_random_frames``), kept as data.
 
-        The same stream as :meth:`collect` (same keys, the step counter
+        The same stream as [`collect`][jaxsample.sampler.Sampler.collect] (same keys, the step
+        counter
         advances, TrajInfo accumulates), so batches before and after continue
         each other exactly; only the actions differ: ``action_space.sample``
         with the agent's key of the step, ``agent_info`` zeros of the agent's
         spec, and the agent's state is left as it is. The batch fits
         ``examples``, so it can go into any replayer
-        (:func:`jaxsample.replay.prefill` fills one).
+        (`jaxsample.replay.prefill` fills one).
 
         Args:
-          state: from :meth:`init` or a previous collect.
+          state: from [`init`][jaxsample.sampler.Sampler.init] or a previous collect.
           agent_params: the agent's parameters (used only for
             ``bootstrap_value``).
 
         Returns:
-          ``(state, batch)`` as :meth:`collect`.
+          ``(state, batch)`` as [`collect`][jaxsample.sampler.Sampler.collect].
         """
         check_state(state, self.options.batch_spec.B)
         self.check_params(agent_params)
@@ -301,7 +309,7 @@ class Sampler:
     def _collect(
         self, state: SamplerState, agent_params: PyTree, act: ActFn
     ) -> tuple[SamplerState, Batch]:
-        """:meth:`collect` with the agent's step ``act``: the scan of
+        """[`collect`][jaxsample.sampler.Sampler.collect] with the agent's step ``act``: the scan of
         *step -> store -> reset* over the batch's keys, then the assembly."""
         T = self.options.batch_spec.T
         state, keys = jax.vmap(self._start_batch)(state)
@@ -345,7 +353,7 @@ class Sampler:
         k_agent: jax.Array,
         k_env: K.EnvKeys,
     ) -> tuple[SamplerState, _StepOut]:
-        """Step ``t`` of the ``B`` envs (:meth:`_env_step` vmapped), their
+        """Step ``t`` of the ``B`` envs (`_env_step` vmapped), their
         actions checked in the checked mode."""
         step = functools.partial(self._env_step, act=act, t=t, track_previous=track_previous)
         new_state, out = jax.vmap(step)(state, k_agent, k_env)
@@ -359,7 +367,7 @@ class Sampler:
 
     def _reset_ended(self, state: SamplerState, done: jax.Array, reset_keys: Any) -> SamplerState:
         """The envs that ended (``done`` ``[B]``) restart (``_resets.restart``,
-        :mod:`jaxsample.core.resets`)."""
+        `jaxsample.core.resets`)."""
         assert self._resets is not None
         env = state.env
         obs, env_state = self._resets.restart(
@@ -429,9 +437,8 @@ class Sampler:
         track_previous: bool = True,
     ) -> tuple[SamplerState, _StepOut]:
         """One step of one env (unbatched) with the step's keys
-        (:func:`~jaxsample.core.keys.batch_step_keys`): the core step, and
-        what it writes (``track_previous``: :meth:`EnvStepper.step
-        <jaxsample.core.step.EnvStepper.step>`'s)."""
+        (`batch_step_keys`): the core step, and
+        what it writes (``track_previous``: `EnvStepper.step`'s)."""
         truncate = None
         if self.options.reset_mode == "episodic":  # every batch is one T-step episode
             truncate = t == self.options.batch_spec.T - 1
@@ -475,7 +482,7 @@ class Sampler:
         steps did not carry them: the last step's action and reward, restarted
         where it ended the episode (or the env was idle: it ended earlier in
         the batch, and its state was kept since) — the batch's ``prev_*``
-        shift (:func:`~jaxsample.core.assemble.assemble`) one step on."""
+        shift (`assemble`) one step on."""
         done = out.terminated[-1] | out.truncated[-1]
         if self.options.reset_mode != "auto":
             done = done | ~out.valid[-1]

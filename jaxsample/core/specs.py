@@ -1,12 +1,12 @@
 """What an env and an agent look like, derived and checked once at build time.
 
-:func:`env_spec` reads a gymnax env's spaces and step outputs
-(:class:`EnvSpec`), :func:`agent_spec` checks an agent against them
-given its parameters (:class:`AgentSpec`; :class:`FromParams` defers that to
+`env_spec` reads a gymnax env's spaces and step outputs
+(`EnvSpec`), `agent_spec` checks an agent against them
+given its parameters (`AgentSpec`; `FromParams` defers that to
 the first parameters given when they are not known at build time),
-:func:`act_checked` is the agent step with those checks at trace time,
-:func:`step_examples` builds a sampler's ``examples``, and
-:func:`known_time_limit` reads an env's time limit where it is known for sure.
+`act_checked` is the agent step with those checks at trace time,
+`step_examples` builds a sampler's ``examples``, and
+`known_time_limit` reads an env's time limit where it is known for sure.
 """
 
 from __future__ import annotations
@@ -257,7 +257,7 @@ class FromParams:
     At build time when the parameters are known (``agent_params=``, or
     ``agent.init``'s shapes); else from the parameters first given to
     ``init`` (an agent without ``init`` is never called with made-up
-    parameters). Until then :meth:`get` raises a ``ValueError`` that says to
+    parameters). Until then `get` raises a ``ValueError`` that says to
     pass ``agent_params=``.
     """
 
@@ -345,7 +345,7 @@ def step_examples(
     bootstrap_value: bool,
     reward: Any = REWARD,
 ) -> Samples:
-    """A sampler's ``examples``: :class:`Samples` of one step (no ``T``/``B``
+    """A sampler's ``examples``: [`Samples`][jaxsample.types.Samples] of one step (no ``T``/``B``
     axes) with ``jax.ShapeDtypeStruct`` leaves, from the specs of one env's
     observation, action, info, reward (``[N]`` for a team: the rewards and
     the bootstrap value are per agent), and the agent's info and state."""
@@ -380,7 +380,8 @@ def known_time_limit(env: Any, env_params: Any) -> float | None:
     """The time limit of ``env`` where it is known for sure, else None.
 
     An env's class may declare it: a method ``known_time_limit(env_params)``, as the
-    suite adapters have (:class:`jaxsample.envs.suites.SuiteEnv`; ``math.inf``
+    suite adapters have ([`jaxsample.envs.suites.SuiteEnv`][jaxsample.envs.suites.SuiteEnv];
+    ``math.inf``
     for an env that never truncates). Otherwise it is known only for an
     unmodified built-in gymnax env (its class is defined in
     the ``gymnax.environments`` package and keeps gymnax's ``step`` and

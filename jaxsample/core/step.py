@@ -1,22 +1,22 @@
 """The per-env step, unbatched: the agent acts, the env steps, done envs reset.
 
-:class:`EnvStepper` is used by the JAX sampler (:mod:`jaxsample.core.rollout`,
-decorrelation included) and by the evaluator (:mod:`jaxsample.evaluation`),
+`EnvStepper` is used by the JAX sampler (`jaxsample.core.rollout`,
+decorrelation included) and by the evaluator ([`jaxsample.evaluation`][jaxsample.evaluation]),
 which vmap it over their envs: ``step(carry, ...) -> (carry, transition)`` on
-an :class:`EnvCarry`, the carry nested in each caller's state (which adds
+an `EnvCarry`, the carry nested in each caller's state (which adds
 fields of its own: keys, counters, trajectory accumulators). It composes the
-env with the agent's half, :class:`~jaxsample.core.acting.AgentStepper`, which
+env with the agent's half, `AgentStepper`, which
 the host sampler uses on its own.
 
 Reset handling (docs/design.md's conventions): after ``done`` the env has
 already reset (gymnax auto-resets inside ``env.step``), and the agent's
-inputs restart (:func:`jaxsample.core.acting.restart`): ``prev_action`` is
+inputs restart (`jaxsample.core.acting.restart`): ``prev_action`` is
 the null action, ``prev_reward`` 0 and the agent state
 ``agent.initial_state(env_rank)``. In the ``"wait"`` and
-``"episodic"`` modes :func:`hold_idle` keeps an env that already finished in
+``"episodic"`` modes `hold_idle` keeps an env that already finished in
 this batch where it is, with zeroed outputs; ``"episodic"`` also truncates the
 batch's last step (``truncate``) and restarts every env at the batch start
-(:meth:`EnvStepper.start`). Carry dtypes are the env's and agent's own,
+(`EnvStepper.start`). Carry dtypes are the env's and agent's own,
 strong, so a second ``collect`` does not retrace.
 """
 
@@ -44,7 +44,7 @@ from jaxsample.types import PyTree, TrajInfo
 class EnvCarry:
     """The per-env carry of every JAX sampler's state (scalars per env;
     ``[B, ...]`` batched): the env's state and observation, and the agent's
-    half (:class:`~jaxsample.core.acting.AgentCarry`)."""
+    half (`AgentCarry`)."""
 
     env_state: PyTree
     observation: PyTree
@@ -87,8 +87,8 @@ class EnvStepper:
 
     Attributes:
       env, env_params: the gymnax env.
-      env_spec: the env's :class:`~jaxsample.core.specs.EnvSpec`.
-      agent: the agent's half (:class:`~jaxsample.core.acting.AgentStepper`).
+      env_spec: the env's `EnvSpec`.
+      agent: the agent's half (`AgentStepper`).
     """
 
     env: Any
@@ -119,7 +119,7 @@ class EnvStepper:
 
     def _observe(self, observation: PyTree, env_state: PyTree) -> PyTree:
         """The observation with the legal actions of ``env_state`` for an env
-        with masks (:func:`~jaxsample.core.masking.observe`), else as it is."""
+        with masks (`observe`), else as it is."""
         return observe(self.env, self.env_params, observation, env_state)
 
     def start(self, key: jax.Array, rank: jax.Array) -> EnvCarry:
@@ -130,13 +130,13 @@ class EnvStepper:
 
     def keys_of(self, k_env: jax.Array) -> EnvKeys:
         """The step keys a single env key stands for (decorrelation, the
-        evaluator): :func:`~jaxsample.core.keys.env_step_keys`."""
+        evaluator): `env_step_keys`."""
         return env_step_keys(k_env, self.gymnax_step)
 
     @property
     def gymnax_step(self) -> bool:
         """Whether the env's ``step`` is gymnax's own auto-resetting step (not
-        overridden): then :meth:`env_step` may write it out with a step key
+        overridden): then `env_step` may write it out with a step key
         and a reset key of the caller's."""
         return type(self.env).step is Environment.step
 
@@ -147,7 +147,7 @@ class EnvStepper:
         truncated, info)`` as gymnax's ``env.step`` returns them.
 
         ``k_env`` is the pair ``(k_step, k_reset)``. For an env whose ``step`` is
-        gymnax's own (:attr:`gymnax_step`): gymnax's step written out with
+        gymnax's own (`gymnax_step`): gymnax's step written out with
         these keys (``env.step_env`` with ``k_step``, ``env.reset_env`` with
         ``k_reset`` selected where done), so the caller draws them as it likes
         (the sampler, a whole batch's at once) and nothing splits a key per
@@ -199,19 +199,19 @@ class EnvStepper:
     ) -> tuple[EnvCarry, Transition]:
         """One step of one env: ``act`` with ``k_agent``, the env's step with
         ``k_env``, and the agent's carry restarted where the episode ended
-        (:func:`~jaxsample.core.acting.restart`).
+        (`restart`).
 
         Args:
-          carry: the env's :class:`EnvCarry` (scalars).
+          carry: the env's `EnvCarry` (scalars).
           act: the agent's step (``agent.agent_act`` or ``agent.random_act``).
           k_agent, k_env: this step's keys (the caller's key schedule);
-            ``k_env`` the pair ``(k_step, k_reset)`` (:meth:`env_step`).
+            ``k_env`` the pair ``(k_step, k_reset)`` (`env_step`).
           truncate: bool scalar: also truncate here unless terminated (the end
             of an ``"episodic"`` batch); None for never.
-          auto_reset: True: the auto-resetting step (:meth:`env_step`).
-            False: :meth:`env_step_no_reset` with ``k_step``: the env's state
+          auto_reset: True: the auto-resetting step (`env_step`).
+            False: `env_step_no_reset` with ``k_step``: the env's state
             and observation stay the final ones, for the caller to reset
-            (:mod:`jaxsample.core.resets`).
+            (`jaxsample.core.resets`).
           track_previous: False: ``prev_action`` and ``prev_reward`` are left
             as they are (for an ``act`` that does not read them,
             ``agent.reads_previous``; the caller sets them after its steps).
@@ -242,7 +242,7 @@ class EnvStepper:
 
 
 def traj_step(observation: PyTree, tr: Transition) -> TrajStep:
-    """The :class:`~jaxsample.traj_info.TrajStep` user fields see of the step
+    """The [`TrajStep`][jaxsample.traj_info.TrajStep] user fields see of the step
     ``tr`` taken on ``observation`` (the carry's: without its mask)."""
     return TrajStep(
         observation=split(observation)[0],

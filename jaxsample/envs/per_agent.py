@@ -1,10 +1,12 @@
-"""The action space of a team of agents that share one space: :class:`PerAgent`.
+"""The action space of a team of agents that share one space:
+[`PerAgent`][jaxsample.envs.per_agent.PerAgent].
 
 A multi-agent env (``jaxsample.envs.suites.jaxmarl``) takes one action per
 agent, stacked on a leading agent axis ``[N, *act]``. gymnax has no space for
 that (its ``Discrete`` is a scalar), so the env's ``action_space`` is a
-:class:`PerAgent`: ``sample`` draws every agent's action, ``space`` is one
-agent's space (what a shared agent, :class:`jaxsample.agents.SharedAgent`,
+[`PerAgent`][jaxsample.envs.per_agent.PerAgent]: ``sample`` draws every agent's action, ``space`` is
+one
+agent's space (what a shared agent, [`jaxsample.agents.SharedAgent`][jaxsample.agents.SharedAgent],
 is built from).
 """
 

@@ -1,18 +1,20 @@
-"""Environment wrappers: :class:`MaskObservation` and :func:`mask_velocity`.
+"""Environment wrappers: [`MaskObservation`][jaxsample.envs.MaskObservation] and
+[`mask_velocity`][jaxsample.envs.mask_velocity].
 
 Hiding part of a fully observed environment's observation makes a POMDP: e.g.
-CartPole with its two velocities hidden (:func:`mask_velocity`) can only be
+CartPole with its two velocities hidden ([`mask_velocity`][jaxsample.envs.mask_velocity]) can only
+be
 balanced by an agent that infers the velocities from its memory of past
 positions and angles (a recurrent agent); a feedforward one cannot.
 
-A wrapper here is a gymnax :class:`~gymnax.environments.environment.Environment`
+A wrapper here is a gymnax `Environment`
 subclass that delegates ``step_env`` / ``reset_env`` to the inner environment and
 masks the observations they return. It inherits gymnax's ``step`` (auto-reset,
 ``terminated`` / ``truncated`` / ``final_observation`` info) and delegates
 ``is_truncated`` to the inner environment. The env state and the env params are
 the inner environment's, unchanged; the samplers look through a wrapper to the
 inner env when they bound the truncations per batch (see
-:func:`jaxsample.core.specs.known_time_limit`).
+`jaxsample.core.specs.known_time_limit`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from gymnax.environments.environment import Environment
 __all__ = ["VELOCITY_INDICES", "MaskObservation", "mask_velocity"]
 
 #: Per gymnax environment name, the indices of the observation vector that are
-#: velocities (what :func:`mask_velocity` hides).
+#: velocities (what [`mask_velocity`][jaxsample.envs.mask_velocity] hides).
 VELOCITY_INDICES: dict[str, tuple[int, ...]] = {
     "CartPole-v1": (1, 3),  # [x, x_dot, theta, theta_dot]
     "Pendulum-v1": (2,),  # [cos theta, sin theta, theta_dot]
@@ -176,8 +178,9 @@ def mask_velocity(env: Any) -> MaskObservation:
     """Hide the velocities of a classic-control env (a POMDP needing memory).
 
     CartPole-v1 keeps ``[x, theta]`` (drops ``x_dot``, ``theta_dot``); see
-    :data:`VELOCITY_INDICES` for the others. Raises ValueError for an env whose
-    name is not there (use :class:`MaskObservation` with explicit indices).
+    `VELOCITY_INDICES` for the others. Raises ValueError for an env whose
+    name is not there (use [`MaskObservation`][jaxsample.envs.MaskObservation] with explicit
+    indices).
     """
     name = getattr(env, "name", None)
     if name not in VELOCITY_INDICES:

@@ -1,10 +1,13 @@
 """Host (non-JAX) environments through jaxsample's sampler API.
 
-* :func:`make_host_sampler`: the ``init`` / ``collect`` / ``examples`` contract
-  and the :class:`~jaxsample.Batch` layout of :func:`jaxsample.make_sampler`,
+* [`make_host_sampler`][jaxsample.host.make_host_sampler]: the ``init`` / ``collect`` / ``examples``
+  contract
+  and the [`Batch`][jaxsample.types.Batch] layout of
+  [`jaxsample.make_sampler`][jaxsample.sampler.make_sampler],
   for a ``gymnasium.vector.VectorEnv`` (any autoreset mode) or an envpool pool.
   The agent step is compiled and runs on the device; the env steps on the host.
-* :func:`make_bridge`: a host vector env callable from inside ``jax.jit`` (an
+* [`make_bridge`][jaxsample.host.make_bridge]: a host vector env callable from inside ``jax.jit``
+  (an
   ordered ``io_callback`` per step), for a ``lax.scan`` rollout that must drive
   it.
 

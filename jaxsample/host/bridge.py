@@ -1,7 +1,8 @@
-"""A host vector env callable from inside ``jax.jit``: :func:`make_bridge`.
+"""A host vector env callable from inside ``jax.jit``: [`make_bridge`][jaxsample.host.make_bridge].
 
 For programs that need the env inside a compiled program — a ``lax.scan``
-rollout, a jitted train step that also collects — :class:`HostEnvBridge` exposes
+rollout, a jitted train step that also collects — [`HostEnvBridge`][jaxsample.host.HostEnvBridge]
+exposes
 ``reset(key)`` and ``step(action)`` over the ``B`` envs of a host vector env as
 ``jax.experimental.io_callback(..., ordered=True)`` calls:
 
@@ -17,7 +18,7 @@ rollout, a jitted train step that also collects — :class:`HostEnvBridge` expos
   whole batch — do not ``vmap`` it (e.g. over seeds).
 
 The autoreset translation is the host sampler's (see
-:mod:`jaxsample.host.envs`): ``step`` returns the observation the agent sees
+`jaxsample.host.envs`): ``step`` returns the observation the agent sees
 next (the reset observation after a done step), and the true next observation
 of every env as ``final_observation``.
 
@@ -55,7 +56,7 @@ from jaxsample.host.envs import (
 
 
 class BridgeStep(NamedTuple):
-    """What :meth:`HostEnvBridge.step` returns; leaves ``[B, ...]``.
+    """What [`HostEnvBridge.step`][jaxsample.host.HostEnvBridge.step] returns; leaves ``[B, ...]``.
 
     Attributes:
       observation: ``[B, *obs]`` what the agent sees next (the reset observation
@@ -78,7 +79,7 @@ class BridgeStep(NamedTuple):
 class HostEnvBridge:
     """``reset`` / ``step`` of a host vector env, callable inside ``jax.jit``.
 
-    Build it with :func:`make_bridge`. Both methods are batched over the
+    Build it with [`make_bridge`][jaxsample.host.make_bridge]. Both methods are batched over the
     ``num_envs`` envs and must not be ``vmap``-ped.
     """
 
@@ -99,7 +100,7 @@ class HostEnvBridge:
 
     def reset(self, key: jax.Array) -> jax.Array:
         """Seed and reset every env (creating them, for a factory): env ``b`` gets
-        the seed :func:`jaxsample.host.env_seeds` gives its rank.
+        the seed [`jaxsample.host.env_seeds`][jaxsample.host.env_seeds] gives its rank.
 
         Args:
           key: a ``jax.random.key`` (may be traced).
@@ -182,7 +183,8 @@ def make_bridge(
     Args:
       env: a ``gymnasium.vector.VectorEnv`` or a factory
         ``make_env(seeds: list[int]) -> VectorEnv`` (as for
-        :func:`jaxsample.host.make_host_sampler`; envpool needs a factory).
+        [`jaxsample.host.make_host_sampler`][jaxsample.host.make_host_sampler]; envpool needs a
+        factory).
       num_envs: the number of envs; required for a factory (which is called
         once here to read the spaces), checked against an instance.
       env_ranks: the global rank of each env (default ``range(num_envs)``); the

@@ -1,17 +1,17 @@
 """The host sampler's device side: the compiled functions its host loop calls.
 
-:class:`DeviceSide` holds the agent's part of a host batch: the JAX samplers'
-per-env agent step (:class:`~jaxsample.core.acting.AgentStepper`) vmapped over
+`DeviceSide` holds the agent's part of a host batch: the JAX samplers'
+per-env agent step (`AgentStepper`) vmapped over
 the ``B`` envs: ``start`` (per-env keys and seeds), ``fresh`` (new episodes'
 agent carry), ``begin`` (a batch's record
 buffer and agent keys), ``act`` (one step of the agent, written into the
 packed record), ``decorrelation_traj`` and ``finish`` (the batch from the host
 buffers, with the JAX sampler's own assembly,
-:func:`jaxsample.core.assemble.assemble`). :func:`compile_device` jits each of
+`jaxsample.core.assemble.assemble`). `compile_device` jits each of
 them once, when the sampler is built (a host loop must call compiled code).
 
 What the agent computes at a step is stored bit-packed into one donated
-``[T, B, K]`` uint32 buffer (:func:`pack`, :func:`unpack`): one buffer, not one
+``[T, B, K]`` uint32 buffer (`pack`, `unpack`): one buffer, not one
 per leaf, because every donated buffer adds to the dispatch of each step.
 """
 
@@ -111,9 +111,9 @@ class HostBatch(struct.PyTreeNode):
 @dataclasses.dataclass(frozen=True, eq=False)
 class DeviceSide:
     """The device functions of a host sampler (pure; jit them with
-    :func:`compile_device`). Build with :func:`make_device`. The agent's half
+    `compile_device`). Build with `make_device`. The agent's half
     of each step is the JAX samplers' own
-    (:class:`~jaxsample.core.acting.AgentStepper`, vmapped over the ``B``
+    (`AgentStepper`, vmapped over the ``B``
     envs): the host holds the observations, the device the agents' carry."""
 
     options: SamplerOptions
@@ -142,7 +142,7 @@ class DeviceSide:
         From the previous step's action, reward and flags (``[B]``, from the
         host: bit 0 done, bit 1 active) the agents' carry restarts where the
         episode ended or the env idles
-        (:meth:`~jaxsample.core.acting.AgentStepper.after`); then the agent
+        (`after`); then the agent
         acts (an idle env keeps its state) and the buffers are written at
         ``t``. ``carry`` is the agents' carry ``[B]`` and ``t``.
         """
@@ -274,7 +274,7 @@ def make_device(
     stepper: AgentStepper,
     agent_info_spec: PyTree,
 ) -> DeviceSide:
-    """The :class:`DeviceSide` of a host sampler with ``options`` and the
+    """The `DeviceSide` of a host sampler with ``options`` and the
     agent's ``stepper``; a clear ``TypeError`` for a record leaf whose dtype
     cannot be packed."""
     record_spec = Record(
@@ -293,7 +293,7 @@ def make_device(
 
 
 class CompiledDevice(NamedTuple):
-    """Each device function of a :class:`DeviceSide` jitted once (compiled on
+    """Each device function of a `DeviceSide` jitted once (compiled on
     first use, never retraced for new params)."""
 
     act: Any

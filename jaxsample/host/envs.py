@@ -1,10 +1,11 @@
 """Host (non-JAX) vector environments: optional imports, seeds, spaces, and the
 translation of gymnasium's autoreset modes to jaxsample's conventions.
 
-Shared by the host sampler (:mod:`jaxsample.host.sampler`) and the in-jit bridge
-(:mod:`jaxsample.host.bridge`). gymnasium and envpool are optional: nothing here
-imports them at module import time, and :func:`require_gymnasium` /
-:func:`require_envpool` raise an ``ImportError`` that names the extra to install.
+Shared by the host sampler (`jaxsample.host.sampler`) and the in-jit bridge
+(`jaxsample.host.bridge`). gymnasium and envpool are optional: nothing here
+imports them at module import time, and [`require_gymnasium`][jaxsample.host.require_gymnasium] /
+[`require_envpool`][jaxsample.host.require_envpool] raise an ``ImportError`` that names the extra to
+install.
 
 The translation (docs/design.md: at a done step the agent next sees the reset
 observation, and the step records the true final observation):
@@ -78,7 +79,7 @@ def is_envpool(env: Any) -> bool:
 
 def seed_of(key: jax.Array, rank: Any) -> jax.Array:
     """The seed of the env of global rank ``rank`` as a uint32 scalar
-    (jittable); see :func:`env_seeds`."""
+    (jittable); see [`env_seeds`][jaxsample.host.env_seeds]."""
     k_reset = jax.random.split(jax.random.fold_in(key, rank), 3)[0]
     return jax.random.bits(k_reset, dtype=jnp.uint32) >> (32 - SEED_BITS)
 
@@ -211,7 +212,7 @@ def time_limit(env: Any) -> int | None:
 
 
 class StepResult(NamedTuple):
-    """What :meth:`VecAdapter.step` returns besides the observation it writes.
+    """What `VecAdapter.step` returns besides the observation it writes.
 
     ``final_rows``: ``[n, *obs]``, the true final observations of the envs where
     ``final_mask`` is True (in env order), or None when no env is done; for the
@@ -341,7 +342,7 @@ class EnvHandle:
     (needed for envpool, whose seeds are fixed at creation). ``generation``
     counts the uses that invalidate older states (bumped just before the envs
     move). ``failure`` describes an error raised after the envs had moved (None
-    when there was none since the last :meth:`start`): the envs then advanced
+    when there was none since the last `start`): the envs then advanced
     by steps whose outputs nobody received, so they must be restarted.
     """
 

@@ -2,13 +2,14 @@
 
 It drives a host (non-JAX) vector env — a ``gymnasium.vector.VectorEnv`` in any
 autoreset mode, or an envpool pool — with the same contract as
-:func:`jaxsample.make_sampler` and returns the same :class:`~jaxsample.Batch`
+[`jaxsample.make_sampler`][jaxsample.sampler.make_sampler] and returns the same
+[`Batch`][jaxsample.types.Batch]
 layout (docs/design.md's conventions: terminated/truncated, the true final
 observation, prev_action/prev_reward, TrajInfo, reset modes ``"auto"``,
 ``"wait"`` and ``"episodic"``, decorrelation, ``bootstrap_value``).
 
 Where the work happens, per step of a batch (the device functions are in
-:mod:`jaxsample.host.device`):
+`jaxsample.host.device`):
 
 1. one call of a compiled function (jitted once, when the sampler is built,
    because a host loop must call a compiled agent step): the observation goes
@@ -28,13 +29,14 @@ Where the work happens, per step of a batch (the device functions are in
 After the ``T`` steps one more compiled call receives the host buffers (one
 transfer per batch) and computes ``done``, ``prev_action``/``prev_reward``,
 ``TrajInfo``, the final-observation store and ``bootstrap_value`` with the
-JAX sampler's own assembly (:func:`jaxsample.core.assemble.assemble`).
+JAX sampler's own assembly (`jaxsample.core.assemble.assemble`).
 (Writing each observation into a device buffer inside the step instead costs
 XLA:CPU ~25 us per step, more than sending the whole ``[T, B, *obs]`` buffer
 once.)
 
 ``collect`` is not jittable: it steps a stateful host env. ``init`` and
-``collect`` return a :class:`HostSamplerState` that refers to the env; only the
+``collect`` return a [`HostSamplerState`][jaxsample.host.HostSamplerState] that refers to the env;
+only the
 latest state of an env may be collected from (an older one raises), because the
 env has moved on. A ``collect`` that fails before its envs move (e.g. in the
 agent's first step: bad ``agent_params``) leaves its state valid, and a retry
@@ -44,11 +46,12 @@ invalidates it, and the next ``collect`` says so: start again with ``init``.
 
 Randomness (the JAX sampler's schedule, docs/design.md): for the env of global rank
 ``r``, ``k_reset, k_decorrelate, k_run = split(fold_in(key, r), 3)``. The env's
-seed is 31 bits of ``k_reset`` (:func:`jaxsample.host.env_seeds`); the agent acts
+seed is 31 bits of ``k_reset`` ([`jaxsample.host.env_seeds`][jaxsample.host.env_seeds]); the agent
+acts
 at the env's ``n``-th step with ``fold_in(k_epoch, 4 i)`` exactly as in the JAX
 sampler (epochs of ``2**30`` steps), so the same agent gets the same keys from
 both; decorrelation is drawn on the host from 32 bits of ``k_decorrelate``
-(:func:`jaxsample.host.envs.decorrelation_plan`). The env's own randomness after its seeded reset
+(`jaxsample.host.envs.decorrelation_plan`). The env's own randomness after its seeded reset
 is its own (it continues its seeded generator; resets take no seed), so the
 same key gives the same samples.
 """
@@ -98,16 +101,17 @@ class HostSamplerState(AgentFields):
     Host (numpy) leaves: ``observation`` (``[B, *obs]``, what the agent sees
     next) and ``stale`` (bool: in ``"wait"`` mode the env was stepped while it
     idled, so it is reset when the next batch starts). Device leaves:
-    ``agent``, the agents' :class:`~jaxsample.core.acting.AgentCarry` (the
+    ``agent``, the agents' `AgentCarry` (the
     JAX samplers' agent half of their carry: ``prev_action``, ``prev_reward``
     float32, ``agent_state``, ``env_rank``; read them as
     ``state.prev_action``, ... too), ``key`` (``[B]`` run keys), ``epoch``
     and ``step`` (``[B]`` uint32: the key epoch and the steps taken in it,
-    :mod:`jaxsample.core.keys`) and ``traj``
-    (:class:`~jaxsample.traj_info.TrajAccumulator`). There is no env state:
+    `jaxsample.core.keys`) and ``traj``
+    ([`TrajAccumulator`][jaxsample.traj_info.TrajAccumulator]). There is no env state:
     the host env holds it.
 
-    ``handle`` (the host env, :attr:`env`) and ``generation`` are static: a
+    ``handle`` (the host env, [`env`][jaxsample.host.HostSamplerState.env]) and ``generation`` are
+    static: a
     state may be collected from only while it is its env's latest.
     """
 
@@ -143,13 +147,14 @@ def _np_zeros(spec: Any, lead: tuple[int, ...]) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class HostSampler:
-    """A sampler of a host vector env; build it with :func:`make_host_sampler`.
+    """A sampler of a host vector env; build it with
+    [`make_host_sampler`][jaxsample.host.make_host_sampler].
 
     ``init`` and ``collect`` have the JAX sampler's signatures and return the
-    same :class:`~jaxsample.types.Batch` layout, but they are plain Python (they
+    same [`Batch`][jaxsample.types.Batch] layout, but they are plain Python (they
     step a stateful host env) and must not be wrapped in ``jax.jit``; their
     device work is already compiled. ``examples`` describes one step of
-    :class:`~jaxsample.types.Samples` exactly as ``Sampler.examples`` does.
+    [`Samples`][jaxsample.types.Samples] exactly as ``Sampler.examples`` does.
     """
 
     agent: Any
@@ -173,7 +178,7 @@ class HostSampler:
 
     @property
     def examples(self) -> Samples:
-        """One step of :class:`~jaxsample.types.Samples`, as ``Sampler.examples``
+        """One step of [`Samples`][jaxsample.types.Samples], as ``Sampler.examples``
         (a ``ValueError`` naming ``agent_params=`` until the agent's parameters
         are known)."""
         return self._derived.get()[0]
@@ -193,7 +198,8 @@ class HostSampler:
             actions; they check an agent first seen here).
 
         Returns:
-          The :class:`HostSamplerState` to pass to :meth:`collect`. Any older
+          The [`HostSamplerState`][jaxsample.host.HostSamplerState] to pass to
+          [`collect`][jaxsample.host.HostSampler.collect]. Any older
           state of the same env becomes invalid.
         """
         _check_key(key)
@@ -244,11 +250,12 @@ class HostSampler:
         """Collect one ``[T, B]`` batch from the host env (not jittable).
 
         Args:
-          state: from :meth:`init` or the previous ``collect`` (the latest one).
+          state: from [`init`][jaxsample.host.HostSampler.init] or the previous ``collect`` (the
+              latest one).
           agent_params: the agent's parameters for this batch.
 
         Returns:
-          ``(state, batch)``; ``batch`` is a :class:`~jaxsample.types.Batch` of
+          ``(state, batch)``; ``batch`` is a [`Batch`][jaxsample.types.Batch] of
           device arrays ``[T, B, ...]``, laid out as the JAX sampler's.
 
         Raises:
@@ -268,7 +275,8 @@ class HostSampler:
     def _collect(
         self, state: HostSamplerState, agent_params: PyTree
     ) -> tuple[HostSamplerState, Batch]:
-        """:meth:`collect` after its checks. ``handle.generation`` is bumped
+        """[`collect`][jaxsample.host.HostSampler.collect] after its checks. ``handle.generation``
+        is bumped
         just before the envs first move (a reset at the start of the batch, else
         the first ``env.step``): an error before that (e.g. in the agent's first
         step) leaves ``state`` valid, and a retry continues its stream."""
@@ -450,24 +458,25 @@ def make_host_sampler(
     **options: Any,
 ) -> HostSampler:
     """Build a sampler of ``batch_spec.T`` steps of the ``batch_spec.B`` envs of a
-    host vector env, with :func:`jaxsample.make_sampler`'s contract.
+    host vector env, with [`jaxsample.make_sampler`][jaxsample.sampler.make_sampler]'s contract.
 
     Args:
       env: a ``gymnasium.vector.VectorEnv`` with ``num_envs == B`` (reseeded by
         ``init`` through ``reset(seed=[...])``), or a factory
         ``make_env(seeds: list[int]) -> VectorEnv`` that creates the envs with
         one seed per env (required for envpool, whose seeds are fixed at
-        creation: :func:`jaxsample.host.envpool_factory`). A factory is called
+        creation: [`jaxsample.host.envpool_factory`][jaxsample.host.envpool_factory]). A factory is
+            called
         once here (to read the spaces; that env is closed) and once per
         ``init``. Any autoreset mode; masked resets
         (``reset(options={"reset_mask": mask})``) must be supported, as
         gymnasium's vector envs and envpool do.
-      agent: an :class:`~jaxsample.agents.Agent` for the gymnax form of the
-        env's action space (:func:`jaxsample.host.gymnax_space`).
+      agent: an [`Agent`][jaxsample.agents.Agent] for the gymnax form of the
+        env's action space ([`jaxsample.host.gymnax_space`][jaxsample.host.gymnax_space]).
       batch_spec: ``BatchSpec(T, B)``.
       agent_params: as in ``make_sampler``.
       options: the keyword options of ``make_sampler``
-        (:class:`~jaxsample.core.options.SamplerOptions`, same defaults), with
+        ([`SamplerOptions`][jaxsample.core.options.SamplerOptions], same defaults), with
         these host specifics:
       max_decorrelation_steps: env ``b`` takes its own
         number ``n_b`` in ``1..max`` of uniformly random actions from a fresh

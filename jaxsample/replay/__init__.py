@@ -1,30 +1,31 @@
 """Experience replayers (ALF's ``exp_replayer``) as pure functions.
 
 Three factories, all built from ``sampler.examples`` (one step of
-:class:`~jaxsample.types.Samples`, leaves ``jax.ShapeDtypeStruct``), each
-composed from the per-env rings of :mod:`jaxsample.replay.ring`:
+[`Samples`][jaxsample.types.Samples], leaves ``jax.ShapeDtypeStruct``), each
+composed from the per-env rings of `jaxsample.replay.ring`:
 
-* :func:`uniform` keeps a ring of ``capacity`` steps per env and samples
+* `uniform` keeps a ring of ``capacity`` steps per env and samples
   contiguous sequences uniformly over (env, start position) pairs.
-* :func:`cycle_one_time` is that ring with ``unroll_length + 1`` steps:
+* [`cycle_one_time`][jaxsample.replay.cycle_one_time] is that ring with ``unroll_length + 1`` steps:
   ``replay_all`` returns the latest unroll preceded by the last step of the
   previous one, so consecutive windows overlap by exactly one step and the last
   step of every unroll, whose value target needs the next step, is trained as
   the first step of the next window (ALF's reason for it).
-* :func:`one_time` is that ring with ``T`` steps, plus the batch's initial
+* `one_time` is that ring with ``T`` steps, plus the batch's initial
   agent state and bootstrap value: ``replay_all`` returns the latest unroll,
   so every step is used once (on-policy learners).
-* :func:`prioritized` is the uniform ring plus a priority per step
+* `prioritized` is the uniform ring plus a priority per step
   (rlpyt's prioritized replay): sequences drawn by priority, importance
   weights, ``update_priorities``.
 
 ``add`` can write some envs only (ALF's ``env_ids``: ``env_ids=`` or
-``env_mask=``); every ring keeps its own position. :func:`prefill` collects
+``env_mask=``); every ring keeps its own position. `prefill` collects
 random-policy steps into a replayer before learning (ALF's
 ``initial_collect_steps``).
 
 Each factory validates its arguments eagerly and returns a frozen
-:class:`Replayer` of pure, jittable functions (callers jit; donate the state to
+[`Replayer`][jaxsample.replay.Replayer] of pure, jittable functions (callers jit; donate the state
+to
 ``add`` so the write happens in place)::
 
     rep = js.replay.uniform(sampler.examples, B, capacity=10_000)
@@ -43,11 +44,11 @@ with the sampler's default sparse store it is zeros on terminated steps (never
 bootstrapped from); build the sampler with ``final_observation="dense"`` to
 keep those too.
 
-Modules: :mod:`~jaxsample.replay.types` (``ReplayState``, ``ReplayInfo``,
-``Replayer``), :mod:`~jaxsample.replay.steps` (the stored spec and the checks of
-a batch), :mod:`~jaxsample.replay.ring` (ring read/write helpers and the ring
+Modules: `types` (``ReplayState``, ``ReplayInfo``,
+``Replayer``), `steps` (the stored spec and the checks of
+a batch), `ring` (ring read/write helpers and the ring
 replayer), one module per factory (``uniform``, ``cycle``, ``one_time``,
-``prioritized``) and :mod:`~jaxsample.replay.prefill`.
+``prioritized``) and `prefill`.
 """
 
 from jaxsample.replay.cycle import cycle_one_time

@@ -15,7 +15,7 @@ def cycle_one_time(
 ) -> Replayer:
     """ALF's CycleOneTimeExperienceReplayer: a ring of ``unroll_length + 1`` steps.
 
-    The ring of :func:`~jaxsample.replay.uniform`, one step longer than an
+    The ring of `uniform`, one step longer than an
     unroll, with ``add`` taking exactly ``unroll_length`` steps. ``replay_all``
     then returns ``[unroll_length + 1, B, ...]``: the last step of the previous
     unroll followed by the latest unroll. Consecutive windows overlap by exactly

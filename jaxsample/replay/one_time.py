@@ -20,12 +20,12 @@ def one_time(examples: Samples, B: int, T: int, *, store_agent_state: bool = Fal
     A ring of exactly ``T`` steps per env, so each ``add`` (of exactly ``T``
     steps) replaces the whole buffer and the write position stays 0; it also
     keeps the batch's ``agent.initial_state`` and ``bootstrap_value``
-    (:attr:`~jaxsample.replay.ReplayState.batch_initial_state`,
-    :attr:`~jaxsample.replay.ReplayState.batch_bootstrap_value`).
+    (`batch_initial_state`,
+    `batch_bootstrap_value`).
     ``replay_all`` returns that batch, so each step is used once: the batch's
     own samples with a dense final observation, its ``agent.initial_state`` and
     ``bootstrap_value``. ``sample`` draws sequences from it as
-    :func:`~jaxsample.replay.uniform` would.
+    `uniform` would.
 
     Args:
       examples: ``sampler.examples``.

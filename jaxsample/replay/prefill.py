@@ -31,7 +31,7 @@ def prefill(
     them (the next ``collect`` follows the last random step).
 
     Args:
-      sampler: a :class:`~jaxsample.Sampler` (``make_sampler`` without a mesh).
+      sampler: a [`Sampler`][jaxsample.sampler.Sampler] (``make_sampler`` without a mesh).
       replayer: a replayer built from ``sampler.examples`` for its ``B`` envs
         that accepts ``T``-step batches.
       sampler_state, replay_state: their states.

@@ -1,6 +1,6 @@
 """Prioritized replay (rlpyt's prioritized buffers, Schaul et al. 2016), in jit.
 
-The ring of :func:`~jaxsample.replay.uniform` (``[B, capacity, ...]``, one
+The ring of `uniform` (``[B, capacity, ...]``, one
 ring per env) plus a priority per stored step, ``ReplayState.priority``
 ``[B, capacity]`` (stored raised to ``alpha``). A sequence's priority is that
 of its first step.
@@ -53,7 +53,7 @@ def _draw(w: jax.Array, key: jax.Array, n_draws: int) -> tuple[jax.Array, jax.Ar
     """``(index [N], w[index] [N], total [])``: ``N`` indices drawn with probability
     ``w / sum(w)`` (``w`` float32 ``[n]``, >= 0), by inverse CDF in two levels.
 
-    The sums of blocks of :data:`_BLOCK` leaves (one pass over ``w``), their
+    The sums of blocks of `_BLOCK` leaves (one pass over ``w``), their
     prefix sum and a binary search pick each draw's block; a prefix sum of
     that block's leaves picks the leaf. Zero-weight leaves are never drawn
     (the search is clamped to the last positive block and leaf, which float
@@ -93,14 +93,14 @@ def prioritized(
 ) -> PrioritizedReplayer:
     """Prioritized replay: a ring of ``capacity`` steps per env, sampled by priority.
 
-    ``add`` is :func:`~jaxsample.replay.uniform`'s (any ``T``; ``env_ids`` /
+    ``add`` is `uniform`'s (any ``T``; ``env_ids`` /
     ``env_mask`` for some envs) and gives the new steps the largest priority
     seen so far. ``sample`` draws each sequence's (env, start) with probability
     ``p^alpha / sum p^alpha`` over the starts where a whole sequence fits, and
-    returns a :class:`~jaxsample.replay.PrioritizedInfo` (slot, probability,
+    returns a [`PrioritizedInfo`][jaxsample.replay.PrioritizedInfo] (slot, probability,
     importance weight). ``update_priorities(state, info, priority)`` sets the
     sampled starts' priorities (see
-    :class:`~jaxsample.replay.PrioritizedReplayer`).
+    [`PrioritizedReplayer`][jaxsample.replay.PrioritizedReplayer]).
 
     Args:
       examples: ``sampler.examples``.
@@ -109,7 +109,7 @@ def prioritized(
       alpha: priority exponent in ``[0, 1]`` (0: uniform).
       beta: default importance-weight exponent in ``[0, 1]`` (1: full
         correction); ``sample`` takes another, e.g. annealed to 1.
-      store_agent_state: as for :func:`~jaxsample.replay.uniform`.
+      store_agent_state: as for `uniform`.
     """
     capacity = check_int("capacity", capacity, 1, MAX_CAPACITY)
     alpha = _check_exponent("alpha", alpha)

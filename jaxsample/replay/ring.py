@@ -6,9 +6,9 @@ the ``T`` steps of all ``B`` envs, or of some of them (ALF's ``env_ids``),
 leaving the other rings untouched. Reads are time-major: leaves ``[L, N, ...]``
 (sequence length, number of sequences).
 
-:func:`replayer` composes the helpers into a :class:`~jaxsample.replay.Replayer`
-over one ring (what :func:`~jaxsample.replay.uniform` is);
-:func:`~jaxsample.replay.cycle_one_time` and :func:`~jaxsample.replay.one_time`
+`replayer` composes the helpers into a [`Replayer`][jaxsample.replay.Replayer]
+over one ring (what `uniform` is);
+[`cycle_one_time`][jaxsample.replay.cycle_one_time] and `one_time`
 build on it.
 """
 
@@ -140,7 +140,7 @@ def read(data: Samples, slots: jax.Array, env_index: jax.Array | None = None) ->
 
 def episode_mask(done: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(same_episode [L, N], crosses_episode [N])`` from ``done``/``valid`` ``[L, N]``
-    (see :class:`~jaxsample.replay.ReplayInfo`)."""
+    (see [`ReplayInfo`][jaxsample.replay.ReplayInfo])."""
     ends = done & valid
     ends_before = jnp.cumsum(ends, axis=0, dtype=jnp.int32) - ends.astype(jnp.int32)
     same = valid & (ends_before == 0)
@@ -246,7 +246,7 @@ def replayer(
     store_agent_state: bool,
     subsets: bool = True,
 ) -> Replayer:
-    """A :class:`~jaxsample.replay.Replayer` over one ring of ``capacity`` steps per env.
+    """A [`Replayer`][jaxsample.replay.Replayer] over one ring of ``capacity`` steps per env.
 
     Validates ``examples``, ``num_envs`` (named ``B`` in errors) and
     ``store_agent_state``; ``capacity`` and ``unroll_length`` (the ``T`` that

@@ -77,7 +77,7 @@ def stored_spec(examples: Samples, store_agent_state: bool) -> Samples:
 
 
 def as_samples(batch: Batch | Samples) -> Samples:
-    """The :class:`~jaxsample.types.Samples` of a ``Batch`` (or ``batch`` itself)."""
+    """The [`Samples`][jaxsample.types.Samples] of a ``Batch`` (or ``batch`` itself)."""
     samples = batch.samples if isinstance(batch, Batch) else batch
     if not isinstance(samples, Samples):
         raise TypeError(f"batch must be a jaxsample Batch or Samples, got {type(batch).__name__}")

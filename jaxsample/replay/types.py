@@ -20,7 +20,7 @@ class ReplayState:
     """The replay buffer: ``B`` rings of ``capacity`` steps.
 
     Attributes:
-      data: a :class:`~jaxsample.types.Samples` whose leaves are
+      data: a [`Samples`][jaxsample.types.Samples] whose leaves are
         ``[B, capacity, ...]`` (one ring per env): the per-step fields of
         ``examples``, with ``env.final_store`` the dense true next observation
         ``[B, capacity, *obs]`` and ``agent.initial_state`` the agent's recurrent
@@ -36,15 +36,15 @@ class ReplayState:
         saturates at ``capacity`` (so it cannot overflow either). The stored
         steps of env ``b`` are, oldest first, the slots
         ``(position[b] - filled[b]) % capacity, ..., (position[b] - 1) % capacity``.
-      batch_initial_state: :func:`~jaxsample.replay.one_time` only (else
+      batch_initial_state: `one_time` only (else
         ``()``): the last batch's ``samples.agent.initial_state`` ``[B, ...]``.
-      batch_bootstrap_value: :func:`~jaxsample.replay.one_time` only, when
+      batch_bootstrap_value: `one_time` only, when
         ``examples`` has one (else None): the last batch's
         ``samples.bootstrap_value`` ``[B]``.
-      priority: :func:`~jaxsample.replay.prioritized` only (else None): float32
+      priority: `prioritized` only (else None): float32
         ``[B, capacity]``, each stored step's priority raised to ``alpha``
         (0 for unwritten slots).
-      max_priority: :func:`~jaxsample.replay.prioritized` only (else None):
+      max_priority: `prioritized` only (else None):
         float32 ``[]``, the largest priority given so far (starts at 1); new
         steps get it, so each is likely to be replayed at least once.
     """
@@ -93,7 +93,7 @@ class ReplayInfo:
 
 @struct.dataclass
 class PrioritizedInfo(ReplayInfo):
-    """:class:`ReplayInfo` of :func:`~jaxsample.replay.prioritized`'s ``sample``,
+    """[`ReplayInfo`][jaxsample.replay.ReplayInfo] of `prioritized`'s ``sample``,
     with what ``update_priorities`` and an importance-weighted loss need.
 
     Attributes:
@@ -116,8 +116,8 @@ class PrioritizedInfo(ReplayInfo):
 @dataclasses.dataclass(frozen=True, eq=False)
 class Replayer:
     """A replay buffer as pure functions; build it with
-    :func:`~jaxsample.replay.one_time`, :func:`~jaxsample.replay.uniform` or
-    :func:`~jaxsample.replay.cycle_one_time`.
+    `one_time`, `uniform` or
+    [`cycle_one_time`][jaxsample.replay.cycle_one_time].
 
     The functions are pure and jittable (callers jit; donate the state to
     ``add`` so the write happens in place)::
@@ -129,11 +129,12 @@ class Replayer:
         can_sample(state, sequence_length=1) -> bool []
 
     * ``init()``: an empty buffer, leaves ``[B, capacity, ...]`` (see
-      :class:`ReplayState`); unwritten slots hold zeros with ``valid`` False
+      [`ReplayState`][jaxsample.replay.ReplayState]); unwritten slots hold zeros with ``valid``
+      False
       and ``done`` True.
     * ``add(state, batch, agent_state=None)``: write the ``T`` steps of each of
-      the ``B`` envs of ``batch`` (a :class:`~jaxsample.types.Batch` from
-      ``sampler.collect`` or its :class:`~jaxsample.types.Samples`, leaves
+      the ``B`` envs of ``batch`` (a [`Batch`][jaxsample.types.Batch] from
+      ``sampler.collect`` or its [`Samples`][jaxsample.types.Samples], leaves
       ``[T, B, ...]``) into its ring. ``O(T * B)``: a scatter of the new steps
       at modular indices, in place when the caller donates ``state``
       (``jax.jit(rep.add, donate_argnums=0)``). When ``T > capacity`` only the
@@ -152,7 +153,7 @@ class Replayer:
       only the masked envs of a ``[T, B]`` batch. The other rings, their
       positions and fill levels are untouched. ``env_ids`` is checked outside
       ``jit``; under ``jit`` out-of-range ids are dropped.
-      :func:`~jaxsample.replay.one_time` refuses both (it keeps whole batches).
+      `one_time` refuses both (it keeps whole batches).
     * ``sample(state, key, batch_size, sequence_length)``: draw ``batch_size``
       contiguous sequences of ``sequence_length`` steps, uniformly (with
       replacement) over the stored (env, start) pairs at which a whole sequence
@@ -161,7 +162,7 @@ class Replayer:
       skipped). While every ring holds as many steps (``add`` of all envs) the
       env is drawn uniformly from ``0 .. B-1`` and the start independently.
       Steps are in time order and contiguous; sequences may cross episode
-      boundaries (see :class:`ReplayInfo`). Call only when ``can_sample`` is
+      boundaries (see [`ReplayInfo`][jaxsample.replay.ReplayInfo]). Call only when ``can_sample`` is
       True: before that, sequences start at the oldest step and run into
       padding (``valid`` False). ``batch_size`` and ``sequence_length`` are static Python ints
       (mark them ``static_argnums`` under ``jax.jit``). Returns a time-major
@@ -169,17 +170,17 @@ class Replayer:
       (``env.final_store`` the dense final observation; ``agent.initial_state``
       the stored recurrent state before each sequence's first step
       ``[batch_size, ...]`` with ``store_agent_state=True``, else ``()``;
-      ``bootstrap_value`` None) and a :class:`ReplayInfo`.
+      ``bootstrap_value`` None) and a [`ReplayInfo`][jaxsample.replay.ReplayInfo].
     * ``replay_all(state)``: every stored step, each ring in time order, oldest
       first: a time-major ``Samples`` with leaves ``[capacity, B, ...]``. While a
       ring is not full its first ``capacity - filled`` rows are padding (zeros,
       ``valid`` False, ``done`` True); ``info.start`` is ``filled - capacity``.
       ``agent.initial_state`` is the stored state before row 0 with
-      ``store_agent_state=True``, else ``()``; :func:`~jaxsample.replay.one_time`
+      ``store_agent_state=True``, else ``()``; `one_time`
       returns the last batch's own ``agent.initial_state`` and
       ``bootstrap_value`` instead. Pure: the state is not consumed; calling it
       once after each ``add`` uses every step once
-      (:func:`~jaxsample.replay.cycle_one_time`: twice for each batch's last
+      ([`cycle_one_time`][jaxsample.replay.cycle_one_time]: twice for each batch's last
       step).
     * ``can_sample(state, sequence_length=1)``: some ring holds at least
       ``sequence_length`` steps, so ``sample`` returns stored data (with ``add``
@@ -192,7 +193,7 @@ class Replayer:
       num_envs: ``B``, the number of envs (rings).
       capacity: steps per ring.
       unroll_length: the number of steps ``add`` requires per call (``T``), or
-        None when any ``T`` is accepted (:func:`~jaxsample.replay.uniform`).
+        None when any ``T`` is accepted (`uniform`).
       store_agent_state: whether the agent's recurrent state is stored per step.
       examples: the ``sampler.examples`` the buffer was allocated from.
       init, add, sample, replay_all, can_sample: the functions above.
@@ -213,12 +214,13 @@ class Replayer:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PrioritizedReplayer(Replayer):
-    """A :class:`Replayer` that samples by priority; build it with
-    :func:`~jaxsample.replay.prioritized`.
+    """A [`Replayer`][jaxsample.replay.Replayer] that samples by priority; build it with
+    `prioritized`.
 
     Its ``sample(state, key, batch_size, sequence_length, beta=None)`` returns
-    a :class:`PrioritizedInfo`; ``beta`` (float, may be traced, e.g. annealed)
-    defaults to :attr:`beta`. One function more::
+    a [`PrioritizedInfo`][jaxsample.replay.PrioritizedInfo]; ``beta`` (float, may be traced, e.g.
+    annealed)
+    defaults to `beta`. One function more::
 
         update_priorities(state, info, priority) -> ReplayState
 

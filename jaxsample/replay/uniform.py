@@ -17,7 +17,7 @@ def uniform(
 
     ``add`` accepts batches of any length ``T`` (the oldest steps are
     overwritten); ``sample`` draws contiguous sequences uniformly over
-    (env, start) pairs (see :class:`~jaxsample.replay.Replayer`).
+    (env, start) pairs (see [`Replayer`][jaxsample.replay.Replayer]).
 
     Args:
       examples: ``sampler.examples``.

@@ -1,21 +1,25 @@
-"""The one adapter every JAX suite goes through: :class:`SuiteEnv`.
+"""The one adapter every JAX suite goes through: [`SuiteEnv`][jaxsample.envs.suites.SuiteEnv].
 
 A suite env (Brax, Jumanji, Craftax, Navix, XLand-MiniGrid) has its own
 ``reset``/``step`` API, its own way of saying "terminated" and "truncated", and
-usually its own auto-reset wrapper. :class:`SuiteEnv` is a gymnax (>= 1.0)
+usually its own auto-reset wrapper. [`SuiteEnv`][jaxsample.envs.suites.SuiteEnv] is a gymnax (>=
+1.0)
 ``Environment`` whose ``reset_env``/``step_env`` call the suite's *own* reset
 and step with no auto-reset wrapper; gymnax's inherited ``step`` does the one
 auto-reset (its ``info["final_observation"]`` is the true next observation), so
 every part of jaxsample takes the env as it takes a gymnax one
 (see ``docs/design.md``, "Suites").
 
-A subclass implements :meth:`SuiteEnv.suite_reset` and
-:meth:`SuiteEnv.suite_step` for one env (no batch axis) and the two spaces.
+A subclass implements [`SuiteEnv.suite_reset`][jaxsample.envs.suites.SuiteEnv.suite_reset] and
+[`SuiteEnv.suite_step`][jaxsample.envs.suites.SuiteEnv.suite_step] for one env (no batch axis) and
+the two spaces.
 The adapter counts the steps of the episode (``SuiteState.time``) and, when
 given an ``episode_length``, truncates there; the suite's own truncation
 (e.g. a built-in time limit) is kept too. Where the suite's own truncation
-rule is known for sure (:meth:`SuiteEnv.suite_time_limit`, from the suite's
-source), the adapter's time limit is known (:meth:`SuiteEnv.known_time_limit`)
+rule is known for sure
+([`SuiteEnv.suite_time_limit`][jaxsample.envs.suites.SuiteEnv.suite_time_limit], from the suite's
+source), the adapter's time limit is known
+([`SuiteEnv.known_time_limit`][jaxsample.envs.suites.SuiteEnv.known_time_limit])
 and the sampler's sparse final-observation store holds ``ceil(T / limit)``
 slots per env instead of ``T``. ``terminated`` and ``truncated`` are
 exclusive, as in Brax's ``EpisodeWrapper`` and dm_env's ``discount``: a step
@@ -72,7 +76,8 @@ class SuiteState:
 
 
 class SuiteStep(NamedTuple):
-    """What :meth:`SuiteEnv.suite_step` returns for one env: the next
+    """What [`SuiteEnv.suite_step`][jaxsample.envs.suites.SuiteEnv.suite_step] returns for one env:
+    the next
     observation and suite state, the scalar reward, whether the suite
     terminated the episode (a true end: no bootstrap) and whether the suite
     itself truncated it (a time limit of its own), and the info recorded in
@@ -94,8 +99,8 @@ def dm_env_ends(last: jax.Array, discount: jax.Array) -> tuple[jax.Array, jax.Ar
 
 
 def dm_env_step(ts: Any, inner: PyTree, info: dict[str, Any]) -> SuiteStep:
-    """The :class:`SuiteStep` of a dm_env-style ``TimeStep`` ``ts`` (its
-    ``observation``, ``reward``, and the ends by :func:`dm_env_ends`), with the
+    """The [`SuiteStep`][jaxsample.envs.suites.SuiteStep] of a dm_env-style ``TimeStep`` ``ts`` (its
+    ``observation``, ``reward``, and the ends by `dm_env_ends`), with the
     suite state ``inner`` and ``info``."""
     terminated, truncated = dm_env_ends(ts.step_type == _LAST, ts.discount)
     return SuiteStep(ts.observation, inner, ts.reward, terminated, truncated, info)
@@ -133,7 +138,8 @@ class SuiteEnv(Environment):
     resets a done env with the second half of ``split(key)``, as gymnax does.
     """
 
-    #: the prefix of :attr:`name` (``"brax"``, ...); None: the class name alone
+    #: the prefix of [`name`][jaxsample.envs.suites.SuiteEnv.name] (``"brax"``, ...); None: the
+    #: class name alone
     suite: ClassVar[str | None] = None
 
     def __init__(self, episode_length: int | None = None, env: Any = None) -> None:
@@ -153,17 +159,19 @@ class SuiteEnv(Environment):
     def suite_time_limit(self, params: Any) -> float | None:
         """The suite's own truncation rule where it is known for sure (read
         from the suite's source, for the env classes the adapter knows):
-        ``math.inf`` if :meth:`suite_step` never truncates, ``L`` if it
+        ``math.inf`` if [`suite_step`][jaxsample.envs.suites.SuiteEnv.suite_step] never truncates,
+        ``L`` if it
         truncates only where the episode's step count (0 after a reset, +1
         per step) reaches ``L``; None (the default) if not known."""
         return None
 
     def known_time_limit(self, params: Any) -> float | None:
         """The time limit of every truncation, where known for sure: the
-        smaller of ``episode_length`` and :meth:`suite_time_limit`
+        smaller of ``episode_length`` and
+        [`suite_time_limit`][jaxsample.envs.suites.SuiteEnv.suite_time_limit]
         (``math.inf``: the env never truncates); None if the suite's rule is
         unknown or a subclass changed the step without saying its own rule.
-        :func:`jaxsample.core.specs.known_time_limit` reads it."""
+        `jaxsample.core.specs.known_time_limit` reads it."""
         cls = type(self)
         same_step = (
             cls.step is Environment.step
@@ -208,7 +216,7 @@ class SuiteEnv(Environment):
     @property
     def name(self) -> str:
         """``"<suite>/<the suite env's class name>"``; the class name without a
-        :attr:`suite`."""
+        `suite`."""
         if self.suite is None:
             return type(self).__name__
         return f"{self.suite}/{type(self.env).__name__}"

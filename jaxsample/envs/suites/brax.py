@@ -1,4 +1,4 @@
-"""Brax (and MJX-backed Brax) envs as gymnax envs: :func:`from_brax`.
+"""Brax (and MJX-backed Brax) envs as gymnax envs: [`from_brax`][jaxsample.envs.suites.from_brax].
 
 Termination and truncation (reference: ``brax/envs/wrappers/training.py``,
 ``EpisodeWrapper``): a raw Brax env's ``State.done`` is its natural end

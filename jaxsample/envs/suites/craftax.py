@@ -1,4 +1,5 @@
-"""Craftax (Symbolic and Classic) envs as gymnax envs: :func:`from_craftax`.
+"""Craftax (Symbolic and Classic) envs as gymnax envs:
+[`from_craftax`][jaxsample.envs.suites.from_craftax].
 
 Craftax 1.x envs use the *old* gymnax step signature, ``step(key, state,
 action, params) -> (obs, state, reward, done, info)``, with one ``done``

@@ -1,10 +1,11 @@
-"""JaxMARL multi-agent envs as gymnax envs with an agent axis: :func:`from_jaxmarl`.
+"""JaxMARL multi-agent envs as gymnax envs with an agent axis:
+[`from_jaxmarl`][jaxsample.envs.suites.from_jaxmarl].
 
 A JaxMARL env (``MultiAgentEnv``) keys observations, actions, rewards and
 dones by agent name. The adapter stacks them on a leading agent axis, in the
-order of ``env.agents`` (:attr:`JaxMARLEnv.agents`): per env, the observation
+order of ``env.agents`` (`JaxMARLEnv.agents`): per env, the observation
 is ``[N, *obs]``, the action ``[N]`` (discrete) or ``[N, *act]``
-(:class:`~jaxsample.envs.per_agent.PerAgent` is the action space), the reward
+([`PerAgent`][jaxsample.envs.per_agent.PerAgent] is the action space), the reward
 ``[N]`` float32, one per agent. The episode ends for the whole env at
 JaxMARL's ``dones["__all__"]`` (the per-agent dones, e.g. SMAX's dead units,
 are not episode ends); the adapter calls the env's own ``step_env`` (the step
@@ -19,7 +20,8 @@ agents, SMAX with unequal teams) is refused with a ``TypeError`` naming the
 agents of each space.
 
 Termination and truncation (JaxMARL has one ``done``; the rules below are read
-from jaxmarl 0.2.0's source, :meth:`JaxMARLEnv.suite_time_limit`):
+from jaxmarl 0.2.0's source,
+[`JaxMARLEnv.suite_time_limit`][jaxsample.envs.suites.JaxMARLEnv.suite_time_limit]):
 
 * MPE: the only end is the time limit, ``state.step >= max_steps`` tested
   before the step count is raised: every end is a truncation, at the
@@ -32,8 +34,8 @@ from jaxmarl 0.2.0's source, :meth:`JaxMARLEnv.suite_time_limit`):
   assume); ``episode_length`` adds a time limit of the adapter's own.
 
 An env with legal-action masks (``get_avail_actions``, e.g. SMAX; Hanabi's
-``get_legal_moves``) is a :class:`MaskedJaxMARLEnv`, whose
-:meth:`~MaskedJaxMARLEnv.action_mask` is ``[N, num_actions]`` bool.
+``get_legal_moves``) is a [`MaskedJaxMARLEnv`][jaxsample.envs.suites.MaskedJaxMARLEnv], whose
+[`action_mask`][jaxsample.envs.suites.MaskedJaxMARLEnv.action_mask] is ``[N, num_actions]`` bool.
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ def _stack(by_agent: dict[str, Any], agents: tuple[str, ...]) -> Any:
 class JaxMARLEnv(SuiteEnv):
     """A JaxMARL ``MultiAgentEnv`` as a gymnax env whose observation, action
     and reward have a leading agent axis ``[N, ...]`` (agents in the order of
-    ``env.agents``, kept as :attr:`agents`).
+    ``env.agents``, kept as `agents`).
 
     Args:
       env: the JaxMARL env (``jaxmarl.make(...)``, no wrappers).
@@ -229,7 +231,8 @@ class JaxMARLEnv(SuiteEnv):
 
     # --- spaces ----------------------------------------------------------------
     def action_space(self, params: Any = None) -> PerAgent:
-        """Every agent's action: :class:`PerAgent` of one agent's space."""
+        """Every agent's action: [`PerAgent`][jaxsample.envs.per_agent.PerAgent] of one agent's
+        space."""
         return PerAgent(self._agent_action_space, self.num_agents)
 
     def observation_space(self, params: Any = None) -> spaces.Box:
@@ -242,7 +245,7 @@ class JaxMARLEnv(SuiteEnv):
 
 
 class MaskedJaxMARLEnv(JaxMARLEnv):
-    """A :class:`JaxMARLEnv` whose env says which actions are legal
+    """A [`JaxMARLEnv`][jaxsample.envs.suites.JaxMARLEnv] whose env says which actions are legal
     (``get_avail_actions``, or Hanabi's ``get_legal_moves``)."""
 
     def action_mask(self, state: SuiteState, params: Any) -> jax.Array:
@@ -291,7 +294,8 @@ def _has_masks(env: Any) -> bool:
 
 
 def from_jaxmarl(env: Any, episode_length: int | None = None) -> JaxMARLEnv:
-    """Adapt a JaxMARL env (a :class:`MaskedJaxMARLEnv` where it has legal-action
+    """Adapt a JaxMARL env (a [`MaskedJaxMARLEnv`][jaxsample.envs.suites.MaskedJaxMARLEnv] where it
+    has legal-action
     masks); ``episode_length`` adds a time limit to the env's own."""
     cls = MaskedJaxMARLEnv if _has_masks(env) else JaxMARLEnv
     return cls(env, episode_length)

@@ -1,4 +1,4 @@
-"""Jumanji envs as gymnax envs: :func:`from_jumanji`.
+"""Jumanji envs as gymnax envs: [`from_jumanji`][jaxsample.envs.suites.from_jumanji].
 
 Termination and truncation (reference: ``jumanji/types.py``, dm_env's
 convention): a ``TimeStep`` whose ``step_type`` is ``LAST`` ends the episode;
@@ -11,8 +11,8 @@ recorded in ``env_info``.
 
 Legal actions: a Jumanji env whose observation has a bool ``action_mask``
 ``[num_actions]`` field for its ``Discrete`` action (Snake, Maze, Knapsack,
-TSP, ...) is adapted as a :class:`MaskedJumanjiEnv`, whose
-:meth:`~MaskedJumanjiEnv.action_mask` is that field (kept next to the suite's
+TSP, ...) is adapted as a `MaskedJumanjiEnv`, whose
+`action_mask` is that field (kept next to the suite's
 state, since some envs have it only in the observation); jaxsample's agents
 then act only on legal actions.
 """
@@ -94,7 +94,8 @@ class JumanjiEnv(SuiteEnv):
 
 
 class MaskedJumanjiEnv(JumanjiEnv):
-    """A :class:`JumanjiEnv` whose observation has an ``action_mask``: the
+    """A [`JumanjiEnv`][jaxsample.envs.suites.JumanjiEnv] whose observation has an ``action_mask``:
+    the
     suite state is ``(state, action_mask)``, the Jumanji state and the mask of
     the observation that goes with it."""
 
@@ -107,7 +108,8 @@ class MaskedJumanjiEnv(JumanjiEnv):
         return out._replace(inner=(out.inner, out.observation.action_mask))
 
     def suite_time_limit(self, params: Any) -> float | None:
-        """:meth:`JumanjiEnv.suite_time_limit` (the same step)."""
+        """[`JumanjiEnv.suite_time_limit`][jaxsample.envs.suites.JumanjiEnv.suite_time_limit] (the
+        same step)."""
         return super().suite_time_limit(params)
 
     def action_mask(self, state: SuiteState, params: Any) -> jax.Array:
@@ -132,8 +134,8 @@ def has_action_mask(env: Any) -> bool:
 
 def from_jumanji(env: Any, episode_length: int | None = None) -> JumanjiEnv:
     """Adapt a Jumanji env; ``episode_length`` adds a time limit to the
-    env's own (None: only the env's own). A :class:`MaskedJumanjiEnv` where
-    the observation has an action mask (:func:`has_action_mask`)."""
+    env's own (None: only the env's own). A `MaskedJumanjiEnv` where
+    the observation has an action mask (`has_action_mask`)."""
     cls = MaskedJumanjiEnv if has_action_mask(env) else JumanjiEnv
     return cls(env, episode_length)
 

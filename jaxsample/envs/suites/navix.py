@@ -1,4 +1,4 @@
-"""Navix envs as gymnax envs: :func:`from_navix`.
+"""Navix envs as gymnax envs: [`from_navix`][jaxsample.envs.suites.from_navix].
 
 Termination and truncation (reference: ``navix/environments/environment.py``,
 ``Timestep.step_type``): ``0`` a transition, ``1`` a truncation (``t >=

@@ -1,4 +1,4 @@
-"""Pgx games as gymnax envs: :func:`from_pgx`.
+"""Pgx games as gymnax envs: [`from_pgx`][jaxsample.envs.suites.from_pgx].
 
 Pgx (``pgx.make("tic_tac_toe")``) steps ``state = env.step(state, action,
 key)``; one env is one game with ``state.num_players`` players who take turns
@@ -7,7 +7,8 @@ in one env (self-play: one agent acts for whoever is to move):
 
 * the observation is Pgx's ``state.observation``, the board from the view of
   the player to move;
-* the legal actions are ``state.legal_action_mask`` (:meth:`PgxEnv.action_mask`,
+* the legal actions are ``state.legal_action_mask``
+  ([`PgxEnv.action_mask`][jaxsample.envs.suites.PgxEnv.action_mask],
   bool ``[num_actions]``): jaxsample's agents act only on legal ones;
 * ``reward`` is ``state.rewards[player]`` of the player who moved (the acting
   player's view: +1 for the winning move of a two-player game);
@@ -20,11 +21,13 @@ in one env (self-play: one agent acts for whoever is to move):
   truncation", ``pgx/core.py``), so truncation comes only from the adapter's
   ``episode_length``.
 
-:func:`player_returns` gives the per-player returns as TrajInfo fields
-(``traj_fields=`` of the sampler and the evaluator). :attr:`PgxEnv.zero_sum`
+[`player_returns`][jaxsample.envs.suites.player_returns] gives the per-player returns as TrajInfo
+fields
+(``traj_fields=`` of the sampler and the evaluator).
+[`PgxEnv.zero_sum`][jaxsample.envs.suites.PgxEnv.zero_sum]
 says that the values of a two-player game are negamax values (one player's
 gain is the other's loss): PPO then bootstraps with the sign of
-:func:`jaxsample.algos.returns.turn_signs`.
+[`jaxsample.algos.returns.turn_signs`][jaxsample.algos.returns.turn_signs].
 """
 
 from __future__ import annotations
@@ -109,7 +112,8 @@ class PgxEnv(SuiteEnv):
 
 def player_returns(num_players: int = 2) -> list[TrajField]:
     """TrajInfo fields ``player<i>_return`` (float32): player ``i``'s return
-    of the game, summed from ``env_info["rewards"][i]`` of a :class:`PgxEnv`
+    of the game, summed from ``env_info["rewards"][i]`` of a
+    [`PgxEnv`][jaxsample.envs.suites.PgxEnv]
     (``traj_fields=`` of the sampler or the evaluator)."""
     if isinstance(num_players, bool) or not isinstance(num_players, int) or num_players < 1:
         raise ValueError(f"num_players must be a positive int, got {num_players!r}")

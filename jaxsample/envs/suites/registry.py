@@ -1,4 +1,5 @@
-"""Env names across suites: :func:`make` and :func:`available`.
+"""Env names across suites: [`make`][jaxsample.envs.suites.make] and
+[`available`][jaxsample.envs.suites.available].
 
 A name is ``"<suite>/<env>"`` (``brax/inverted_pendulum``,
 ``brax-mjx/inverted_pendulum`` for Brax on MuJoCo XLA,
@@ -96,7 +97,7 @@ def _installed(package: str) -> bool:
 
 def is_env_name(name: Any) -> bool:
     """Whether ``name`` is a gymnax name or has a known suite prefix (the env
-    itself is checked by :func:`make`)."""
+    itself is checked by [`make`][jaxsample.envs.suites.make])."""
     if not isinstance(name, str):
         return False
     if "/" in name:
@@ -152,7 +153,7 @@ def _did_you_mean(name: str, known: Any, suffix: str = "", prefix: str = "") -> 
 
 def unavailable(suite: str) -> str:
     """``""`` if the suite (a key of ``SUITES``) is installed and imports,
-    else one line saying why not (what to install, or :func:`import_error`)."""
+    else one line saying why not (what to install, or `import_error`)."""
     package, extra, _, _ = SUITES[suite]
     if not _installed(package):
         return f"{package} is not installed (pip install jaxsample[{extra}])"
@@ -184,7 +185,7 @@ def import_error(package: str) -> str:
 
 def available() -> dict[str, list[str]]:
     """Per installed suite prefix that imports, its env names (``"gymnax"``:
-    gymnax's); :func:`import_error` says why an installed one does not."""
+    gymnax's); `import_error` says why an installed one does not."""
     out = {"gymnax": sorted(gymnax.registered_envs)}
     for suite, (package, _, _, names) in SUITES.items():
         if _installed(package) and not import_error(package):

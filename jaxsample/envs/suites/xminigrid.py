@@ -1,4 +1,4 @@
-"""XLand-MiniGrid envs as gymnax envs: :func:`from_xminigrid`.
+"""XLand-MiniGrid envs as gymnax envs: [`from_xminigrid`][jaxsample.envs.suites.from_xminigrid].
 
 Termination and truncation (reference: ``xminigrid/environment.py``,
 ``Environment.step``, dm_env's convention): ``step_type == LAST`` ends the

@@ -217,10 +217,9 @@ class Driver:
             each batch of an update gets that update's metrics).
 
         Returns:
-          A [`DriverResult`][jaxsample.driver.DriverResult]. An exception in an actor, in ``learn``
-          or in
-          ``callback`` stops every thread and is re-raised here (the original
-          exception object, with its traceback).
+          A [`DriverResult`][jaxsample.driver.DriverResult]. An exception in an actor, in
+          ``learn`` or in ``callback`` stops every thread and is re-raised here (the
+          original exception object, with its traceback).
         """
         _check_int("num_batches", num_batches, 1)
         if num_batches % self.learn_queue_cap:

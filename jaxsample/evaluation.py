@@ -317,9 +317,8 @@ def make_evaluator(
         e.g. ``js.agents.seat_returns()`` for a game against an opponent.
 
     Returns:
-      An [`Evaluator`][jaxsample.evaluation.Evaluator]; call ``evaluator.run(key, agent_params)``
-      (under
-      ``jax.jit`` or not).
+      An [`Evaluator`][jaxsample.evaluation.Evaluator]; call
+      ``evaluator.run(key, agent_params)`` (under ``jax.jit`` or not).
 
     Raises:
       TypeError, ValueError: naming the offending argument, for bad arguments

@@ -2,6 +2,9 @@
 
 * ``mkdocs build --strict`` builds the site: a broken link, a missing page or
   an API reference (``::: jaxsample.xxx``) to something that is not there fails.
+* The docstrings cross-reference the mkdocstrings way (``[`Name`][jaxsample.x.Name]``,
+  resolved and checked by the strict build, or plain inline code): no Sphinx role
+  (``:class:``, ``:func:``, ...) in the package's source nor raw in the built site.
 * Every ```` ```python ```` block of the README and of docs/ runs. The blocks of
   one page run in order in one namespace (a later block may use what an earlier
   one made), in a fresh working folder. A block that is not meant to run as
@@ -71,9 +74,12 @@ def _page_params() -> list:
     return params
 
 
-def test_mkdocs_build_strict(tmp_path: Path) -> None:
-    """The site builds with ``--strict`` (about 6 s on 2 cores, mostly
-    mkdocstrings reading the package's docstrings)."""
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built once with ``--strict`` (about 6 s on 2 cores, mostly
+    mkdocstrings reading the package's docstrings); the build's failure fails
+    every test that reads it."""
+    out_dir = tmp_path_factory.mktemp("mkdocs") / "site"
     out = subprocess.run(
         [
             sys.executable,
@@ -85,7 +91,7 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
             "-f",
             str(ROOT / "mkdocs.yml"),
             "-d",
-            str(tmp_path / "site"),
+            str(out_dir),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -94,10 +100,52 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # mkdocs-material's banner
     )
     assert out.returncode == 0, out.stdout + out.stderr
+    return out_dir
+
+
+#: A Sphinx role as the site shows it when mkdocstrings leaves it alone: the
+#: role's name, then its target as inline code (``<code>``) or, escaped or in a
+#: code block, the backtick itself (":class:`~jaxsample.Sampler`", ":meth:`init`").
+RAW_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|exc|obj|const|ref):(?:`|<code>)")
+
+
+@pytest.mark.xdist_group("mkdocs_site")
+def test_mkdocs_build_strict(site: Path) -> None:
+    """The site builds with ``--strict``: no broken link, page or reference."""
     for page in ("index.html", "guides/training/index.html", "api/agents/index.html"):
-        assert (tmp_path / "site" / page).is_file(), page
+        assert (site / page).is_file(), page
     # mkdocstrings rendered the docstrings, not an empty page
-    assert "make_sampler" in (tmp_path / "site" / "api/jaxsample/index.html").read_text()
+    assert "make_sampler" in (site / "api/jaxsample/index.html").read_text()
+
+
+@pytest.mark.xdist_group("mkdocs_site")
+def test_no_raw_sphinx_roles_in_site(site: Path) -> None:
+    """The docstrings' cross-references are mkdocstrings' (``[`Name`][path]``,
+    a link the strict build checks) or inline code, never a Sphinx role that
+    the API reference would show as raw markup."""
+    raw = {}
+    for page in sorted(site.rglob("*.html")):
+        hits = RAW_ROLE.findall(page.read_text())
+        if hits:
+            raw[str(page.relative_to(site))] = len(hits)
+    assert not raw, f"raw Sphinx roles in the built site: {raw}"
+    # and the references became links: autorefs' anchors into the API pages
+    api = (site / "api/jaxsample/index.html").read_text()
+    assert 'href="#jaxsample.sampler.make_sampler"' in api
+    assert re.search(r'<a [^>]*href="[^"]*#jaxsample\.core\.options\.SamplerOptions"', api)
+
+
+def test_sphinx_roles_are_not_in_the_docstrings() -> None:
+    """The same check at the source: every module of the package, the ones the
+    site does not render included (a new role fails here before it ships)."""
+    role = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|exc|obj|const):`")
+    found = [
+        f"{path.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}"
+        for path in sorted((ROOT / "jaxsample").rglob("*.py"))
+        for text in [path.read_text()]
+        for m in role.finditer(text)
+    ]
+    assert not found, found
 
 
 @pytest.mark.parametrize("path", _page_params())

@@ -268,10 +268,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=bench_grid)
 
     for name in _COMPILING:
+        # the default as the parser's, not the flag's: help shows no "(default: True)"
+        sub.choices[name].set_defaults(compile_cache=True)
         sub.choices[name].add_argument(
             "--no-compile-cache",
             dest="compile_cache",
             action="store_false",
+            default=argparse.SUPPRESS,
             help="compile every program again (default: JAX's persistent compilation cache, "
             "in the user's cache folder unless $JAX_COMPILATION_CACHE_DIR names one)",
         )

@@ -185,6 +185,26 @@ def test_table_markdown_and_plot(grid, tmp_path) -> None:
     ]
 
 
+def test_plot_legend_covers_no_curve(tmp_path) -> None:
+    """The legend sits outside every panel (inside the speed panel it hid
+    CartPole's curves in docs/bench_cpu.png); one legend for the figure, every
+    method of the result in it once. Plotted from the docs' own result."""
+    from pathlib import Path
+
+    result = json.loads((Path(__file__).parent.parent / "docs/bench_cpu.json").read_text())
+    fig = bench.plot(result, tmp_path / "bench.png")
+    fig.draw_without_rendering()  # the layout, as saved
+    assert not [ax for ax in fig.axes if ax.get_legend() is not None]
+    (legend,) = fig.legends
+    box = legend.get_window_extent()
+    for ax in fig.axes:
+        assert not box.overlaps(ax.get_window_extent()), ax.get_title()
+    assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)
+    labels = [t.get_text() for t in legend.get_texts()]
+    methods = {m for c in result["cells"] for m in c["methods"]}
+    assert sorted(labels) == sorted(bench.LABELS[m] for m in methods)
+
+
 def test_host_peers_step_real_cartpoles() -> None:
     T, B = 60, 3
     for name in bench.PEER_METHODS:

@@ -164,7 +164,8 @@ def plot(result: dict[str, Any], path: str | os.PathLike | None = None) -> Any:
     envs = list(dict.fromkeys(c["env"] for c in cells))
     Ts = sorted({c["T"] for c in cells})
     styles = ["-", "--", ":", "-."]
-    fig = Figure(figsize=(10, 3.4 * max(1, len(envs))), dpi=80)
+    # constrained: the figure's legend goes outside the panels (below them)
+    fig = Figure(figsize=(10, 3.4 * max(1, len(envs)) + 0.6), dpi=80, layout="constrained")
     axes = fig.subplots(max(1, len(envs)), 2, squeeze=False)
     for i, env_name in enumerate(envs):
         ax_s, ax_r = axes[i]
@@ -213,9 +214,14 @@ def plot(result: dict[str, Any], path: str | os.PathLike | None = None) -> Any:
         for ax in (ax_s, ax_r):
             ax.set_xscale("log", base=2)
             ax.grid(alpha=0.3, which="both")
-        ax_s.legend(fontsize=7)
+    # One legend for the figure, below the panels: inside one it hid curves.
+    handles = {}
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            if not line.get_label().startswith("_"):
+                handles.setdefault(line.get_label(), line)
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=3, fontsize=7)
     fig.suptitle(f"jaxsample bench: {_header(result)}", fontsize=8)
-    fig.tight_layout()
     if path is not None:
         fig.savefig(path)
     return fig

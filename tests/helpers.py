@@ -78,6 +78,10 @@ def crashing(env: Any) -> Any:
 
 
 EPOCH = 2**30  # steps per key epoch (jaxsample/core/keys.py docstring)
+#: The time limit of a subprocess a test runs: only a guard against a hang. A
+#: busy 2-core machine (CI beside other jobs, or a second copy of the suite)
+#: can make a 30 s subprocess take minutes; no test may fail from that.
+HANG_SECONDS = 1800
 
 
 def step_key(k_run: jax.Array, n: int, stream: int) -> jax.Array:

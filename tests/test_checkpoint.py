@@ -11,6 +11,7 @@ import jax
 import numpy as np
 import pytest
 from gymnax import make
+from helpers import HANG_SECONDS
 
 import jaxsample as js
 from jaxsample import checkpoint
@@ -226,7 +227,7 @@ def test_saved_on_two_devices_restores_in_a_one_device_process(tmp_path) -> None
     script = [sys.executable, "-c", _RESTORE_ON_ONE_DEVICE, str(tmp_path / "two")]
     done = subprocess.run(
         [*script, str(Path(__file__).parent)], env=env, capture_output=True, text=True,
-        timeout=240,
+        timeout=HANG_SECONDS,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     with np.load(tmp_path / "two" / "batch.npz") as saved:

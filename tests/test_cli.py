@@ -5,6 +5,7 @@ import math
 import re
 
 import pytest
+from helpers import HANG_SECONDS
 
 from jaxsample.cli import main
 
@@ -259,7 +260,9 @@ def test_train_eight_seeds_finishes_within_a_timeout(tmp_path) -> None:
     cmd += ["--total-steps", "1024", "--update-epochs", "1", "--num-minibatches", "1"]
     cmd += ["--chunks", "1", "--no-compile-cache", "--json", str(out)]
     try:
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+        run = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=HANG_SECONDS, cwd=tmp_path
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"`{' '.join(cmd[1:])}` did not finish in 240 s (a deadlock?)")
     assert run.returncode == 0, run.stderr[-2000:]
@@ -301,7 +304,7 @@ def test_bad_output_path_fails_before_any_work(tmp_path) -> None:
     import sys
 
     cmd = [sys.executable, "-m", "jaxsample", "train", "--json", str(tmp_path / "no" / "x.json")]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_SECONDS)
     assert run.returncode == 2
     assert run.stdout == ""  # nothing started: no banner, no progress
     # XLA's C++ logging may add lines of its own in the test session (its

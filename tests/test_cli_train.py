@@ -100,7 +100,7 @@ def _rows(path) -> list[dict[str, str]]:
 def _metric_names(algo: str) -> set[str]:
     """The metrics the trainer's program returns (from its own output shapes)."""
     from jaxsample.cli.config import resolve_config
-    from jaxsample.cli.train import _build
+    from jaxsample.runs.run import build_trainer as _build
 
     config, _ = resolve_config(algo, "CartPole-v1", False, {}, {"num_envs": 2, "num_steps": 2})
     trainer = _build(config)
@@ -491,7 +491,7 @@ def test_the_run_is_compiled_while_init_compiles_and_a_sharded_state_is_kept() -
 
 @pytest.mark.parametrize("live", [False, True])
 def test_display_shows_compiling_then_steps_rate_elapsed_eta_return_loss(live) -> None:
-    from jaxsample.cli.display import LiveDisplay
+    from jaxsample.runs.display import LiveDisplay
 
     stream = io.StringIO()
     display = LiveDisplay(stream, live=live)

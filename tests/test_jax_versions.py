@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import HANG_SECONDS
 from packaging.requirements import Requirement
 
 from jaxsample import compile_cache
@@ -122,7 +123,7 @@ def _cli(args: list[str], cwd: Path, cache_home: Path) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
     env["XDG_CACHE_HOME"] = str(cache_home)
     env.pop("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", None)
-    return _run([sys.executable, "-m", "jaxsample", *args], cwd, env, 300)
+    return _run([sys.executable, "-m", "jaxsample", *args], cwd, env, HANG_SECONDS)
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> str:
@@ -196,7 +197,11 @@ print(a.compiles, a.hits, b.compiles, b.hits, a.summary(1.0), b.summary(0.5), se
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
     env["JAX_PLATFORMS"] = "cpu"
     out = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     fields = out.stdout.strip().split(";")

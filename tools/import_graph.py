@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("jaxsample",),  # the package root (jaxsample/__init__.py)
     ("jaxsample.driver", "jaxsample._driver_run"),
     ("jaxsample.algos",),
+    ("jaxsample.runs",),
     ("jaxsample.bench", "jaxsample.cli", "jaxsample.__main__"),
 ]
 

@@ -1,25 +1,21 @@
-"""Runs a jitted trainer in compiled chunks or as one program, with progress,
-summary table, JSON and PNG.
+"""Runs a jitted trainer in compiled chunks or as one program, with progress.
 
 A trainer (``jaxsample.algos.ppo.make_train``, ``jaxsample.algos.dqn.make_train``)
 is a frozen object of pure functions ``init(key) -> state`` and
-``run(state, num_iterations) -> (state, metrics)``.
-[`run_training`][jaxsample.algos.runner.run_training] vmaps
+``run(state, num_iterations) -> (state, metrics)``. `run_training` vmaps
 them over seeds, compiles one chunk of iterations (and the remainder, if any)
 once, and runs the chunks back to back: between two chunks it only reads the
 small per-iteration metrics, so the display costs one host round trip per chunk.
 With ``one_program=True`` it compiles every iteration of the run as one
 program (the loop ``reference_run`` times, plus the callbacks) and reports
 progress from inside it through ordered host callbacks at a bounded rate. This
-is what ``jaxsample train`` runs: one program, or chunks with ``--checkpoint-dir``
-(a checkpoint after every chunk). Init is a program of its own in both, compiled
-with cheap XLA options on CPU ([`compiler_options`][jaxsample.algos.runner.compiler_options]): it
-    runs once. XLA
+is what a run (`jaxsample.runs.train`) uses: one program, or chunks with a run
+folder (a checkpoint after every chunk). Init is a program of its own in both, compiled
+with cheap XLA options on CPU (`compiler_options`): it runs once. XLA
 compiles it on a worker thread while the iterations' program is traced and
-lowered for its abstract output ([`in_background`][jaxsample.algos.runner.in_background]). (Not to
-be confused with the
-actor/learner runtime of [`jaxsample.driver`][jaxsample.driver], which overlaps collection and
-learning on separate devices.)
+lowered for its abstract output (`in_background`). (Not to be confused with
+the actor/learner runtime of [`jaxsample.driver`][jaxsample.driver], which
+overlaps collection and learning on separate devices.)
 """
 
 from __future__ import annotations
@@ -143,8 +139,7 @@ _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 #: once, for milliseconds, so LLVM's optimization of its kernels (the
 #: parameters' orthogonal initialization, the key splits, the first resets)
 #: is not worth its compile time; and its kernels are compiled on one thread,
-#: as it compiles beside the tracing of the iterations
-#: ([`in_background`][jaxsample.algos.runner.in_background]),
+#: as it compiles beside the tracing of the iterations (`in_background`),
 #: which needs a core of its own. And of the iterations (``part="run"``):
 #: LLVM's -O2 instead of XLA's default -O3, a shorter compile at the same run
 #: time (all measured in docs/benchmarks.md).
@@ -182,10 +177,9 @@ def _init_program(
 ) -> tuple[Callable[[], Any], Any]:
     """``(wait, like)``: ``wait()`` returns the compiled ``vmap(trainer.init)``
     for these arguments (traced from ``store`` when given; XLA compiles it on
-    a worker thread, [`in_background`][jaxsample.algos.runner.in_background]) and ``like`` is its
-    abstract
-    output (``jax.ShapeDtypeStruct`` s, weak types kept), for which the
-    iterations can be traced meanwhile."""
+    a worker thread, `in_background`) and ``like`` is its abstract output
+    (``jax.ShapeDtypeStruct`` s, weak types kept), for which the iterations
+    can be traced meanwhile."""
     args = (keys, hparams)
     avals = jax.tree.map(lambda x: (x.shape, x.dtype), args)
     key = ("init", str(jax.tree.structure(args)), str(avals), store is None)

@@ -15,6 +15,29 @@ Modules: `parser` (the parser and `main`),
 `base` (usage errors).
 """
 
-from jaxsample.cli.parser import main
+from __future__ import annotations
+
+from collections.abc import Sequence
 
 __all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``jaxsample`` command: installs the signal handlers
+    first (a Ctrl-C or ``SIGTERM`` while JAX imports or compiles ends the
+    process quietly, 130 / 143), then parses and runs
+    (`jaxsample.cli.parser.main`)."""
+    import os
+
+    from jaxsample.runs.signals import StopSignals
+
+    # XLA's C++ log lines (e.g. jaxlib 0.9's AOT-loader notes on a cache load)
+    # are not the command's output; the user's own setting wins.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    signals = StopSignals(exit_early=True, prefix="jaxsample").install()
+    from jaxsample.cli.parser import main as run
+
+    try:
+        return run(argv, signals)
+    finally:
+        signals.uninstall()

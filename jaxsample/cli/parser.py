@@ -11,6 +11,7 @@ import argparse
 import sys
 import typing
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 
@@ -30,7 +31,7 @@ def _version() -> str:
 def _train(args: argparse.Namespace) -> int:
     from jaxsample.cli.train import train
 
-    return train(args)
+    return train(args, getattr(args, "signals", None))
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -120,20 +121,29 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
 _COMPILING = ("train", "eval", "collect", "bench")
 
 
-def _enable_compile_cache(command: str) -> None:
-    """JAX's persistent compilation cache for this process, and one line when
-    this JAX cannot cache the training program's progress callbacks."""
+def _enable_compile_cache() -> None:
+    """JAX's persistent compilation cache for this process, in the user's
+    cache folder; a folder that cannot be written (a file, a read-only mount)
+    is one warning line, and the run goes on without the cache."""
+    import tempfile
+
     from jaxsample import compile_cache
 
-    if compile_cache.configured_dir() is None:  # else the user's own JAX settings hold
-        compile_cache.enable_compile_cache()
-    if command == "train" and not compile_cache.CACHES_CALLBACKS:
+    if compile_cache.configured_dir() is not None:  # the user's own JAX settings hold
+        return
+    folder = compile_cache.default_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".writable-"):
+            pass
+    except OSError as e:
         print(
-            f"note: jax {jax.__version__} does not cache programs with host callbacks "
-            "(train's progress display): they compile again in every run (jax >= 0.11, "
-            "on Python >= 3.12, caches them)",
+            f"warning: the compile cache folder {folder} cannot be used "
+            f"({e.strerror or type(e).__name__}): running without it",
             file=sys.stderr,
         )
+        return
+    compile_cache.enable_compile_cache(folder)
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -164,8 +174,9 @@ class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``jaxsample`` command."""
+def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
+    """Parse ``argv`` and run the subcommand; ``signals``: the process's
+    `jaxsample.runs.signals.StopSignals` (`jaxsample.cli.main` installs it)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(
         prog="jaxsample",
@@ -290,13 +301,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     if args.command in _COMPILING:
         if args.compile_cache:
-            _enable_compile_cache(args.command)
+            _enable_compile_cache()
         else:  # JAX's own settings ($JAX_COMPILATION_CACHE_DIR) included
             jax.config.update("jax_enable_compilation_cache", False)
     if args.command == "train":  # the config fields given as flags
         args.config_flags = config_flag_values(args, algo)
+    args.signals = signals
+    if signals is not None:
+        signals.prefix = f"jaxsample {args.command}"
+        if args.command == "train":
+            signals.early_note = " before its first iteration: nothing to keep"
+    from jaxsample.runs.errors import RunError
+
     try:
         return args.func(args)
     except UsageError as e:  # one clear line, exit status 2
         print(f"jaxsample {args.command}: error: {e}", file=sys.stderr)
         raise
+    except RunError as e:  # the run's folder or outputs: one line, its exit status
+        print(f"jaxsample {args.command}: error: {e}", file=sys.stderr)
+        raise SystemExit(e.exit_status) from None

@@ -1,5 +1,5 @@
-"""``jaxsample train``'s metric logs: a CSV file always, TensorBoard
-(tensorboardX) and Weights & Biases when asked.
+"""A run's metric logs: a CSV file, TensorBoard (tensorboardX) and Weights &
+Biases, each when asked.
 
 Every per-iteration metric the trainer returns is logged for every run, with
 the run's environment steps as the x axis: the CSV has one row per (run,
@@ -8,18 +8,23 @@ iteration) with columns ``run``, ``seed``, the swept settings (``hparams.<field>
 run (``seed0``, ``seed1_lr0.001``, ...: one series per seed) with scalars
 ``train/<metric>``; W&B one run per seed/setting in one group. Undefined
 values (a NaN mean: no episode ended in that iteration) are empty in TensorBoard
-and W&B, ``nan`` in the CSV.
+and W&B, ``nan`` in the CSV. The CSV is written whole after every chunk,
+beside and renamed into place (`jaxsample.runs.files`): an earlier run's
+file is never truncated, and a stopped run leaves a complete one.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from jaxsample.runs.files import write_text
 
 __all__ = ["MetricLogs", "run_names"]
 
@@ -36,7 +41,8 @@ class MetricLogs:
     """Writes the metrics of iterations as they arrive (`write`).
 
     Args:
-      csv_path: the CSV file (rewritten from ``iteration 0`` when a run starts;
+      csv_path: the CSV file, or None for none (rewritten whole after every
+        chunk, from ``iteration 0``;
         a resumed run rewrites the restored history first).
       seeds, settings: the seed and the swept settings of each run.
       tensorboard: a folder for tensorboardX event files, or None.
@@ -47,7 +53,7 @@ class MetricLogs:
 
     def __init__(
         self,
-        csv_path: str,
+        csv_path: str | None,
         seeds: Sequence[int],
         settings: Sequence[dict[str, float]],
         *,
@@ -61,6 +67,7 @@ class MetricLogs:
         self.names = run_names(self.seeds, self.settings)
         self._written = 0
         self._columns: list[str] | None = None
+        self._csv = io.StringIO(newline="")
         self._tb = []
         self._wandb = []
         if tensorboard:
@@ -89,8 +96,7 @@ class MetricLogs:
         if self._columns is None:
             swept = [f"hparams.{k}" for k in (self.settings[0] if self.settings else {})]
             self._columns = ["run", "seed", *swept, "iteration", "env_steps", *names]
-            with open(self.csv_path, "w", newline="") as f:
-                csv.writer(f).writerow(self._columns)
+            csv.writer(self._csv).writerow(self._columns)
         rows = []
         for i in range(self._written, total):
             env_steps = (i + 1) * steps_per_iteration
@@ -105,8 +111,9 @@ class MetricLogs:
                 if self._wandb:
                     finite = {f"train/{k}": v for k, v in values.items() if math.isfinite(v)}
                     self._wandb[r].log({"env_steps": env_steps, **finite})
-        with open(self.csv_path, "a", newline="") as f:
-            csv.writer(f).writerows(rows)
+        csv.writer(self._csv).writerows(rows)
+        if self.csv_path:
+            write_text(self.csv_path, self._csv.getvalue())
         for w in self._tb:
             w.flush()
         self._written = total

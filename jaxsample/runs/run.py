@@ -1,0 +1,420 @@
+"""`train`: one training run, from the command line or a notebook.
+
+A run is a config (`jaxsample.algos.configs.PPOConfig` or `DQNConfig`)
+trained for every seed (and every swept setting) under one ``jax.vmap``
+(`jaxsample.algos.runner.run_training`). Around it the run owns:
+
+* its folder (optional): the lock (one writer), the settings (``run.json``,
+  compared with the folder's before anything else happens), a checkpoint
+  after every chunk, and resuming from the latest one, bit for bit;
+* its outputs: a progress display, the summary, JSON, CSV and PNG, written
+  beside and renamed into place, also when the run is stopped;
+* its signals: ``SIGINT`` / ``SIGTERM`` / a notebook's interrupt stop it
+  after the iterations it has completed, which it keeps
+  (`jaxsample.runs.signals.StopSignals`).
+
+`jaxsample train` parses its flags and calls `train` once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.metadata
+import os
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxsample.runs.files import replace_file
+from jaxsample.runs.folder import RunFolder
+from jaxsample.runs.logs import MetricLogs, run_names
+from jaxsample.runs.signals import StopSignals
+
+__all__ = [
+    "RunResult", "algo_of", "build_trainer", "config_type", "environment", "final_line", "train",
+]  # fmt: skip
+
+_PACKAGES = ("jaxsample", "jax", "jaxlib", "flax", "optax", "gymnax")
+
+
+def environment() -> dict[str, Any]:
+    """Versions of the packages a run depends on, the backend and its devices."""
+    versions = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "versions": versions,
+        "backend": jax.default_backend(),
+        "device_kind": jax.devices()[0].device_kind,
+        "device_count": jax.device_count(),
+    }
+
+
+def config_type(algo: str) -> type:
+    """The config dataclass of an algorithm name (``ppo``, ``ppo-rnn``, ``dqn``)."""
+    from jaxsample.algos.configs import DQNConfig, PPOConfig
+
+    return DQNConfig if algo == "dqn" else PPOConfig
+
+
+def algo_of(config: Any) -> str:
+    """The algorithm name of a config: ``dqn``, ``ppo-rnn`` or ``ppo``."""
+    from jaxsample.algos.configs import DQNConfig
+
+    if isinstance(config, DQNConfig):
+        return "dqn"
+    return "ppo-rnn" if getattr(config, "recurrent", False) else "ppo"
+
+
+@functools.lru_cache(maxsize=8)
+def build_trainer(config: Any) -> Any:
+    """The trainer of ``config`` (one per config in a process: its compiled
+    programs are reused, `jaxsample.algos.runner`)."""
+    if algo_of(config) == "dqn":
+        from jaxsample.algos import dqn
+
+        return dqn.make_train(config)
+    from jaxsample.algos import ppo
+
+    return ppo.make_train(config)
+
+
+def sweep_runs(
+    seeds: range | list[int], sweep: dict[str, list[float]]
+) -> tuple[list[int], list[dict[str, float]]]:
+    """``(seed of each run, swept values of each run)``: seeds outermost, then
+    every combination of the swept values (the cartesian product, in order)."""
+    import itertools
+
+    names = list(sweep)
+    combos = [dict(zip(names, c, strict=True)) for c in itertools.product(*sweep.values())]
+    return [s for s in seeds for _ in combos], [c for _ in seeds for c in combos]
+
+
+def sweep_hparams(trainer: Any, settings: list[dict[str, float]], seeds: int) -> Any:
+    """The trainer's ``HParams`` with a leading ``[C]`` axis, one per swept
+    setting (``settings`` is per run: ``seeds`` times the ``C`` settings)."""
+    if not settings or not settings[0]:
+        return None
+    settings = settings[: len(settings) // seeds]
+    names = list(settings[0])
+    return trainer.hparams(**{n: np.asarray([s[n] for s in settings], np.float32) for n in names})
+
+
+def record_of(config: Any, seed: int, seeds: int, sweep: dict[str, list]) -> dict[str, Any]:
+    """What fixes a run's results (``run.json``: a resumed run must match it)."""
+    import json
+
+    data = {
+        "algo": algo_of(config),
+        "config": dataclasses.asdict(config),
+        "seed": seed,
+        "seeds": seeds,
+        "sweep": sweep,
+    }
+    return json.loads(json.dumps(data))
+
+
+def _groups(settings: list[dict[str, float]]) -> dict[str, list[int]] | None:
+    """``{setting label: run indices}`` of a sweep (its seeds), else None."""
+    if not settings or not settings[0]:
+        return None
+    out: dict[str, list[int]] = {}
+    for r, setting in enumerate(settings):
+        out.setdefault(" ".join(f"{k}={v:g}" for k, v in setting.items()), []).append(r)
+    return out
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What `train` returns.
+
+    Attributes:
+      training: the `jaxsample.algos.runner.TrainingResult` (curves ``[R, I]``,
+        every metric, the final vmapped trainer state, times).
+      record: the run's settings (``run.json``).
+      names: ``[R]`` run names (``seed0``, ``seed1_lr0.001``, ...).
+      seeds, settings: ``[R]`` each run's seed and swept values.
+      folder: the run folder, or None.
+      written: the output files written.
+      stopped_by: ``"SIGINT"`` / ``"SIGTERM"`` when a signal stopped the run
+        early, else None.
+    """
+
+    training: Any
+    record: dict[str, Any]
+    names: list[str]
+    seeds: list[int]
+    settings: list[dict[str, float]]
+    folder: str | None = None
+    written: list[str] = dataclasses.field(default_factory=list)
+    stopped_by: str | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        """The run stopped before its last iteration."""
+        return bool(self.training.interrupted)
+
+    @property
+    def exit_status(self) -> int:
+        """0, or ``128 + signal`` for a run a signal stopped (130, 143)."""
+        if not self.interrupted:
+            return 0
+        return {"SIGTERM": 143}.get(self.stopped_by or "", 130)
+
+    @property
+    def state(self) -> Any:
+        """The final vmapped trainer state (``params`` has a leading ``[R]``)."""
+        return self.training.final_state
+
+    def final_returns(self, window: int = 10) -> np.ndarray:
+        """``[R]`` per-run mean of the last ``window`` finite iteration returns."""
+        return self.training.final_returns(window)
+
+
+def _program_store(config: Any) -> Any:
+    """Where the training program's traced parts are kept between runs: beside
+    JAX's compilation cache, when that is on and caches the program's
+    progress callbacks (else a second run compiles again anyway)."""
+    from jaxsample import compile_cache
+    from jaxsample.algos.program_store import ProgramStore
+
+    folder = compile_cache.active_dir()
+    if folder is None or not compile_cache.CACHES_CALLBACKS:
+        return None
+    return ProgramStore(folder / "jaxsample-programs", repr(config))
+
+
+def _describe(config: Any, record: dict[str, Any], runs: int, n: int) -> list[str]:
+    """The run's first lines: what trains, how, and the config."""
+    sweep = "".join(f", {k} in {v}" for k, v in record["sweep"].items())
+    masked = " (velocities masked)" if getattr(config, "mask_velocity", False) else ""
+    fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(config).items())
+    return [
+        f"jaxsample train: {record['algo']} on {config.env_name}{masked}, {runs} run(s) "
+        f"({record['seeds']} seed(s){sweep}) under one vmap, {n} iterations x "
+        f"{config.steps_per_iteration} steps, backend={jax.default_backend()}",
+        textwrap.fill(f"config: {type(config).__name__}({fields})", 100, subsequent_indent="  "),
+    ]
+
+
+class _Outputs:
+    """The run's files: the metric logs as chunks arrive, JSON and PNG at the end."""
+
+    def __init__(self, run: dict[str, Any], paths: dict[str, str | None], logs: Any) -> None:
+        self.run, self.paths, self.logs = run, paths, logs
+        self.written: list[str] = []
+
+    def final(self, result: Any, extra: dict[str, Any], title: str) -> None:
+        from jaxsample.algos import report
+
+        if self.logs.csv_path:
+            self.written.append(self.logs.csv_path)
+        if self.paths.get("json"):
+            path = self.paths["json"]
+            replace_file(path, lambda tmp: report.write_json(result, tmp, extra))
+            self.written.append(path)
+        if self.paths.get("plot"):
+            path = self.paths["plot"]
+            labels, groups = self.run["names"], self.run["groups"]
+            replace_file(
+                path, lambda tmp: report.plot(result, tmp, title, labels=labels, groups=groups)
+            )
+            self.written.append(path)
+
+
+def train(
+    config: Any,
+    *,
+    seeds: int = 1,
+    seed: int = 0,
+    sweep: dict[str, list[float]] | None = None,
+    folder: str | os.PathLike[str] | None = None,
+    chunks: int = 20,
+    json: str | None = None,
+    csv: str | None = None,
+    plot: str | None = None,
+    tensorboard: str | None = None,
+    wandb_project: str | None = None,
+    progress: bool | Callable[[dict[str, Any]], None] = True,
+    say: Callable[[str], None] | None = print,
+    signals: StopSignals | None = None,
+    folder_flag: str | None = None,
+) -> RunResult:
+    """Train ``config`` for ``seeds`` seeds (x the ``sweep``) in one vmapped program.
+
+    Args:
+      config: a `jaxsample.algos.configs.PPOConfig` or `DQNConfig`.
+      seeds: seeds trained together; run ``r``'s key is
+        ``fold_in(key(seed), r // C)`` for ``C`` swept settings.
+      seed: the base seed.
+      sweep: ``{HParams field: [values]}``: every combination is trained for
+        every seed in the same program (``config`` holds the first values).
+      folder: the run folder: locked for the run (a second run on it raises
+        `FolderBusy`), its ``run.json`` compared with these settings (another
+        run's raises `FolderMismatch`), a checkpoint after every chunk, and
+        started again with the same settings it resumes from the latest one
+        and ends bit for bit where an uninterrupted run ends. Without it the
+        run is one compiled program.
+      chunks: about how many chunks the run reports (and checkpoints) in.
+      json, csv, plot: output files (config, versions, results and curves;
+        every metric per run and iteration; a learning curve), or None.
+      tensorboard, wandb_project: also log every metric there (the ``log`` extra).
+      progress: True for the live display (a progress bar on a terminal,
+        lines elsewhere), False for none, or a callable of progress events.
+      say: where the run's lines go (the summary, what it wrote), or None.
+      signals: the `StopSignals` to use (the command line's); by default
+        ``SIGINT`` and ``SIGTERM`` stop the run while it trains (in a
+        notebook: the interrupt button), which keeps what it completed.
+      folder_flag: how messages name ``folder`` (``--checkpoint-dir``).
+
+    Returns:
+      A `RunResult` (``interrupted`` and ``stopped_by`` say whether a signal
+      ended it early; its outputs hold the completed iterations).
+
+    Raises:
+      FolderBusy, FolderMismatch: see ``folder``; nothing in it changed.
+      WriteFailed: an output or checkpoint could not be written (a full
+        disk): earlier files are as they were.
+      TypeError, ValueError: a bad config or argument, named.
+    """
+    from jaxsample import compile_cache
+    from jaxsample.algos import report, runner
+    from jaxsample.compile_cache import CompileWatch
+    from jaxsample.runs.display import LiveDisplay
+
+    say = say or (lambda line: None)
+    sweep = dict(sweep or {})
+    for name, value in (("seeds", seeds), ("chunks", chunks)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+    trainer = build_trainer(config)
+    run_seeds, settings = sweep_runs(range(seeds), sweep)
+    hparams = sweep_hparams(trainer, settings, seeds)
+    key = jax.random.key(seed)
+    keys, run_hparams = runner.run_inputs(trainer, key, seeds, hparams)
+    record = record_of(config, seed, seeds, sweep)
+    names = run_names(run_seeds, settings)
+    n, per_iteration = trainer.num_iterations, config.steps_per_iteration
+
+    own_signals = signals is None
+    signals = signals or StopSignals()
+    run_folder = None
+    if folder is not None:
+        what = f"{folder_flag} {os.fspath(folder)!r}" if folder_flag else None
+        run_folder = RunFolder(folder, what)
+    try:
+        if own_signals:
+            signals.install()
+        resume = None
+        if run_folder is not None:
+            run_folder.open()
+            signals.on_exit(run_folder.close)
+            if run_folder.lock.took_over:
+                say(run_folder.lock.took_over)
+            like = functools.partial(jax.eval_shape, jax.vmap(trainer.init), keys, run_hparams)
+            resume = run_folder.start_or_resume(record, like)
+        for line in _describe(config, record, len(run_seeds), n):
+            say(line)
+        done_before = next(iter(resume[1].values())).shape[1] if resume and resume[1] else 0
+        complete = resume is not None and done_before >= n
+        if complete:
+            say(f"{folder} holds this run complete ({done_before} of {n} iterations): "
+                "nothing left to train; writing its results")  # fmt: skip
+        elif resume is not None:
+            say(f"resuming from {folder} at iteration {done_before}")
+        if csv is None and json:
+            csv = os.path.splitext(json)[0] + ".csv"
+        logs = MetricLogs(
+            csv, run_seeds, settings, tensorboard=tensorboard, wandb_project=wandb_project,
+            config=record["config"],
+        )  # fmt: skip
+        groups = _groups(settings)
+        outputs = _Outputs({"names": names, "groups": groups}, {"json": json, "plot": plot}, logs)
+        display = LiveDisplay() if progress is True else (progress or None)
+
+        def on_progress(event: dict[str, Any]) -> None:
+            if event.get("phase") == "running":
+                signals.started()
+            if display is not None:
+                display(event)
+
+        def on_chunk(state: Any, done: int, metrics: dict[str, np.ndarray]) -> None:
+            signals.started()
+            logs.write(metrics, per_iteration)
+            if run_folder is not None:
+                run_folder.save(state, done, metrics)
+
+        if resume is not None:
+            signals.started()  # its work is on disk already
+            if resume[1]:
+                logs.write(resume[1], per_iteration)
+        one_program = run_folder is None
+        try:
+            with CompileWatch() as watch:
+                result = runner.run_training(
+                    trainer, key, seeds=seeds, num_iterations=n,
+                    steps_per_iteration=per_iteration, chunks=chunks,
+                    returns_of=lambda m: m["episode_return_mean"], progress=on_progress,
+                    hparams=hparams, resume=resume, on_chunk=on_chunk,
+                    one_program=one_program, stop=signals.stop_requested,
+                    store=_program_store(config) if one_program else None,
+                )  # fmt: skip
+        finally:
+            logs.close()
+            if isinstance(display, LiveDisplay):
+                display.close()
+        if not result.interrupted and not complete:
+            say(watch.summary(result.compile_seconds))
+            cached = compile_cache.active_dir() is not None
+            if one_program and watch.compiles and cached and not compile_cache.CACHES_CALLBACKS:
+                say(f"note: jax {jax.__version__} does not cache programs with host "
+                    "callbacks (the progress display): this one compiles again in every "
+                    "run (jax >= 0.11, on Python >= 3.12, caches it)")  # fmt: skip
+        if not result.interrupted:
+            say(report.summary_table(result, labels=names, groups=groups))
+        masked = " (velocities masked)" if getattr(config, "mask_velocity", False) else ""
+        title = f"{record['algo']} on {config.env_name}{masked}"
+        if result.interrupted:
+            title += f" (interrupted at {len(result.env_steps)} of {n} iterations)"
+        extra = {
+            **record, "env": config.env_name,
+            "mask_velocity": bool(getattr(config, "mask_velocity", False)),
+            "runs": names, "run_seeds": run_seeds, "run_settings": settings,
+            "keys": "run r: jax.random.fold_in(jax.random.key(seed), run_seeds[r])",
+            "resumed_at_iteration": result.start_iteration,
+            "stopped_by": signals.name if result.interrupted else None, **environment(),
+        }  # fmt: skip
+        outputs.final(result, extra, title)
+        if not result.interrupted:
+            for path in outputs.written:
+                say(f"wrote {path}")
+        return RunResult(
+            training=result, record=record, names=names, seeds=run_seeds, settings=settings,
+            folder=None if folder is None else os.fspath(folder), written=outputs.written,
+            stopped_by=signals.name if result.interrupted else None,
+        )  # fmt: skip
+    finally:
+        if own_signals:
+            signals.uninstall()
+        if run_folder is not None:
+            run_folder.close()
+
+
+def final_line(result: RunResult, total: int) -> str:
+    """The one line of a stopped run: what stopped it and what it kept."""
+    done = len(result.training.env_steps)
+    cause = {"SIGTERM": "SIGTERM", "SIGINT": "Ctrl-C"}.get(result.stopped_by or "", "a stop")
+    kept = ", ".join(result.written) or "no file"
+    if result.folder is not None:
+        kept += f", checkpoint {result.folder} at iteration {done}"
+    return f"interrupted ({cause}) after {done} of {total} iterations: wrote {kept}"

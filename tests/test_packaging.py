@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 import warnings
 from pathlib import Path
@@ -72,3 +73,25 @@ def test_readme_envs_comment_names_every_suite_of_the_extra() -> None:
     comment = line.split("#", 1)[1]
     missing = [name for name in SUITE_NAMES.values() if name not in comment]
     assert not missing, f"the README's .[envs] line leaves out {missing}"
+
+
+def test_ci_run_installs_only_into_its_own_venvs() -> None:
+    """``bash .ci/run`` (the README's test command) installed its Python 3.11
+    part with ``python3 -m pip`` into the machine's own interpreter: every pip,
+    ruff and pytest it runs is a ``.venv-py3xx`` interpreter's, each venv made
+    by the script and git-ignored; the README says how long it takes."""
+    script = (ROOT / ".ci/run").read_text()
+    commands = [
+        line.strip()
+        for line in script.splitlines()
+        if not line.strip().startswith("#") and re.search(r"-m (pip|pytest|ruff)\b", line)
+    ]
+    assert commands
+    for cmd in commands:
+        assert re.match(r"\.venv-py31[12]/bin/python -m ", cmd), cmd
+    for venv in (".venv-py312", ".venv-py311"):
+        assert re.search(rf"-m venv {venv}\b", script), venv
+        assert f"{venv}/" in (ROOT / ".gitignore").read_text().splitlines()
+    readme = (ROOT / "README.md").read_text()
+    before_command = readme[: readme.index("\nbash .ci/run\n")]
+    assert re.search(r"about \d+ minutes on 2 cores", before_command[-600:])

@@ -1,0 +1,281 @@
+"""The run package in Python, as a notebook uses it (issue 42): train into a
+folder and load it back; an interrupt keeps the work and the same call
+resumes it bit for bit; one writer per folder (a real second process holds
+the lock); settings compared before any step; every output written beside and
+renamed into place; a full disk (a real tmpfs) is one line and damages
+nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from helpers import HANG_SECONDS
+
+from jaxsample import runs
+from jaxsample.algos.configs import PPOConfig
+from jaxsample.runs import files
+from jaxsample.runs.errors import FolderBusy, FolderMismatch, WriteFailed
+from jaxsample.runs.folder import RunFolder
+from jaxsample.runs.lock import FolderLock
+
+pytestmark = pytest.mark.xdist_group("runs")
+
+# 8 iterations of 16 steps: chunks=8 gives a checkpoint after every iteration.
+TINY = PPOConfig(
+    env_name="CartPole-v1", num_envs=2, num_steps=8, total_timesteps=128, hidden_sizes=(8,),
+    update_epochs=1, num_minibatches=1,
+)  # fmt: skip
+QUIET = {"progress": False, "say": None}
+
+
+def _leaves(tree) -> list[np.ndarray]:
+    def plain(x):
+        if jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key):
+            return np.asarray(jax.random.key_data(x))
+        return np.asarray(x)
+
+    return [plain(x) for x in jax.tree.leaves(tree)]
+
+
+def _same(a, b) -> bool:
+    la, lb = _leaves(a), _leaves(b)
+    return len(la) == len(lb) and all(x.dtype == y.dtype and np.array_equal(x, y)
+                                      for x, y in zip(la, lb, strict=True))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """An uninterrupted run of TINY in a folder, 2 seeds, every output."""
+    d = tmp_path_factory.mktemp("full")
+    out = {k: str(d / f"out.{k}") for k in ("json", "csv")} | {"plot": str(d / "out.png")}
+    result = runs.train(TINY, seeds=2, folder=d / "run", chunks=8, **out, **QUIET)
+    return d, result
+
+
+def test_train_into_a_folder_and_load_it(uninterrupted) -> None:
+    d, result = uninterrupted
+    assert not result.interrupted and result.exit_status == 0 and result.stopped_by is None
+    assert result.names == ["seed0", "seed1"]
+    assert sorted(Path(p).name for p in result.written) == ["out.csv", "out.json", "out.png"]
+    data = json.loads((d / "out.json").read_text())
+    assert data["completed_iterations"] == 8 and data["interrupted"] is False
+    assert (d / "out.csv").read_text().count("\n") == 1 + 8 * 2
+    run = runs.load(d / "run")
+    assert run.iteration == 8 and run.complete and run.config == TINY
+    assert _same(run.params, result.state.params)
+    assert _same(run.params_of(1), jax.tree.map(lambda x: x[1], result.state.params))
+    history, metrics = run.history, result.training.metrics
+    assert np.array_equal(history["loss"], metrics["loss"], equal_nan=True)
+    rows = run.evaluate(episodes=2)
+    assert [r["run"] for r in rows] == ["seed0", "seed1"]
+    assert all(r["episodes"] == 2 and r["return_mean"] >= 1 for r in rows)
+    # no temporary file is left beside the outputs or in the folder
+    leftovers = [p for p in d.rglob("*") if ".tmp" in p.name]
+    assert leftovers == []
+
+
+def test_an_interrupt_keeps_the_work_and_the_same_call_resumes_bit_for_bit(
+    uninterrupted, tmp_path
+) -> None:
+    """A notebook's interrupt button (SIGINT in the main thread) after the
+    third iteration: the call returns (no KeyboardInterrupt) with what it
+    kept; calling it again finishes the run exactly as if never stopped."""
+    _, full = uninterrupted
+    seen = []
+
+    def progress(event) -> None:
+        if event.get("phase") == "running":
+            seen.append(event["steps"])
+            if len(seen) == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    folder = tmp_path / "run"
+    stopped = runs.train(TINY, seeds=2, folder=folder, chunks=8, progress=progress, say=None)
+    assert stopped.interrupted and stopped.stopped_by == "SIGINT" and stopped.exit_status == 130
+    assert len(stopped.training.env_steps) == 3
+    assert runs.load(folder).iteration == 3
+    # the handler is gone again: the process's own SIGINT handling is back
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    resumed = runs.train(TINY, seeds=2, folder=folder, chunks=8, **QUIET)
+    assert not resumed.interrupted and resumed.training.start_iteration == 3
+    assert _same(resumed.state, full.state)
+    assert np.array_equal(resumed.training.returns, full.training.returns, equal_nan=True)
+
+
+_HOLDER = """
+import sys, time
+from jaxsample.runs.lock import FolderLock
+lock = FolderLock(sys.argv[1]).acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+@contextlib.contextmanager
+def _holder(folder: Path):
+    """A real second process holding ``folder``'s lock."""
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(folder)],
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=HANG_SECONDS)
+        proc.stdout.close()
+
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_second_process_is_refused_and_a_dead_holders_lock_is_taken_over(tmp_path) -> None:
+    folder = tmp_path / "run"
+    with _holder(folder) as proc:
+        before = _listing(folder)
+        with pytest.raises(FolderBusy) as e:
+            runs.train(TINY, folder=folder, **QUIET)
+        message = str(e.value)
+        assert f"pid {proc.pid} on " in message and "since 20" in message
+        assert "\n" not in message and e.value.exit_status == 2
+        assert _listing(folder) == before  # untouched: no run.json, no step
+        proc.send_signal(signal.SIGKILL)  # the holder dies without cleaning up
+        proc.wait(timeout=HANG_SECONDS)
+    lock = FolderLock(folder).acquire()
+    try:
+        assert lock.took_over is not None and f"pid {proc.pid}" in lock.took_over
+        with pytest.raises(FolderBusy):  # one writer also within a process
+            FolderLock(folder).acquire()
+    finally:
+        lock.release()
+    assert FolderLock(folder).acquire().took_over is None  # released cleanly: nothing to take over
+
+
+def test_the_settings_are_compared_before_any_step_exists(tmp_path) -> None:
+    """Run A (seed 1) has written its run.json but saved no step yet (it is
+    compiling, or died compiling): a run with seed 0 on the folder is
+    refused, and run.json still says seed 1."""
+    from jaxsample.runs.run import record_of
+
+    folder = tmp_path / "run"
+    with RunFolder(folder) as f:
+        assert f.start_or_resume(record_of(TINY, 1, 1, {}), lambda: None) is None
+    before = _listing(folder)
+    with pytest.raises(FolderMismatch, match=r"other settings: seed: saved 1, now 0"):
+        runs.train(TINY, seed=0, folder=folder, **QUIET)
+    assert _listing(folder) == before
+
+
+def test_outputs_are_written_beside_and_renamed(tmp_path) -> None:
+    path = tmp_path / "out.csv"
+    path.write_text("earlier\n")
+
+    def fail(tmp: str) -> None:
+        Path(tmp).write_text("half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(WriteFailed, match=r"cannot write .*out.csv: No space left on device"):
+        files.replace_file(path, fail)
+    assert path.read_text() == "earlier\n" and os.listdir(tmp_path) == ["out.csv"]
+    files.write_json(path, {"a": 1})
+    assert json.loads(path.read_text()) == {"a": 1} and os.listdir(tmp_path) == ["out.csv"]
+
+
+@contextlib.contextmanager
+def small_disk(size: str = "2m"):
+    """A real, small tmpfs, unmounted after (root only; skipped elsewhere)."""
+    where = Path(f"/tmp/jaxsample-disk-{uuid.uuid4().hex[:8]}")
+    where.mkdir()
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                              capture_output=True, text=True)  # fmt: skip
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()[:80]})")
+        try:
+            yield where
+        finally:
+            subprocess.run(["umount", "-l", str(where)], capture_output=True)
+    finally:
+        with contextlib.suppress(OSError):
+            where.rmdir()
+
+
+def fill(disk: Path) -> None:
+    """Fill ``disk`` to the last byte."""
+    with open(disk / "filler", "wb") as f, contextlib.suppress(OSError):
+        while True:
+            f.write(os.urandom(1 << 16))
+            f.flush()
+    with contextlib.suppress(OSError), open(disk / "filler2", "wb") as f:
+        while True:
+            f.write(b"x")
+            f.flush()
+
+
+def test_a_full_disk_under_a_checkpoint_is_one_line_and_keeps_the_earlier_one(capfd) -> None:
+    with small_disk() as disk:
+        folder = RunFolder(disk / "run").open()
+        try:
+            small = {"w": jax.numpy.arange(1000.0)}
+            folder.save(small, 1, {"x": np.zeros((1, 1))})
+            big = {"w": jax.random.normal(jax.random.key(0), (1_000_000,))}  # 4 MB, random
+            with pytest.raises(WriteFailed) as e:
+                folder.save(big, 2, {"x": np.zeros((1, 2))})
+            assert "iteration 2" in str(e.value) and "\n" not in str(e.value)
+            assert e.value.exit_status == 74
+            assert sorted(os.listdir(disk / "run")) == [".lock.json", "1", "metrics.npz"]
+            assert _same(folder.restore(small, 1)[0], small)
+        finally:
+            folder.close()
+    _, err = capfd.readouterr()
+    assert err == ""  # none of orbax's log lines or worker-thread tracebacks
+
+
+def test_a_full_disk_under_the_json_is_one_line_and_keeps_the_earlier_files(
+    uninterrupted,
+) -> None:
+    """``--json out.json`` on a full disk whose folder holds an earlier run's
+    out.json / out.csv: WriteFailed (exit status 74) naming the path and
+    the cause, and both earlier files byte for byte as they were."""
+    with small_disk("1m") as disk:
+        earlier = {n: os.urandom(20_000) for n in ("out.json", "out.csv")}
+        for name, data in earlier.items():
+            (disk / name).write_bytes(data)
+        fill(disk)
+        with pytest.raises(WriteFailed, match=r"No space left on device") as e:
+            runs.train(TINY, seeds=2, json=str(disk / "out.json"), **QUIET)
+        assert str(disk) in str(e.value) and e.value.exit_status == 74
+        for name, data in earlier.items():
+            assert (disk / name).read_bytes() == data
+        assert {"out.csv", "out.json"} <= set(os.listdir(disk))
+        assert not [n for n in os.listdir(disk) if ".tmp" in n]
+
+
+def test_the_notebook_example_of_the_runs_guide_runs(tmp_path) -> None:
+    """What docs/guides/runs.md shows, in a fresh interpreter (as a notebook
+    kernel runs it), at a tiny size."""
+    code = textwrap.dedent("""
+        from jaxsample import runs
+        from jaxsample.algos.configs import PPOConfig
+        config = PPOConfig(env_name="CartPole-v1", num_envs=2, num_steps=8,
+                           total_timesteps=64, hidden_sizes=(8,))
+        result = runs.train(config, seeds=2, folder="runs/cartpole", progress=False)
+        run = runs.load("runs/cartpole")
+        print(result.exit_status, run.iteration, run.names, len(run.evaluate(episodes=2)))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=HANG_SECONDS)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "0 4 ['seed0', 'seed1'] 2"

@@ -19,8 +19,10 @@ gives its Python interface (the names below). The modules:
   [`compile_scaling`][jaxsample.bench.compile_scaling],
   [`evaluator_scaling`][jaxsample.bench.evaluator_scaling].
 
-More benchmarks are runners, not imported here (they jit, and some
-restart the process with forced host devices):
+More benchmarks are runners, not imported here (they jit; the driver and
+device ones take ``--host-devices N`` to fabricate CPU devices, which restarts
+the process with them, and never fabricate any unasked:
+`jaxsample.bench.device_requests`):
 
 * ``python -m jaxsample.bench.host`` — the host sampler against a plain loop;
 * ``python -m jaxsample.bench.driver`` — the actor/learner driver;

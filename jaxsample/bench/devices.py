@@ -1,16 +1,17 @@
 """Throughput of a sharded sampler vs the number of devices (a runner: this one jits).
 
-    python -m jaxsample.bench.devices --B 4096 --T 128 --devices 1 2 4
+    python -m jaxsample.bench.devices --B 4096 --T 128 --devices 1 2 4 --host-devices 4
 
 For each device count ``n`` (a mesh over the first ``n`` devices), ``collect``
 of ``B`` envs split over the mesh, timed side by side with the one-device
 sampler in the same process (interleaved repetitions,
 `interleave`; medians; compile time
-separately). On a CPU the devices are forced host devices
-(``--xla_force_host_platform_device_count``, which the command sets when
-``XLA_FLAGS`` does not) that share the machine's cores: the figures show the
-overhead of sharding, not a speed-up beyond the cores.
-On GPUs/TPUs each device is a real one.
+separately). A count beyond the devices there are is one line and exit
+status 2, before anything is built. On a CPU the devices are host devices
+that ``--host-devices N`` fabricates (``--xla_force_host_platform_device_count``;
+the runner restarts itself with it and says so), never unasked: they share
+the machine's cores, so the figures show the overhead of sharding, not a
+speed-up beyond the cores. On GPUs/TPUs each device is a real one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import jax
 import numpy as np
 
 import jaxsample as js
+from jaxsample.bench import device_requests
 from jaxsample.bench.measure import compile_timed, interleave
 from jaxsample.bench.report import write_json
 
@@ -99,6 +101,10 @@ def device_scaling(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m jaxsample.bench.devices [--devices 1 2 4] [--host-devices N] ...``;
+    a device count beyond the devices there are is a
+    `jaxsample.cli.base.UsageError`, raised before anything is built."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--env", default="CartPole-v1")
     p.add_argument("--B", type=int, default=4096)
@@ -106,15 +112,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4])
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--json", default=None)
+    device_requests.add_host_devices_flag(p)
     args = p.parse_args(argv)
-    flag = "--xla_force_host_platform_device_count"
-    if flag not in os.environ.get("XLA_FLAGS", ""):
-        # the CPU backend has started (jaxsample imports made arrays): start
-        # again with enough forced host devices (ignored by GPU/TPU backends)
-        env = dict(os.environ)
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flag}={max(args.devices)}".strip()
-        argv = [sys.executable, "-m", "jaxsample.bench.devices", *sys.argv[1:]]
-        os.execve(sys.executable, argv, env)
+    device_requests.request_host_devices(args.host_devices, "jaxsample.bench.devices", argv)
+    device_requests.check_device_count(args.devices, "--devices")
+    line = device_requests.host_devices_line(args.host_devices)
+    if line:
+        print(line, flush=True)
     out = device_scaling(args.env, args.B, args.T, args.devices, args.reps)
     print(
         f"{out['env']}  B={out['B']} T={out['T']}  backend={out['backend']} "
@@ -134,4 +138,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(device_requests.run_main(main, "python -m jaxsample.bench.devices"))

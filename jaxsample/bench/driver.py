@@ -21,11 +21,15 @@ Two parts, each in one process:
   seeds (``ppo.reference_run`` / ``dqn.reference_run``: its compile by
   stage, size and run time too).
 
-``python -m jaxsample.bench.driver`` (on a CPU with one device it re-executes
-itself with ``XLA_FLAGS=--xla_force_host_platform_device_count=4``); actor and
-learner default to devices 0 and 1 (the same device where there is one), or
-``--actor-device gpu:0 --learner-device gpu:0``. This module is a runner: it
-jits.
+``python -m jaxsample.bench.driver``: actor and learner default to devices 0
+and 1 (the same device where there is one), or ``--actor-device gpu:0
+--learner-device gpu:0``; a device that does not exist is one line and exit
+status 2, before anything is built. On a CPU, ``--host-devices 4`` fabricates
+4 host devices (the runner restarts itself with
+``XLA_FLAGS=--xla_force_host_platform_device_count=4``) and says so; without
+it only the devices that exist are used
+(`jaxsample.bench.device_requests`). This module is a
+runner: it jits.
 """
 
 from __future__ import annotations
@@ -45,9 +49,9 @@ import numpy as np
 
 import jaxsample.algos.drivers as jd
 from jaxsample.algos import dqn, ppo
+from jaxsample.bench import device_requests
 from jaxsample.bench.measure import Part, compile_parts, fresh_compiles, interleave, time_once
-
-FORCE_FLAG = "--xla_force_host_platform_device_count=4"
+from jaxsample.cli.base import UsageError
 
 #: name -> (algo, config, iterations per driver batch)
 WORKLOADS: dict[str, tuple[str, Any, int]] = {
@@ -63,17 +67,6 @@ WORKLOADS: dict[str, tuple[str, Any, int]] = {
     # (1000 steps, 100 updates) per driver batch, learning from the first step
     "dqn": ("dqn", dqn.DQNConfig(learning_starts=0), 100),
 }
-
-
-def parse_device(spec: str | None, default: jax.Device) -> jax.Device:
-    """``"gpu:0"``, ``"cpu:1"`` (platform:index) or None for ``default``."""
-    if spec is None:
-        return default
-    platform, _, index = spec.partition(":")
-    try:
-        return jax.devices(platform)[int(index or 0)]
-    except (RuntimeError, IndexError, ValueError) as e:
-        raise SystemExit(f"no device {spec!r}: {e}") from None
 
 
 def _trainer(algo: str, config: Any) -> Any:
@@ -290,21 +283,14 @@ def scores(
     return rows
 
 
-def _reexec_with_host_devices(argv: Sequence[str]) -> None:
-    """On a CPU-only JAX with one device, restart with 4 forced host devices."""
-    if jax.default_backend() != "cpu" or len(jax.devices()) > 1:
-        return
-    if FORCE_FLAG in os.environ.get("XLA_FLAGS", ""):
-        return
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + FORCE_FLAG).strip()
-    os.execve(sys.executable, [sys.executable, "-m", "jaxsample.bench.driver", *argv], env)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m jaxsample.bench.driver [--part speed|scores|all] ...``."""
+    """``python -m jaxsample.bench.driver [--part speed|scores|all] ...``; bad
+    input (a device that does not exist, an unknown workload) is a
+    `jaxsample.cli.base.UsageError`, raised before anything is built."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description="Benchmark of the actor/learner driver (jaxsample.driver)."
+    )
     parser.add_argument("--part", choices=("speed", "scores", "all"), default="all")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--batches", type=int, default=40, help="driver batches per timing")
@@ -313,19 +299,33 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--actor-device", default=None, help="e.g. cpu:0 or gpu:0")
     parser.add_argument("--learner-device", default=None, help="e.g. cpu:1 or gpu:0")
+    device_requests.add_host_devices_flag(parser)
     parser.add_argument(
         "--no-reference", action="store_true", help="skip the synchronous reference runs"
     )
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args(argv)
-    _reexec_with_host_devices(argv)
-    devices = jax.devices()
-    actor = parse_device(args.actor_device, devices[0])
-    learner = parse_device(args.learner_device, devices[1] if len(devices) > 1 else devices[0])
+    device_requests.request_host_devices(args.host_devices, "jaxsample.bench.driver", argv)
+    # every request checked before anything is built
     names = [w for w in args.workloads.split(",") if w]
     unknown = [w for w in names if w not in WORKLOADS]
     if unknown:
-        raise SystemExit(f"unknown workloads {unknown}; known: {list(WORKLOADS)}")
+        raise UsageError(f"--workloads: unknown {unknown}; known: {list(WORKLOADS)}")
+    algos = [a for a in args.algos.split(",") if a]
+    if any(a not in ("ppo", "dqn") for a in algos):
+        raise UsageError(f"--algos {args.algos!r}: ppo and/or dqn")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s]
+    except ValueError:
+        raise UsageError(f"--seeds {args.seeds!r}: comma-separated ints") from None
+    devices = jax.devices()
+    actor = device_requests.parse_device(args.actor_device, devices[0], "--actor-device")
+    learner = device_requests.parse_device(
+        args.learner_device, devices[1] if len(devices) > 1 else devices[0], "--learner-device"
+    )
+    line = device_requests.host_devices_line(args.host_devices)
+    if line:
+        print(line, flush=True)
     print(
         f"jax {jax.__version__}, backend {jax.default_backend()}, {len(devices)} devices; "
         f"actor {actor}, learner {learner}; {os.cpu_count()} CPUs",
@@ -343,11 +343,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             names, batches=args.batches, reps=args.reps, actor=actor, learner=learner
         )
     if args.part in ("scores", "all"):
-        seeds = [int(s) for s in args.seeds.split(",") if s]
-        algos = [a for a in args.algos.split(",") if a]
-        for a in algos:
-            if a not in ("ppo", "dqn"):
-                raise SystemExit(f"unknown algo {a!r}: ppo or dqn")
         out["scores"] = scores(
             algos, seeds, actor=actor, learner=learner, reference=not args.no_reference
         )
@@ -358,4 +353,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(device_requests.run_main(main, "python -m jaxsample.bench.driver"))

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import uuid
 from pathlib import Path
 
@@ -261,21 +260,3 @@ def test_a_full_disk_under_the_json_is_one_line_and_keeps_the_earlier_files(
             assert (disk / name).read_bytes() == data
         assert {"out.csv", "out.json"} <= set(os.listdir(disk))
         assert not [n for n in os.listdir(disk) if ".tmp" in n]
-
-
-def test_the_notebook_example_of_the_runs_guide_runs(tmp_path) -> None:
-    """What docs/guides/runs.md shows, in a fresh interpreter (as a notebook
-    kernel runs it), at a tiny size."""
-    code = textwrap.dedent("""
-        from jaxsample import runs
-        from jaxsample.algos.configs import PPOConfig
-        config = PPOConfig(env_name="CartPole-v1", num_envs=2, num_steps=8,
-                           total_timesteps=64, hidden_sizes=(8,))
-        result = runs.train(config, seeds=2, folder="runs/cartpole", progress=False)
-        run = runs.load("runs/cartpole")
-        print(result.exit_status, run.iteration, run.names, len(run.evaluate(episodes=2)))
-    """)
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=HANG_SECONDS)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "0 4 ['seed0', 'seed1'] 2"

@@ -34,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # XLA's C++ log lines (e.g. jaxlib 0.9's AOT-loader notes on a cache load)
     # are not the command's output; the user's own setting wins.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    _matplotlib_cache()
     signals = StopSignals(exit_early=True, prefix="jaxsample").install()
     from jaxsample.cli.parser import main as run
 
@@ -41,3 +42,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(argv, signals)
     finally:
         signals.uninstall()
+
+
+def _matplotlib_cache() -> None:
+    """Where the user's cache folder cannot be written (``XDG_CACHE_HOME``
+    naming a file, a read-only mount), give matplotlib (gymnax imports it) a
+    temporary one of its own: else it adds lines of its own to the one
+    warning the command prints about its compile cache."""
+    import os
+    import tempfile
+
+    if os.environ.get("MPLCONFIGDIR"):
+        return
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    folder = os.path.join(base, "matplotlib")
+    target = folder if os.path.exists(folder) else base
+    if os.path.isdir(target) and os.access(target, os.W_OK) and _writable(target):
+        return
+    os.environ["MPLCONFIGDIR"] = tempfile.mkdtemp(prefix="jaxsample-matplotlib-")
+
+
+def _writable(folder: str) -> bool:
+    """Whether a file can be created in ``folder`` (root ignores the mode
+    bits; a read-only mount refuses everyone)."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".writable-"):
+            return True
+    except OSError:
+        return False

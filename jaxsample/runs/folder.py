@@ -16,6 +16,7 @@ import contextlib
 import glob
 import logging
 import os
+import re
 import shutil
 import sys
 import threading
@@ -249,4 +250,7 @@ def _root(error: BaseException) -> str:
     for e in (seen, error):
         if isinstance(e, OSError) and e.strerror:
             return e.strerror
+    code = re.search(r"os_error_code='?(\d+)", str(seen))  # tensorstore's OS errors
+    if code:
+        return os.strerror(int(code.group(1)))
     return cause(seen)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import jax
 import pytest
+from helpers import HANG_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -96,7 +97,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_SECONDS,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # mkdocs-material's banner
     )
     assert out.returncode == 0, out.stdout + out.stderr

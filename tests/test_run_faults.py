@@ -224,3 +224,21 @@ def test_the_rerun_after_a_fault_ends_bit_for_bit_where_an_uninterrupted_run_end
     assert curves[0] == curves[1]
     assert not any(XLA_LOG.match(x) for x in (again.stdout + again.stderr).splitlines())
     assert np.isfinite(json.loads((tmp_path / "ck.json").read_text())["final_return"])
+
+
+def test_a_damaged_checkpoint_is_one_line_without_orbaxs_shutdown_noise(tmp_path) -> None:
+    """Overwritten array data: ``eval`` says so in one line, and none of the
+    ``RuntimeError: Event loop is closed`` tracebacks that orbax's pending
+    operations printed at exit follow it."""
+    from test_runs import QUIET
+    from test_runs import TINY as CONFIG
+
+    from jaxsample import runs
+
+    runs.train(CONFIG, folder=tmp_path / "ck", chunks=2, **QUIET)
+    for path in (tmp_path / "ck" / "8").rglob("*"):
+        if path.is_file() and "/d/" in str(path):
+            path.write_bytes(bytes(b ^ 0xFF for b in path.read_bytes()))
+    done = _run(["eval", "--checkpoint", "ck"], tmp_path)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "the checkpoint of iteration 8 cannot be read" in _one_line(done.stderr)

@@ -38,10 +38,36 @@ RECORD_KEYS = ("algo", "config", "seed", "seeds", "sweep")
 KEEP = 2
 
 
+def _closed_loop(exc: BaseException | None) -> bool:
+    return isinstance(exc, RuntimeError) and "Event loop is closed" in str(exc)
+
+
+def _drop_closed_loop_errors() -> None:
+    """Drop, for the rest of the process, the ``RuntimeError: Event loop is
+    closed`` that orbax's background operations raise after a failed restore
+    or save has closed their loop (a traceback per operation, even at exit);
+    every other error still reaches the hooks that were there."""
+    if getattr(threading.excepthook, "_jaxsample", False):
+        return
+    thread_hook, unraisable_hook = threading.excepthook, sys.unraisablehook
+
+    def thread(args: Any) -> None:
+        if not _closed_loop(args.exc_value):
+            thread_hook(args)
+
+    def unraisable(args: Any) -> None:
+        if not _closed_loop(args.exc_value):
+            unraisable_hook(args)
+
+    thread._jaxsample = unraisable._jaxsample = True  # type: ignore[attr-defined]
+    threading.excepthook, sys.unraisablehook = thread, unraisable
+
+
 @contextlib.contextmanager
 def quiet_orbax() -> Iterator[None]:
     """No orbax log lines and no tracebacks from its worker threads (on a full
     disk it logs ~1,000 lines): the run says what is wrong in one line."""
+    _drop_closed_loop_errors()
     loggers = [logging.getLogger(n) for n in ("absl", "orbax", "asyncio")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:

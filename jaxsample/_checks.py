@@ -1,18 +1,28 @@
-"""Argument checks shared by the factories: a clear error naming the argument."""
+"""Argument checks shared by the factories: a clear error naming the argument.
+
+Imports no JAX and no numpy until `check_key` runs: the config dataclasses
+use `check_int`, and the command line's ``--help`` and argument errors import
+them without either (a value cannot be a numpy scalar before numpy is
+imported: `numpy_types`)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+
+def numpy_types(*names: str) -> tuple[type, ...]:
+    """numpy's scalar types ``names`` (``"integer"``, ``"floating"``,
+    ``"bool_"``) when numpy is imported, else ``()``: no value can be one of
+    them before numpy is imported, so a check needs no import of its own."""
+    np = sys.modules.get("numpy")
+    return tuple(getattr(np, n) for n in names) if np is not None else ()
 
 
 def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
     """``int(value)``, or a ``TypeError``/``ValueError`` naming ``name`` when it is
     not an int (bools are not) or lies outside ``[minimum, maximum]``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    if isinstance(value, bool) or not isinstance(value, (int, *numpy_types("integer"))):
         raise TypeError(f"{name} must be an int, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
@@ -23,6 +33,10 @@ def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -
 
 def check_key(key: Any) -> None:
     """Raise unless ``key`` is one typed PRNG key (``jax.random.key(seed)``)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
     if not (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)):
         dtype = getattr(key, "dtype", None)
         got = type(key).__name__
@@ -37,6 +51,6 @@ def check_key(key: Any) -> None:
 
 def check_bool(name: str, value: Any) -> bool:
     """``value``, or a ``TypeError`` naming ``name`` unless it is a bool."""
-    if not isinstance(value, (bool, np.bool_)):
+    if not isinstance(value, (bool, *numpy_types("bool_"))):
         raise TypeError(f"{name} must be a bool, got {value!r}")
     return bool(value)

@@ -16,17 +16,24 @@
   between processes.
 """
 
-from jaxsample.algos import (
-    common,
-    configs,
-    dqn,
-    drivers,
-    ppo,
-    program_store,
-    report,
-    returns,
-    runner,
-)
+import importlib
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """The submodules load on first use (``jaxsample.algos.ppo``), so that
+    [`configs`][jaxsample.algos.configs] imports without JAX (the command
+    line's ``--help`` and argument errors)."""
+    if name not in __all__:
+        raise AttributeError(f"module 'jaxsample.algos' has no attribute {name!r}")
+    module = importlib.import_module(f"jaxsample.algos.{name}")
+    globals()[name] = module
+    return module
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "common",

@@ -6,6 +6,9 @@
 (both modules re-export theirs). A bad field raises a ``TypeError`` or
 ``ValueError`` that names it ([`check_config`][jaxsample.algos.configs.check_config],
 [`check_float`][jaxsample.algos.configs.check_float]).
+
+This module imports no JAX (nor numpy): the command line builds its flags
+and checks their values from it before anything heavy is imported.
 """
 
 from __future__ import annotations
@@ -15,12 +18,10 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
-
-from jaxsample._checks import check_int
-from jaxsample.replay import MAX_CAPACITY
+from jaxsample._checks import check_int, numpy_types
 
 __all__ = [
+    "HPARAMS_FIELDS",
     "MASKED_CARTPOLE_RECURRENT",
     "SELF_PLAY_CONNECT_FOUR",
     "SELF_PLAY_TIC_TAC_TOE",
@@ -36,6 +37,17 @@ _PPO_POSITIVE_INTS = ("update_epochs", "num_minibatches", "rnn_hidden_size")
 _PPO_NON_NEGATIVE_FLOATS = ("clip_eps", "ent_coef", "vf_coef", "adam_eps")
 _LOSSES = ("mse", "huber")
 _MAX_TIMESTEPS = 2**31 - 1  # env steps are counted in int32
+# ``jaxsample.replay.MAX_CAPACITY`` (a test checks they agree), not imported:
+# jaxsample.replay imports JAX.
+_MAX_REPLAY_CAPACITY = 2**30
+#: The fields of each trainer's ``HParams`` (the hyperparameters a list may
+#: sweep in one vmapped program): [`jaxsample.algos.ppo.HParams`][jaxsample.algos.ppo.HParams]'s
+#: and [`jaxsample.algos.dqn.HParams`][jaxsample.algos.dqn.HParams]'s, named here without
+#: importing them (a test checks they agree).
+HPARAMS_FIELDS = {
+    "ppo": ("lr", "clip_eps", "ent_coef", "vf_coef"),
+    "dqn": ("lr", "gamma"),
+}
 _DQN_POSITIVE_INTS = (
     "buffer_capacity",
     "batch_size",
@@ -53,7 +65,7 @@ _DQN_POSITIVE_INTS = (
 def check_float(name: str, value: Any, low: float, high: float, open_low: bool = False) -> None:
     """Raise unless ``value`` is a real number in ``[low, high]`` (``(low, high]``
     with ``open_low``); bools and NaN are not."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, *numpy_types("floating"))):
         raise TypeError(f"{name} must be a float, got {value!r}")
     above = value > low if open_low else value >= low
     if math.isnan(value) or not above or value > high:
@@ -63,8 +75,9 @@ def check_float(name: str, value: Any, low: float, high: float, open_low: bool =
 def _check_sizes(config: Any, name: str) -> None:
     """``config.<name>`` must be a sequence of positive ints; stored as a tuple."""
     sizes = getattr(config, name)
+    ints = (int, *numpy_types("integer"))
     if not isinstance(sizes, (tuple, list)) or any(
-        isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in sizes
+        isinstance(s, bool) or not isinstance(s, ints) or s < 1 for s in sizes
     ):
         raise ValueError(f"{name} must be a tuple of positive ints, got {sizes!r}")
     object.__setattr__(config, name, tuple(int(s) for s in sizes))
@@ -402,7 +415,7 @@ class DQNConfig(_RunLength):
             ("total_timesteps", _MAX_TIMESTEPS),
             ("learning_starts", _MAX_TIMESTEPS),
             ("target_update_interval", _MAX_TIMESTEPS),
-            ("buffer_capacity", MAX_CAPACITY),
+            ("buffer_capacity", _MAX_REPLAY_CAPACITY),
             ("metrics_window", 2**30 - 1),
         ):
             if getattr(self, name) > maximum:

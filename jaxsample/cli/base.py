@@ -4,8 +4,9 @@ status 2) and the early check of an output path."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
-__all__ = ["UsageError", "check_output"]
+__all__ = ["UsageError", "check_output", "start_compiling"]
 
 
 class UsageError(SystemExit):
@@ -31,3 +32,14 @@ def check_output(path: str | None, flag: str) -> None:
         raise UsageError(f"{flag} {path!r}: folder {folder!r} does not exist")
     if not os.access(folder, os.W_OK):
         raise UsageError(f"{flag} {path!r}: folder {folder!r} is not writable")
+
+
+def start_compiling(args: Any) -> None:
+    """Set up JAX's compile cache as the command line asked (the parser's
+    ``compile_setup``): a command calls it once its arguments are checked, so
+    that a bad argument is answered before JAX is imported. Runs once; a
+    namespace without it (a command called from Python) is left alone."""
+    setup = getattr(args, "compile_setup", None)
+    if setup is not None:
+        args.compile_setup = None
+        setup()

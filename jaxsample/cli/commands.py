@@ -3,7 +3,8 @@
 
 ``envs`` lists the env names (gymnax and the installed suites); ``collect``
 compiles a sampler and reports its speed; ``bench`` measures a grid of
-environments and sizes.
+environments and sizes. JAX is imported inside the commands: the parser
+imports this module, and ``--help`` and argument errors load no JAX.
 """
 
 from __future__ import annotations
@@ -15,9 +16,7 @@ import math
 import time
 from collections.abc import Sequence
 
-import jax
-
-from jaxsample.cli.base import UsageError, check_output
+from jaxsample.cli.base import UsageError, check_output, start_compiling
 
 
 def envs(args: argparse.Namespace) -> int:
@@ -40,6 +39,12 @@ def envs(args: argparse.Namespace) -> int:
 
 
 def collect(args: argparse.Namespace) -> int:
+    if args.batches < 1:
+        raise UsageError(f"--batches must be >= 1, got {args.batches}")
+    check_output(args.json, "--json")
+    start_compiling(args)
+    import jax
+
     from jaxsample.agents.base import RandomAgent
     from jaxsample.compile_cache import CompileWatch
     from jaxsample.envs import suites
@@ -47,9 +52,6 @@ def collect(args: argparse.Namespace) -> int:
     from jaxsample.traj_info import summarize
     from jaxsample.types import BatchSpec
 
-    if args.batches < 1:
-        raise UsageError(f"--batches must be >= 1, got {args.batches}")
-    check_output(args.json, "--json")
     try:
         env, env_params = suites.make(args.env)
     except Exception as e:  # gymnax raises bare ValueErrors for unknown names
@@ -174,6 +176,9 @@ def sizes(tokens: Sequence[str] | None, flag: str) -> tuple[int, ...] | None:
 
 
 def bench_grid(args: argparse.Namespace) -> int:
+    start_compiling(args)
+    import jax
+
     from jaxsample import bench
     from jaxsample.bench import dqn_training, training
     from jaxsample.bench import ppo as ppo_bench

@@ -71,11 +71,9 @@ def config_type(algo: str) -> type:
 
 def sweep_fields(algo: str) -> tuple[str, ...]:
     """The fields of the algorithm's ``HParams``: the ones a list may sweep."""
-    if algo == "dqn":
-        from jaxsample.algos.dqn import HParams
-    else:
-        from jaxsample.algos.ppo import HParams
-    return tuple(f.name for f in dataclasses.fields(HParams))
+    from jaxsample.algos.configs import HPARAMS_FIELDS
+
+    return HPARAMS_FIELDS["dqn" if algo == "dqn" else "ppo"]
 
 
 def _flag(name: str) -> str:

@@ -2,24 +2,28 @@
 compile cache, and bad input as one line (`UsageError`).
 
 ``train``/``eval`` run in `jaxsample.cli.train`; ``envs``, ``collect`` and
-``bench`` in `jaxsample.cli.commands`.
+``bench`` in `jaxsample.cli.commands`. Nothing here imports JAX (or flax,
+gymnax, matplotlib): ``--version``, ``--help`` and argument errors answer
+at once; the commands import what they run.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import typing
 from collections.abc import Sequence
 from typing import Any
-
-import jax
 
 from jaxsample.cli.base import UsageError
 from jaxsample.cli.commands import bench_grid, collect, envs
 from jaxsample.cli.config import config_flag_values
 
 ENV_HELP = "a gymnax name or <suite>/<env> (jaxsample envs lists them)"
+#: ``jaxsample.bench.METHODS`` (a test checks they agree), named here: the
+#: bench package imports JAX, and the parser must not (``--help`` answers at once).
+BENCH_METHODS = ("bare", "random", "pool", "bare_mlp", "mlp", "gymnasium", "envpool")
 
 
 def _version() -> str:
@@ -146,6 +150,19 @@ def _enable_compile_cache() -> None:
     compile_cache.enable_compile_cache(folder)
 
 
+def _compile_setup(cache: bool) -> None:
+    """The compile cache on (``cache``) or off, JAX's own settings
+    (``$JAX_COMPILATION_CACHE_DIR``) included: the first JAX import of a
+    command, once its arguments are checked
+    ([`start_compiling`][jaxsample.cli.base.start_compiling])."""
+    if cache:
+        _enable_compile_cache()
+    else:
+        import jax
+
+        jax.config.update("jax_enable_compilation_cache", False)
+
+
 class _OneLineParser(argparse.ArgumentParser):
     """A subcommand's parser: a bad flag value (an int flag given ``abc``, a
     choice not offered, a missing required flag) is a `UsageError`, one
@@ -210,8 +227,6 @@ def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
     p.add_argument("--json", default=None, help="write the figures to this JSON file")
     p.set_defaults(func=collect)
 
-    from jaxsample.bench import METHODS as bench_methods
-
     p = sub.add_parser(
         "bench",
         help="throughput, compile time and memory over a grid of envs, B and T: "
@@ -230,7 +245,7 @@ def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
         "--B", nargs="+", default=None, help="numbers of envs, e.g. 1 64 1024 or 1:65536"
     )
     p.add_argument("--T", nargs="+", default=None, help="steps per call")
-    p.add_argument("--methods", nargs="+", default=None, choices=bench_methods)
+    p.add_argument("--methods", nargs="+", default=None, choices=BENCH_METHODS)
     p.add_argument("--reps", type=int, default=None, help="interleaved timed repetitions")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls before timing")
     p.add_argument("--peer-max-B", type=int, default=None, help="largest B for the host peers")
@@ -299,11 +314,8 @@ def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
     except UsageError as e:  # a bad value of a generated train flag
         print(f"jaxsample {argv[0]}: error: {e}", file=sys.stderr)
         raise
-    if args.command in _COMPILING:
-        if args.compile_cache:
-            _enable_compile_cache()
-        else:  # JAX's own settings ($JAX_COMPILATION_CACHE_DIR) included
-            jax.config.update("jax_enable_compilation_cache", False)
+    if args.command in _COMPILING:  # run by the command after its own checks (no JAX before)
+        args.compile_setup = functools.partial(_compile_setup, args.compile_cache)
     if args.command == "train":  # the config fields given as flags
         args.config_flags = config_flag_values(args, algo)
     args.signals = signals

@@ -14,9 +14,8 @@ import os
 import sys
 from typing import Any
 
-from jaxsample.cli.base import UsageError, check_output
+from jaxsample.cli.base import UsageError, check_output, start_compiling
 from jaxsample.cli.config import file_algo, file_env, resolve_config
-from jaxsample.runs.run import build_trainer
 
 __all__ = ["evaluate", "make_trainer", "train"]
 
@@ -24,6 +23,8 @@ __all__ = ["evaluate", "make_trainer", "train"]
 def make_trainer(args: argparse.Namespace) -> tuple[Any, int]:
     """The trainer of ``args.algo``/``env``/``mask_velocity`` (and
     ``total_steps`` when set) and its environment steps per iteration."""
+    from jaxsample.runs.run import build_trainer
+
     flags = {}
     if getattr(args, "total_steps", None) is not None:
         flags["total_timesteps"] = args.total_steps
@@ -54,7 +55,6 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
     """Run ``jaxsample train``: its exit status (0, or 130 / 143 when a
     signal stopped it after it kept what it had trained)."""
     from jaxsample.cli.config import load_config_file
-    from jaxsample.runs import run
 
     file_values = load_config_file(args.config) if args.config else {}
     s = _settings(args, file_values)
@@ -68,6 +68,10 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
     config, sweep = resolve_config(
         s["algo"], s["env"], s["mask_velocity"], file_values, args.config_flags, args.config
     )
+    start_compiling(args)  # JAX from here on: the settings are checked
+    from jaxsample.runs import run
+    from jaxsample.runs.run import build_trainer
+
     try:
         build_trainer(config)
     except (TypeError, ValueError) as e:
@@ -89,17 +93,20 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
 
 
 def _iterations(config: Any) -> int:
+    from jaxsample.runs.run import build_trainer
+
     return int(build_trainer(config).num_iterations)
 
 
 def evaluate(args: argparse.Namespace) -> int:
     """Run ``jaxsample eval``: the greedy policy of every run of a run folder."""
-    from jaxsample.runs import files, loaded
-    from jaxsample.runs.run import environment
-
     if args.episodes < 1:
         raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
     check_output(args.json, "--json")
+    start_compiling(args)  # JAX from here on: the arguments are checked
+    from jaxsample.runs import files, loaded
+    from jaxsample.runs.run import environment
+
     run = loaded.load(args.checkpoint, folder_flag="--checkpoint")
     rows = run.evaluate(args.episodes, args.seed)
     print(

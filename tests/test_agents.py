@@ -208,6 +208,37 @@ def test_same_key_same_action(name):
     assert len(np.unique(np.asarray(many), axis=0)) > 1
 
 
+def _expected_clipped(dist_params, space) -> np.ndarray:
+    """An independent reference: E[clip(x, low, high)], x ~ N(mean, std), by
+    a Riemann sum over the Gaussian's density (scipy-free, float64)."""
+    mean, log_std = (np.asarray(x, np.float64) for x in dist_params)
+    std = np.exp(log_std)
+    low = np.broadcast_to(np.asarray(space.low, np.float64), mean.shape)
+    high = np.broadcast_to(np.asarray(space.high, np.float64), mean.shape)
+    z = np.linspace(-12, 12, 48001)
+    density = np.exp(-0.5 * z**2) / np.sqrt(2 * np.pi)
+    x = mean[..., None] + std[..., None] * z
+    clipped = np.clip(x, low[..., None], high[..., None])
+    return (clipped * density).sum(-1) * (z[1] - z[0])
+
+
+def test_the_greedy_gaussian_action_is_the_mean_of_the_executed_action() -> None:
+    """Its mean beyond a bound is not that bound (a bang-bang controller):
+    E[clip(a)] under the policy; well inside the bounds, the mean."""
+    from jaxsample.agents.actor_critic import GaussianHead
+
+    head = GaussianHead(shape=(3,), dtype=jnp.float32, low=(-1.0,) * 3, high=(1.0, 1.0, 2.0))
+    mean = jnp.array([1.8, 0.1, -0.3])
+    log_std = jnp.log(jnp.array([0.83, 1e-3, 0.5]))
+    action = np.asarray(head.mode((mean, log_std)))
+    space = spaces.Box(-1.0, jnp.array([1.0, 1.0, 2.0]), (3,), jnp.float32)
+    np.testing.assert_allclose(action, _expected_clipped((mean, log_std), space), atol=1e-5)
+    assert 0.5 < action[0] < 0.95  # not clip(1.8) = 1
+    assert abs(action[1] - 0.1) < 1e-6  # a sharp policy inside the bounds: its mean
+    unbounded = GaussianHead(shape=(3,), dtype=jnp.float32)
+    np.testing.assert_array_equal(np.asarray(unbounded.mode((mean, log_std))), mean)
+
+
 @compiled_agent_ids
 def test_eval_agent_is_deterministic_and_greedy(name):
     agent, params, inputs, states, keys = setup(name)
@@ -224,9 +255,9 @@ def test_eval_agent_is_deterministic_and_greedy(name):
         np.testing.assert_allclose(info.epsilon, np.zeros(B))
     elif isinstance(agent.action_space, spaces.Discrete):
         expected = np.argmax(np.asarray(info.dist_params), axis=-1)
-    else:
-        expected = np.asarray(info.dist_params[0])
-    np.testing.assert_array_equal(np.asarray(out1.action), expected)
+    else:  # the mean of the executed (clipped) action, E[clip(a, low, high)]
+        expected = _expected_clipped(info.dist_params, agent.action_space)
+    np.testing.assert_allclose(np.asarray(out1.action), expected, rtol=1e-5, atol=1e-6)
     # The training agent's network outputs are the same (only the action choice differs).
     train_info = vstep(agent)(params, inputs, states, keys)[0].agent_info
     if name == "epsilon-greedy":

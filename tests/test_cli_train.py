@@ -228,10 +228,12 @@ def test_eval_reports_each_run_of_the_checkpoint(ppo_run, capsys) -> None:
     assert result["iteration"] == 4 and result["sweep"] == {"lr": [1e-3, 2e-3]}
     assert [r["run"] for r in result["runs"]] == json.loads((d / "run.json").read_text())["runs"]
     for row in result["runs"]:
-        assert row["episodes"] == 2
-        # CartPole pays 1 per step: an episode's return is its length.
-        assert row["return_mean"] == pytest.approx(row["length_mean"]) and row["length_mean"] >= 8
-        assert f"{row['return_mean']:.1f}" in printed
+        for policy in ("greedy", "sampled"):  # side by side: what eval and training see
+            assert row[f"{policy}_episodes"] == 2
+            # CartPole pays 1 per step: an episode's return is its length.
+            mean, length = row[f"{policy}_return_mean"], row[f"{policy}_length_mean"]
+            assert mean == pytest.approx(length) and length >= 8
+            assert f"{mean:.1f} ± " in printed
 
 
 @pytest.mark.slow

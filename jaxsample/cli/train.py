@@ -99,7 +99,9 @@ def _iterations(config: Any) -> int:
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    """Run ``jaxsample eval``: the greedy policy of every run of a run folder."""
+    """Run ``jaxsample eval``: every run of a run folder, greedy and with sampled
+    actions; a two-player game against an opponent (wins, draws, losses per
+    seat)."""
     if args.episodes < 1:
         raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
     check_output(args.json, "--json")
@@ -108,19 +110,85 @@ def evaluate(args: argparse.Namespace) -> int:
     from jaxsample.runs.run import environment
 
     run = loaded.load(args.checkpoint, folder_flag="--checkpoint")
-    rows = run.evaluate(args.episodes, args.seed)
-    print(
+    opponent = getattr(args, "opponent", None)
+    if opponent is not None and not run.is_game:
+        raise UsageError(f"--opponent: {run.config.env_name} is not a two-player game")
+    head = (
         f"jaxsample eval: {run.record['algo']} on {run.config.env_name}, checkpoint "
-        f"{args.checkpoint} (iteration {run.iteration}), {args.episodes} greedy episode(s) per run"
+        f"{args.checkpoint} (iteration {run.iteration})"
     )
-    print(f"{'run':>24} {'episodes':>9} {'mean return':>12} {'std':>8} {'mean length':>12}")
-    for row in rows:
+    if run.is_game:
+        rows, text = _play(run, opponent or "random", args)
+        print(f"{head}, {args.episodes} game(s) per run against {opponent or 'random'}")
+        print(text)
+    else:
+        rows = _evaluate(run, args)
+        print(f"{head}, {args.episodes} episode(s) per run and policy")
+        print(_table(rows))
         print(
-            f"{row['run']:>24} {row['episodes']:>9} {row['return_mean']:>12.1f} "
-            f"{row['return_std'] or 0.0:>8.1f} {row['length_mean']:>12.1f}"
+            "greedy: the agent's evaluation behaviour (a categorical's argmax; a Gaussian's "
+            "mean of the action the env executes, E[clip(a)]); sampled: actions drawn as in "
+            "training, what its training curve shows"
         )
     if args.json:
         data = {**run.record, "iteration": run.iteration, "runs": rows, **environment()}
         files.write_json(args.json, data)
         print(f"wrote {args.json}")
     return 0
+
+
+def _evaluate(run: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One row per run: its greedy and sampled returns side by side."""
+    greedy = run.evaluate(args.episodes, args.seed, "greedy")
+    sampled = run.evaluate(args.episodes, args.seed, "sampled")
+    rows = []
+    for g, s in zip(greedy, sampled, strict=True):
+        row = {k: v for k, v in g.items() if k not in ("policy", "episodes")}
+        row = {k: v for k, v in row.items() if not k.startswith(("return_", "length_"))}
+        for name, stats in (("greedy", g), ("sampled", s)):
+            for key in ("episodes", "return_mean", "return_std", "length_mean"):
+                row[f"{name}_{key}"] = stats[key]
+        rows.append(row)
+    return rows
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{'run':>24} {'episodes':>9} {'greedy return':>18} {'length':>8} "
+        f"{'sampled return':>18} {'length':>8}"
+    ]
+    for row in rows:
+        cells = []
+        for name in ("greedy", "sampled"):
+            mean, std = row[f"{name}_return_mean"], row[f"{name}_return_std"] or 0.0
+            cells.append(f"{f'{mean:.1f} ± {std:.1f}':>18} {row[f'{name}_length_mean']:>8.1f}")
+        lines.append(f"{row['run']:>24} {row['greedy_episodes']:>9} {' '.join(cells)}")
+    return "\n".join(lines)
+
+
+def _play(run: Any, opponent: str, args: argparse.Namespace) -> tuple[list[dict], str]:
+    from jaxsample.runs import loaded
+
+    if opponent != "random":
+        try:
+            opponent = loaded.load(opponent, folder_flag="--opponent")
+        except UsageError:
+            raise
+        if opponent.config.env_name != run.config.env_name:
+            raise UsageError(
+                f"--opponent {args.opponent!r} plays {opponent.config.env_name}, "
+                f"not {run.config.env_name}"
+            )
+    rows = run.play(opponent, args.episodes, args.seed)
+    lines = [
+        f"{'run':>24} {'games':>6} {'W/D/L':>11} {'opening W/D/L':>14} "
+        f"{'second W/D/L':>13} {'win or draw':>12}"
+    ]
+    for row in rows:
+        cells = ["/".join(str(row[f"{seat}{k}"]) for k in ("wins", "draws", "losses"))
+                 for seat in ("", "first_", "second_")]  # fmt: skip
+        lines.append(
+            f"{row['run']:>24} {row['games']:>6} {cells[0]:>11} {cells[1]:>14} "
+            f"{cells[2]:>13} {row['win_or_draw']:>12.3f}"
+        )
+    return rows, "\n".join(lines)

@@ -28,7 +28,31 @@ from jaxsample.runs.folder import RunFolder
 from jaxsample.runs.logs import run_names
 from jaxsample.runs.run import build_trainer, config_type, sweep_hparams, sweep_runs
 
-__all__ = ["LoadedRun", "load"]
+__all__ = ["POLICIES", "LoadedRun", "load"]
+
+#: What `LoadedRun.evaluate` can evaluate: the agent's evaluation behaviour,
+#: or its actions sampled as in training.
+POLICIES = ("greedy", "sampled")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sampled:
+    """``agent`` acting as in training, also where an evaluator asks for its
+    evaluation behaviour (``as_eval`` returns itself)."""
+
+    agent: Any
+
+    def initial_state(self, env_rank: jax.Array) -> Any:
+        return self.agent.initial_state(env_rank)
+
+    def step(self, params: Any, inputs: Any, state: Any, key: jax.Array) -> Any:
+        return self.agent.step(params, inputs, state, key)
+
+    def value(self, params: Any, inputs: Any, state: Any) -> jax.Array:
+        return self.agent.value(params, inputs, state)
+
+    def as_eval(self) -> _Sampled:
+        return self
 
 
 @dataclasses.dataclass
@@ -80,46 +104,116 @@ class LoadedRun:
             raise ValueError(f"run must be in 0..{len(self.names) - 1}, got {run}")
         return jax.tree.map(lambda x: x[run], self.params)
 
-    def evaluator(self, episodes: int = 10) -> Any:
-        """A greedy `jaxsample.Evaluator` of ``episodes`` episodes, one per env,
-        with a step budget that lets every episode end."""
+    @property
+    def is_game(self) -> bool:
+        """Whether the env is a two-player zero-sum game (a Pgx game)."""
+        return bool(getattr(self.trainer.env, "zero_sum", False))
+
+    def evaluator(self, episodes: int = 10, policy: str = "greedy", **options: Any) -> Any:
+        """A `jaxsample.Evaluator` of ``episodes`` episodes, one per env, with
+        a step budget that lets every episode end. ``policy``: ``"greedy"``
+        (the agent's evaluation behaviour: a Gaussian's mean, the argmax of a
+        categorical) or ``"sampled"`` (actions drawn as in training)."""
         from jaxsample.evaluation import make_evaluator
 
         if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
             raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
-        try:
-            limit = int(np.asarray(self.trainer.env_params.max_steps_in_episode))
-        except (AttributeError, TypeError, ValueError, OverflowError):
-            limit = 10_000
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+        agent = options.pop("agent", self.agent)
+        agent = agent if policy == "greedy" else _Sampled(agent)
         return make_evaluator(
-            self.trainer.env, self.trainer.env_params, self.agent, n_envs=episodes,
-            max_steps=episodes * (limit + 1), discount=self.config.gamma,
+            self.trainer.env, self.trainer.env_params, agent, n_envs=episodes,
+            max_steps=episodes * (self.episode_limit + 1), discount=self.config.gamma,
+            **options,
         )  # fmt: skip
 
-    def evaluate(self, episodes: int = 10, seed: int = 0) -> list[dict[str, Any]]:
-        """Evaluate every run's greedy policy on ``episodes`` episodes: one row
-        per run (``run``, ``seed``, the swept values, ``episodes`` finished,
-        ``return_mean``, ``return_std``, ``length_mean``). Run ``r`` uses the
-        key ``fold_in(key(seed), r)``."""
-        from jaxsample.traj_info import summarize
+    @property
+    def episode_limit(self) -> int:
+        """The env's episode length limit (10,000 where it names none)."""
+        try:
+            return int(np.asarray(self.trainer.env_params.max_steps_in_episode))
+        except (AttributeError, TypeError, ValueError, OverflowError):
+            return 10_000
 
-        evaluator = self.evaluator(episodes)
-        keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(seed), i))(
+    def _keys(self, seed: int) -> jax.Array:
+        """Run ``r``'s evaluation key: ``fold_in(key(seed), r)``."""
+        return jax.vmap(lambda i: jax.random.fold_in(jax.random.key(seed), i))(
             np.arange(len(self.names))
         )
-        infos = jax.jit(jax.vmap(evaluator.run))(keys, self.params)
+
+    def _row(self, r: int) -> dict[str, Any]:
+        return {"run": self.names[r], "seed": self.seeds[r], **self.settings[r]}
+
+    def evaluate(
+        self, episodes: int = 10, seed: int = 0, policy: str = "greedy"
+    ) -> list[dict[str, Any]]:
+        """Evaluate every run's policy on ``episodes`` episodes: one row per run
+        (``run``, ``seed``, the swept values, ``episodes`` finished,
+        ``return_mean``, ``return_std``, ``length_mean``, ``policy``). Run
+        ``r`` uses the key ``fold_in(key(seed), r)``; ``policy`` as in
+        `evaluator`."""
+        from jaxsample.traj_info import summarize
+
+        evaluator = self.evaluator(episodes, policy)
+        infos = jax.jit(jax.vmap(evaluator.run))(self._keys(seed), self.params)
         stats = jax.device_get(jax.vmap(summarize)(infos))
         rows = []
-        for r, name in enumerate(self.names):
+        for r in range(len(self.names)):
             done = np.asarray(infos.completed[r])
             returns = np.asarray(infos.episode_return[r])[done]
             rows.append({
-                "run": name, "seed": self.seeds[r], **self.settings[r],
-                "episodes": int(done.sum()),
+                **self._row(r), "policy": policy, "episodes": int(done.sum()),
                 "return_mean": float(stats["episode_return_mean"][r]),
                 "return_std": float(returns.std()) if returns.size else None,
                 "length_mean": float(stats["length_mean"][r]),
             })  # fmt: skip
+        return rows
+
+    def play(self, opponent: Any = "random", games: int = 10, seed: int = 0) -> list[dict]:
+        """Every run's greedy policy against ``opponent`` in a two-player game:
+        ``"random"`` (a uniformly random legal player) or another
+        `LoadedRun` of the same game (its first run's greedy policy). Each
+        run plays ``games`` games, opening every other one (env ``b`` opens
+        when ``b`` is even). One row per run: ``wins``, ``draws``, ``losses``
+        overall and per seat (``first_*`` opening, ``second_*``), and
+        ``win_or_draw`` (a fraction).
+
+        Raises:
+          ValueError: the env is not a two-player game, or the opponent
+            plays another one.
+        """
+        from jaxsample.agents import RandomAgent, TurnTaking, seat_returns
+
+        if not self.is_game:
+            raise ValueError(f"{self.config.env_name} is not a two-player game: no opponent")
+        space = self.trainer.env.action_space(self.trainer.env_params)
+        if isinstance(opponent, str) and opponent == "random":
+            other, other_params = RandomAgent(space), ()
+        elif isinstance(opponent, LoadedRun):
+            if opponent.config.env_name != self.config.env_name:
+                raise ValueError(
+                    f"the opponent plays {opponent.config.env_name}, not {self.config.env_name}"
+                )
+            other, other_params = opponent.agent, opponent.params_of(0)
+        else:
+            raise ValueError(f"opponent must be 'random' or a LoadedRun, got {opponent!r}")
+        match = TurnTaking((self.agent, other))
+        evaluator = self.evaluator(games, agent=match, traj_fields=seat_returns())
+        run = jax.vmap(evaluator.run, in_axes=(0, (0, None)))
+        infos = jax.jit(run)(self._keys(seed), (self.params, other_params))
+        done = np.asarray(infos.completed)
+        result = np.asarray(infos.extra["agent0_return"])
+        first = np.arange(done.shape[1]) % 2 == 0  # env b: agent b % 2 opens
+        rows = []
+        for r in range(len(self.names)):
+            row = self._row(r) | {"games": int(done[r].sum())}
+            for seat, mask in (("", done[r]), ("first_", done[r] & first),
+                               ("second_", done[r] & ~first)):  # fmt: skip
+                for name, sign in (("wins", 1), ("draws", 0), ("losses", -1)):
+                    row[seat + name] = int((np.sign(result[r]) == sign)[mask].sum())
+            row["win_or_draw"] = (row["wins"] + row["draws"]) / max(row["games"], 1)
+            rows.append(row)
         return rows
 
 

@@ -11,6 +11,7 @@ evaluation as the curves of docs/benchmarks.md).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +20,7 @@ import pytest
 from helpers import load_tool
 
 import jaxsample as js
-from jaxsample.algos import configs, ppo, returns
+from jaxsample.algos import configs, games, ppo, returns
 from jaxsample.envs import suites
 
 pytest.importorskip("pgx")
@@ -152,3 +153,141 @@ def test_dqn_target_maximises_over_the_final_observations_legal_moves() -> None:
     tv, fv = (np.asarray(jax.jit(f, static_argnums=0)(agent, params, stateless)) for f in both)
     np.testing.assert_allclose(tv[trunc], fv[trunc], rtol=1e-6, atol=1e-6)
     assert (tv[~trunc] == 0).all() and (fv[trunc] != 0).any()
+
+
+# ----------------------------------------------------------------------------
+# Training reports win-or-draw against a random opponent (issue 43, item 4)
+# ----------------------------------------------------------------------------
+
+#: a tiny tic-tac-toe run: 5 iterations, evaluated after 2 and 4 and the last
+TINY_GAME = dataclasses.replace(
+    configs.SELF_PLAY_TIC_TAC_TOE, num_envs=8, num_steps=16, total_timesteps=8 * 16 * 5,
+    hidden_sizes=(16,), eval_every=2, eval_games=16,
+)  # fmt: skip
+EVALUATED = [1, 3, 4]  # 0-based iterations
+
+
+@functools.cache
+def _reference_evaluation(agent):
+    """The jitted run of 16 games of ``agent`` (greedy) against a uniformly
+    random legal opponent, half opened by each side."""
+    env, env_params = suites.make("pgx/tic_tac_toe")
+    space = env.action_space(env_params)
+    match = js.agents.TurnTaking((agent, js.agents.RandomAgent(space)))
+    evaluator = js.make_evaluator(
+        env, env_params, match, n_envs=16, max_steps=16 * 9, traj_fields=js.agents.seat_returns()
+    )
+    return jax.jit(evaluator.run)
+
+
+def _reference_rates(trainer, params, key) -> dict[str, float]:
+    """Win, draw and loss rates of ``trainer.agent`` (greedy, ``params``)
+    against a uniformly random legal opponent over 16 games, half opened by
+    each side, computed here from the evaluator's per-game results."""
+    run = _reference_evaluation(trainer.agent)
+    infos = run(jax.random.fold_in(key, 0x5EA7), (params, ()))
+    done = np.asarray(infos.completed)
+    result = np.asarray(infos.extra["agent0_return"])[done]
+    assert done.sum() == 16  # every game ends within 9 moves
+    win, draw, loss = (result == 1).mean(), (result == 0).mean(), (result == -1).mean()
+    return {"win_or_draw_vs_random": win + draw, "win_vs_random": win,
+            "draw_vs_random": draw, "loss_vs_random": loss}  # fmt: skip
+
+
+def test_ppo_reports_win_or_draw_vs_random_at_its_evaluations() -> None:
+    """Iteration by iteration: the rates are finite exactly at the evaluation
+    iterations (every ``eval_every`` and the last), NaN elsewhere, and equal
+    an independent evaluation of the parameters after that iteration (key
+    ``fold_in(state.key, 0x5EA7)``, the documented one)."""
+    trainer = ppo.make_train(TINY_GAME)
+    assert trainer.games is not None and trainer.games.every == 2
+    state = jax.jit(trainer.init)(jax.random.key(0))
+    iteration = jax.jit(trainer.iteration)
+    for i in range(TINY_GAME.num_iterations):
+        state, metrics = iteration(state)
+        rates = {k: float(metrics[k]) for k in games.METRICS}
+        if i not in EVALUATED:
+            assert all(np.isnan(v) for v in rates.values()), (i, rates)
+            continue
+        assert all(0.0 <= v <= 1.0 for v in rates.values()), (i, rates)
+        assert rates == pytest.approx(_reference_rates(trainer, state.params, state.key), abs=0)
+
+
+@pytest.mark.slow  # two more compiles of a training program
+def test_evaluations_leave_the_training_bit_for_bit() -> None:
+    """A game trains the same with and without its evaluations (their key is
+    folded from the state's, never split from it): equal metrics and
+    parameters after every iteration of ``train``."""
+    trainer = ppo.make_train(TINY_GAME)
+    plain = ppo.make_train(dataclasses.replace(TINY_GAME, eval_games=0))
+    assert plain.games is None
+    state, metrics = jax.jit(trainer.train)(jax.random.key(0))
+    plain_state, plain_metrics = jax.jit(plain.train)(jax.random.key(0))
+    assert set(metrics) - set(plain_metrics) == set(games.METRICS)
+    for k, v in plain_metrics.items():
+        np.testing.assert_array_equal(metrics[k], v, err_msg=k)
+    jax.tree.map(np.testing.assert_array_equal, state.params, plain_state.params)
+
+
+def test_train_run_shows_writes_and_summarises_win_or_draw(tmp_path) -> None:
+    """``jaxsample.runs.train`` of a game with two seeds (one vmapped program):
+    the progress events carry the latest win-or-draw and the display shows
+    it, the CSV has the columns (NaN between evaluations), the JSON and the
+    summary table each run's last evaluation, which equals an independent
+    evaluation of the run's final parameters. A CartPole trainer reports no
+    such metric."""
+    import csv
+    import io
+    import json
+
+    from jaxsample import runs
+    from jaxsample.algos import report
+    from jaxsample.runs.display import LiveDisplay
+    from jaxsample.runs.run import build_trainer
+
+    events = []
+    out = runs.train(
+        TINY_GAME, seeds=2, chunks=5, json=str(tmp_path / "run.json"), progress=events.append,
+        say=None,
+    )  # fmt: skip
+    metrics = out.training.metrics
+    wd = metrics["win_or_draw_vs_random"]
+    assert wd.shape == (2, 5)
+    assert np.isfinite(wd[:, EVALUATED]).all() and np.isnan(np.delete(wd, EVALUATED, 1)).all()
+    trainer = build_trainer(TINY_GAME)
+    final = [
+        _reference_rates(trainer, jax.tree.map(lambda x, r=r: x[r], out.state.params),
+                         out.state.key[r])
+        for r in range(2)
+    ]  # fmt: skip
+    np.testing.assert_array_equal(wd[:, -1], [f["win_or_draw_vs_random"] for f in final])
+    # progress: the latest evaluation (mean over the runs), shown instead of the return
+    running = [e for e in events if e.get("phase") == "running"]
+    assert running[-1]["recent_win_or_draw"] == pytest.approx(wd[:, -1].mean())
+    shown = io.StringIO()
+    LiveDisplay(shown, live=False)(running[-1])
+    assert f"win-or-draw vs random {wd[:, -1].mean():.3f}" in shown.getvalue()
+    assert "recent return" not in shown.getvalue()
+    # CSV: the four columns, NaN between evaluations
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "run.csv").read_text())))
+    assert len(rows) == 10 and set(games.METRICS) <= set(rows[0])
+    got = [float(r["win_or_draw_vs_random"]) for r in rows if r["run"] == "1"]
+    np.testing.assert_array_equal(got, wd[1])
+    # JSON and the summary table: each run's last evaluation
+    data = json.loads((tmp_path / "run.json").read_text())
+    assert data["final_win_or_draw_vs_random_per_seed"] == [float(x) for x in wd[:, -1]]
+    assert data["final_win_or_draw_vs_random"] == pytest.approx(wd[:, -1].mean())
+    assert data["final_loss_vs_random_per_seed"] == [f["loss_vs_random"] for f in final]
+    table = report.summary_table(out.training).splitlines()
+    assert "win-or-draw vs random" in table[0]
+    assert table[1].split()[-1] == f"{wd[0, -1]:.3f}"
+    # CartPole: not a game, no evaluation, no such metric anywhere
+    cartpole = ppo.make_train(ppo.PPOConfig(total_timesteps=4 * 128 * 2))
+    assert cartpole.games is None
+    shapes = jax.eval_shape(cartpole.train, jax.random.key(0))[1]
+    assert not set(games.METRICS) & set(shapes)
+    plain = {"phase": "running", "steps": 1, "total_steps": 2, "fraction": 0.5,
+             "steps_per_second": 1.0, "recent_return": 12.0, "recent_loss": 0.5}  # fmt: skip
+    shown = io.StringIO()
+    LiveDisplay(shown, live=False)(plain)
+    assert "recent return 12.0" in shown.getvalue() and "win-or-draw" not in shown.getvalue()

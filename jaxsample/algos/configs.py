@@ -196,6 +196,12 @@ class PPOConfig(_RunLength):
         ``player``/``next_player`` info). ``"auto"`` (default): what the env
         says (its ``zero_sum`` attribute: True for Pgx's two-player games);
         ``"on"``; ``"off"``.
+      eval_games, eval_every: in a zero-sum two-player game (``env.zero_sum``,
+        Pgx's), the trainer plays its greedy policy ``eval_games`` games (even;
+        half opened by each side; 0: none) against a uniformly random legal
+        opponent after every ``eval_every``-th iteration (0: the run's
+        iterations over 20) and after the last, and reports the
+        ``*_vs_random`` rates ([`jaxsample.algos.games`][jaxsample.algos.games]).
     """
 
     env_name: str = "CartPole-v1"
@@ -224,13 +230,16 @@ class PPOConfig(_RunLength):
     max_decorrelation_steps: int = 0
     metrics_window: int = 20
     negamax: str = "auto"
+    eval_games: int = 128
+    eval_every: int = 0
 
     def __post_init__(self) -> None:
         if self.negamax not in _NEGAMAX:
             raise ValueError(f"negamax must be one of {_NEGAMAX}, got {self.negamax!r}")
         check_config(
             self,
-            ints=[(name, 1) for name in _PPO_POSITIVE_INTS],
+            ints=[(name, 1) for name in _PPO_POSITIVE_INTS]
+            + [("eval_games", 0), ("eval_every", 0)],
             bools=("anneal_lr", "clip_vloss", "normalize_advantages", "recurrent", "mask_velocity"),
             floats=[
                 ("lr", 0.0, math.inf, True),  # 0: a run that never learns
@@ -243,6 +252,10 @@ class PPOConfig(_RunLength):
         )
         if self.rnn_cell not in _CELLS:
             raise ValueError(f"rnn_cell must be one of {_CELLS}, got {self.rnn_cell!r}")
+        if self.eval_games % 2:
+            raise ValueError(
+                f"eval_games must be even (half opened by each side), got {self.eval_games}"
+            )
         if self.recurrent:
             if self.num_envs % self.num_minibatches:
                 raise ValueError(

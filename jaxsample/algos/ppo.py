@@ -69,9 +69,10 @@ from jaxsample.agents import (
     RecurrentActorCritic,
     SharedAgent,
 )
-from jaxsample.algos import common
+from jaxsample.algos import common, runner
 from jaxsample.algos.common import TrainerBase, episode_metrics, make_env, make_trainer_sampler
 from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT, PPOConfig
+from jaxsample.algos.games import VsRandom, vs_random
 from jaxsample.algos.returns import final_values, gae, truncation_values, turn_signs
 from jaxsample.envs import mask_velocity
 from jaxsample.envs.per_agent import PerAgent
@@ -235,13 +236,18 @@ class Trainer(TrainerBase):
     ``average_episode_length`` (over the last ``metrics_window`` episodes, NaN
     before the first), ``lr``, ``loss``, ``pg_loss``, ``value_loss``,
     ``entropy``, ``approx_kl``, ``clip_frac`` (means over the iteration's
-    minibatches), ``explained_variance``.
+    minibatches), ``explained_variance``. In a zero-sum two-player game,
+    ``iteration`` adds the greedy policy's rates against a uniformly random
+    legal opponent (``games``: [`jaxsample.algos.games.VsRandom`][jaxsample.algos.games.VsRandom]),
+    ``win_or_draw_vs_random``, ``win_vs_random``, ``draw_vs_random``,
+    ``loss_vs_random``: at its evaluations, NaN at the other iterations.
     """
 
     optimizer: optax.GradientTransformation
     mesh: Mesh | None = None
     mesh_axis: str = "envs"
     negamax: bool = False
+    games: VsRandom | None = None
     hparams_type = HParams
 
     # -- pure functions ------------------------------------------------------
@@ -262,9 +268,13 @@ class Trainer(TrainerBase):
 
     def iteration(self, state: TrainState) -> tuple[TrainState, dict[str, jax.Array]]:
         """One PPO iteration: collect ``[T, B]`` with ``state.params``, then
-        [`learn`][jaxsample.algos.ppo.Trainer.learn]."""
+        [`learn`][jaxsample.algos.ppo.Trainer.learn], then in a game the evaluation
+        against a random opponent when it is due (``games``)."""
         sampler_state, batch = self.sampler.collect(state.sampler_state, state.params)
-        return self.learn(state.replace(sampler_state=sampler_state), batch)
+        state, metrics = self.learn(state.replace(sampler_state=sampler_state), batch)
+        if self.games is not None:
+            metrics.update(self.games.metrics(state.params, state.key, state.iteration))
+        return state, metrics
 
     def learn(self, state: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:
         """GAE and the ``update_epochs`` x ``num_minibatches`` gradient steps on ``batch``.
@@ -499,7 +509,12 @@ def make_train(
     negamax = config.negamax == "on"
     if config.negamax == "auto":  # what the env says: a Pgx two-player game is zero-sum
         negamax = bool(getattr(env, "zero_sum", False))
-    return Trainer(config, env, env_params, agent, sampler, optimizer, mesh, mesh_axis, negamax)
+    n = config.num_iterations
+    every = config.eval_every or runner.chunk_size(n, 20)  # the reports of a default run
+    games = vs_random(env, env_params, agent, games=config.eval_games, every=every, last=n)
+    return Trainer(
+        config, env, env_params, agent, sampler, optimizer, mesh, mesh_axis, negamax, games
+    )
 
 
 # ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxsample.algos import games
 from jaxsample.algos.runner import TrainingResult
 
 
@@ -48,13 +49,18 @@ def summary_table(
 ) -> str:
     """A plain-text table: one row per run (``labels``, default its index),
     then with ``groups`` (``{setting: run indices}``, a sweep) one row per
-    setting (mean +- std and range over its seeds), then the mean."""
+    setting (mean +- std and range over its seeds), then the mean. In a game
+    (a trainer reporting ``win_or_draw_vs_random``) a second column: the
+    run's last evaluation against a random opponent (`jaxsample.algos.games`)."""
     finals = result.final_returns(window)
     labels = [str(i) for i in range(len(finals))] if labels is None else list(labels)
     width = max(6, *(len(x) for x in labels), *(len(g) for g in groups or {}))
-    lines = [f"{'seed':>{width}} {'final return':>14}"]
-    for name, x in zip(labels, finals, strict=True):
-        lines.append(f"{name:>{width}} {x:>14.1f}")
+    metric = games.METRICS[0]
+    wd = games.latest(result.metrics[metric]) if metric in result.metrics else None
+    column = "" if wd is None else f" {'win-or-draw vs random':>21}"
+    lines = [f"{'seed':>{width}} {'final return':>14}{column}"]
+    for i, (name, x) in enumerate(zip(labels, finals, strict=True)):
+        lines.append(f"{name:>{width}} {x:>14.1f}" + ("" if wd is None else f" {wd[i]:>21.3f}"))
     if groups:
         lines.append(f"{'setting':>{width}} {'mean':>14} {'std':>7} {'min..max':>15} seeds")
         for label, g in group_stats(finals, groups).items():
@@ -62,7 +68,8 @@ def summary_table(
             lines.append(
                 f"{label:>{width}} {g['mean']:>14.1f} {g['std']:>7.1f} {span:>15} {g['n']}"
             )
-    lines.append(f"{'mean':>{width}} {_mean(finals):>14.1f}")
+    mean = "" if wd is None else f" {_mean(wd):>21.3f}"
+    lines.append(f"{'mean':>{width}} {_mean(finals):>14.1f}{mean}")
     s = result.summary(window)
     if result.start_iteration >= len(result.env_steps):
         lines.append(f"{s['total_steps']:,} steps per seed, restored (no iteration left to run)")

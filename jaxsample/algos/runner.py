@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsample.algos import games
 from jaxsample.algos.program_store import ProgramStore
 
 
@@ -72,9 +73,9 @@ class TrainingResult:
         return final_returns(self.returns, window)
 
     def summary(self, window: int = 10) -> dict[str, Any]:
-        """The JSON-ready figures (``final_return`` is the mean over runs;
-        ``num_runs`` counts the runs, seeds x swept settings; ``steps_per_second``
-        counts the steps run here, all runs)."""
+        """The JSON-ready figures (``final_return`` is the mean over runs; ``num_runs``
+        counts the runs, seeds x swept settings; ``steps_per_second`` the steps run
+        here, all runs; a game's [`games.final`][jaxsample.algos.games.final])."""
         finals = self.final_returns(window)
         seeds = self.returns.shape[0]  # runs: seeds x swept settings
         per_iteration = self.total_steps / max(len(self.env_steps), 1)
@@ -87,20 +88,19 @@ class TrainingResult:
             "wall_seconds": self.wall_seconds,
             "compile_seconds": self.compile_seconds,
             "steps_per_second": run_steps * seeds / max(self.wall_seconds, 1e-9),
+            **games.final(self.metrics),
         }
 
 
 def final_returns(returns: Any, window: int = 10) -> np.ndarray:
     """``[R]``: per run (row of ``returns`` ``[R, I]``), the mean of its last
     ``window`` finite iteration returns (NaN when none is finite)."""
-    out = []
-    for curve in np.asarray(returns, np.float64).reshape(np.shape(returns)[0], -1):
-        finite = curve[np.isfinite(curve)]
-        out.append(float(np.mean(finite[-window:])) if len(finite) else math.nan)
-    return np.asarray(out)
+    curves = np.asarray(returns, np.float64).reshape(np.shape(returns)[0], -1)
+    tails = [curve[np.isfinite(curve)][-window:] for curve in curves]
+    return np.asarray([float(np.mean(t)) if len(t) else math.nan for t in tails])
 
 
-def _chunk_size(num_iterations: int, chunks: int) -> int:
+def chunk_size(num_iterations: int, chunks: int) -> int:
     """Iterations per compiled chunk: a divisor of ``num_iterations`` giving
     about ``chunks`` chunks when there is one (one program to compile), else
     ``ceil(num_iterations / chunks)`` and a remainder chunk."""
@@ -267,7 +267,7 @@ def one_program(
     ``lax.while_loop`` over up to ``n`` iterations of
     ``vmap(trainer.iteration)`` that hands ``(iteration, metrics [R])`` to
     ``holder[0]`` on the host (an ordered ``io_callback``) after every
-    ``every``-th iteration and the last one.
+    ``every``-th iteration, the last one and a game's evaluations.
 
     After the first iteration, and then at the iteration it names, it asks
     ``holder[1](iteration)`` (when ``holder`` has a second entry) for the
@@ -307,6 +307,8 @@ def one_program(
                 lambda b, m: jax.lax.dynamic_update_index_in_dim(b, m, i, 0), buffers, metrics
             )
             due = ((i + 1) % every == 0) | (i == n - 1)
+            if games.METRICS[0] in metrics:  # and at a game's evaluations
+                due |= jnp.isfinite(metrics[games.METRICS[0]]).any()
             jax.lax.cond(
                 due, lambda: io_callback(host, None, i, metrics, ordered=True), lambda: None
             )
@@ -347,10 +349,7 @@ def _summary_of(
 ) -> tuple[float, float]:
     """Mean recent return and loss (finite values of the last ``last`` iterations)."""
     out = []
-    for values in (returns_of(metrics), metrics.get("loss")):
-        if values is None:
-            out.append(math.nan)
-            continue
+    for values in (returns_of(metrics), metrics.get("loss", [[math.nan]])):
         recent = np.asarray(values, np.float64)[:, -max(1, last) :]
         finite = recent[np.isfinite(recent)]
         out.append(float(finite.mean()) if finite.size else math.nan)
@@ -429,7 +428,8 @@ def run_training(
         after each chunk with ``phase="running"``, ``steps``, ``total_steps``
         (of one run), ``fraction``, ``steps_per_second`` (all runs),
         ``elapsed`` (seconds since the start, compile included), ``eta``
-        (seconds), ``recent_return`` and ``recent_loss`` (NaN when unknown).
+        (seconds), ``recent_return`` and ``recent_loss`` (NaN when unknown), in
+        a game ``recent_win_or_draw`` ([`games.progress`][jaxsample.algos.games.progress]).
       hparams: None, or a sweep: the trainer's ``HParams`` with a leading
         ``[C]`` axis ([`run_inputs`][jaxsample.algos.runner.run_inputs]).
       resume: ``(state, metrics)``: continue from this vmapped state (e.g.
@@ -457,7 +457,7 @@ def run_training(
     """
     if num_iterations < 1:
         raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
-    chunk = _chunk_size(num_iterations, chunks)
+    chunk = chunk_size(num_iterations, chunks)
     keys, hparams = run_inputs(trainer, key, seeds, hparams)
     runs = int(keys.shape[0])
     if one_program:
@@ -466,7 +466,7 @@ def run_training(
         args = (keys, hparams, num_iterations, steps_per_iteration, chunk)
         return _run_one_program(trainer, *args, returns_of, progress, on_chunk, stop, store)
     history: dict[str, list[np.ndarray]] = {}
-    start = 0
+    start, held = 0, []
     if resume is not None:
         state, past = resume
         history = {k: [np.asarray(v)] for k, v in past.items()}
@@ -501,7 +501,7 @@ def run_training(
         if progress is not None:
             recent = _summary_of(merged, returns_of, chunk)
             args = (done, start, num_iterations, steps_per_iteration, runs, wall, begin, recent)
-            progress(_running_event(*args))
+            progress(games.progress(_running_event(*args), merged, held))
         if stop is not None and done < num_iterations and stop():
             break
     merged = {k: np.concatenate(v, axis=1) for k, v in history.items()}
@@ -534,7 +534,7 @@ def _run_one_program(
     compiled, holder = _program(trainer, ("one", num_iterations, every), like, store=store)
     state = initial()  # milliseconds
     compile_seconds = time.perf_counter() - begin
-    t0 = time.perf_counter()
+    t0, held = time.perf_counter(), []
 
     def report(i: Any, metrics: dict[str, np.ndarray]) -> None:
         last = {k: np.reshape(v, (runs, 1)) for k, v in metrics.items()}
@@ -543,7 +543,7 @@ def _run_one_program(
         recent = _summary_of(last, pick, 1)
         seconds = time.perf_counter() - t0
         args = (int(i) + 1, 0, num_iterations, steps_per_iteration, runs, seconds, begin, recent)
-        progress(_running_event(*args))
+        progress(games.progress(_running_event(*args), last, held))
 
     def check(i: int) -> int:
         """The iteration count of the next stop check, or -1: stop now."""

@@ -6,7 +6,10 @@ events [`jaxsample.algos.runner.run_training`][jaxsample.algos.runner.run_traini
 ``{"phase":
 "compiling", "total_steps"}`` once, then ``{"phase": "running", "steps",
 "total_steps", "fraction", "steps_per_second", "elapsed", "eta",
-"recent_return", "recent_loss"}``; whoever produces such events (a compiled
+"recent_return", "recent_loss"}`` (and in a two-player game
+``"recent_win_or_draw"``, the latest evaluation against a random opponent,
+shown instead of the return: a self-play game's return is 1 or 0 whatever
+is learned); whoever produces such events (a compiled
 chunk returning, or a host callback from inside one compiled program) can
 feed it. On a terminal it draws a rich progress bar (below `WIDE` columns,
 e.g. 80, with short figures: ``1.23M/4.00M 74.8k/s 0:01:15 ETA 0:37 R 440
@@ -126,21 +129,24 @@ class LiveDisplay:
         steps, total = int(p["steps"]), int(p.get("total_steps", 0)) or None
         ret = _num(p.get("recent_return", math.nan), ".1f")
         loss = _num(p.get("recent_loss", math.nan), ".4g")
+        game = "recent_win_or_draw" in p
+        wd = _num(p.get("recent_win_or_draw", math.nan), ".3f")
         elapsed = p.get("elapsed", time.perf_counter() - self._started)
         if self._progress is not None:
             if self._compact:
                 ret = _num(p.get("recent_return", math.nan), ".4g")
                 loss = _num(p.get("recent_loss", math.nan), ".2g")
+                wd = _num(p.get("recent_win_or_draw", math.nan), ".2f")
                 figures = {
                     "steps": f"{_short(steps)}/{_short(total or steps)}",
                     "rate": f"{_short(p['steps_per_second'])}/s",
-                    "stats": f"R {ret} L {loss}",
+                    "stats": f"W/D {wd} L {loss}" if game else f"R {ret} L {loss}",
                 }
             else:
                 figures = {
                     "steps": f"{steps:,}/{total or steps:,} steps",
                     "rate": f"{p['steps_per_second']:,.0f} steps/s",
-                    "stats": f"return {ret}  loss {loss}",
+                    "stats": (f"win-or-draw {wd}" if game else f"return {ret}") + f"  loss {loss}",
                 }
             self._progress.update(
                 self._task,
@@ -156,6 +162,7 @@ class LiveDisplay:
         self.stream.write(
             f"{p['fraction']:6.1%}  steps {steps:>10,}  {p['steps_per_second']:>10,.0f} steps/s  "
             f"elapsed {format_seconds(elapsed)}  ETA {format_seconds(p.get('eta', math.nan))}  "
-            f"recent return {ret}  loss {loss}\n"
+            + (f"win-or-draw vs random {wd}" if game else f"recent return {ret}")
+            + f"  loss {loss}\n"
         )
         self.stream.flush()

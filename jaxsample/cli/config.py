@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jaxsample.cli.base import UsageError
+from jaxsample.cli.flags import add_bool_flag, canonical_keys
 
 __all__ = [
     "add_config_flags",
@@ -142,13 +143,9 @@ def add_config_flags(parser: argparse.ArgumentParser, algo: str) -> None:
         if field.name == "total_timesteps":
             names.insert(0, "--total-steps")
         default = f"default: {_show(field.default)}"
-        if inner is bool:
-            group.add_argument(
-                *names,
-                dest=field.name,
-                action=argparse.BooleanOptionalAction,
-                default=argparse.SUPPRESS,
-                help=f"({default})",
+        if inner is bool:  # --x, --x false, --x=False (CleanRL's), --no-x
+            add_bool_flag(
+                group, field.name, field.name, f"({default}; {_flag('no_' + field.name)})"
             )
             continue
         kind = "INTS" if typing.get_origin(inner) is tuple else inner.__name__.upper()
@@ -172,7 +169,8 @@ def config_flag_values(args: argparse.Namespace, algo: str) -> dict[str, Any]:
 
 def load_config_file(path: str) -> dict[str, Any]:
     """The settings of a ``.toml`` (stdlib ``tomllib``) or ``.yaml``/``.yml``
-    (PyYAML) file: a flat table of config fields and train-command keys."""
+    (PyYAML) file: a flat table of config fields and train-command keys
+    (CleanRL's names too: ``learning_rate`` is ``lr``)."""
     if not os.path.isfile(path):
         raise UsageError(f"--config {path!r}: no such file")
     try:
@@ -196,7 +194,7 @@ def load_config_file(path: str) -> dict[str, Any]:
         raise UsageError(f"--config {path!r}: {e}".replace("\n", " ")) from None
     if not isinstance(data, dict):
         raise UsageError(f"--config {path!r}: expected a table of settings")
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
+    return canonical_keys({str(k).replace("-", "_"): v for k, v in data.items()}, path)
 
 
 def _from_file(name: str, value: Any, tp: Any, sweep: bool, path: str) -> Any:

@@ -19,6 +19,11 @@ from typing import Any
 from jaxsample.cli.base import UsageError
 from jaxsample.cli.commands import bench_grid, collect, envs
 from jaxsample.cli.config import config_flag_values
+from jaxsample.cli.flags import (
+    cleanrl_epilog,
+    join_negative_values,
+    unknown_flags_message,
+)
 
 ENV_HELP = "a gymnax name or <suite>/<env> (jaxsample envs lists them)"
 #: ``jaxsample.bench.METHODS`` (a test checks they agree), named here: the
@@ -49,7 +54,7 @@ def _train_algo(argv: Sequence[str]) -> str:
     it decides which config's fields become flags."""
     from jaxsample.cli.config import file_algo, load_config_file
 
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--algo", default=None)
     pre.add_argument("--config", default=None)
     known, _ = pre.parse_known_args(argv)
@@ -107,6 +112,7 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
         help="save after every chunk; started again with the same settings, resume",
     )
     add_config_flags(p, algo)
+    p.epilog = cleanrl_epilog(p)
     p.set_defaults(func=_train)
 
     p = sub.add_parser(
@@ -168,17 +174,12 @@ class _OneLineParser(argparse.ArgumentParser):
     choice not offered, a missing required flag) is a `UsageError`, one
     line naming the flag, not the usage block."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # --num-env is not --num-envs
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> typing.NoReturn:
         raise UsageError(message)
-
-
-def _did_you_mean(flag: str, parser: argparse.ArgumentParser) -> str:
-    """`` (did you mean --lr?)`` for a misspelled flag, else ``""``."""
-    import difflib
-
-    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
-    close = difflib.get_close_matches(flag.split("=")[0], options, n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
@@ -197,6 +198,7 @@ def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(
         prog="jaxsample",
+        allow_abbrev=False,
         description="jaxsample: RL experience collected inside XLA. Train an agent, evaluate "
         "its checkpoint, time a sampler, or benchmark a grid (jaxsample COMMAND --help).",
     )
@@ -225,6 +227,7 @@ def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
     p.add_argument("--discount", type=float, default=0.99)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the figures to this JSON file")
+    p.epilog = cleanrl_epilog(p)
     p.set_defaults(func=collect)
 
     p = sub.add_parser(
@@ -304,13 +307,16 @@ def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
             help="compile every program again (default: JAX's persistent compilation cache, "
             "in the user's cache folder unless $JAX_COMPILATION_CACHE_DIR names one)",
         )
+    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        message = unknown_flags_message(argv[:1], parser)
+        print(f"jaxsample: error: {message}", file=sys.stderr)
+        raise UsageError(message)
+    if argv and argv[0] in sub.choices:  # --lr -1e-3 is a value, not a flag
+        argv = [argv[0], *join_negative_values(argv[1:], sub.choices[argv[0]])]
     try:
         args, extra = parser.parse_known_args(argv)
-        if extra:  # one line, naming the closest flag of that subcommand
-            known = sub.choices[args.command]
-            raise UsageError(
-                f"unrecognized arguments: {' '.join(extra)}" + _did_you_mean(extra[0], known)
-            )
+        if extra:  # one line, naming the closest flag of that subcommand to each
+            raise UsageError(unknown_flags_message(extra, sub.choices[args.command]))
     except UsageError as e:  # a bad value of a generated train flag
         print(f"jaxsample {argv[0]}: error: {e}", file=sys.stderr)
         raise

@@ -99,10 +99,18 @@ def when(due: jax.Array, fn: Callable[..., PyTree], *args: Any) -> PyTree:
     ``jax.vmap`` (several runs of one program, whose iteration counts agree)
     a ``cond`` whose predicate is batched runs both branches every time,
     while the loop runs as long as any run's predicate holds: ``fn`` runs at
-    the due iterations only, batched or not.
+    the due iterations only, batched or not. ``args`` enter the body through
+    an optimization barrier with the loop's flag, so that XLA cannot hoist
+    ``fn`` out of the loop as loop-invariant (it would then run every time).
     """
-    nan = jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), jax.eval_shape(fn, *args))
-    body = lambda c: (jnp.zeros((), bool), fn(*args))  # noqa: E731
+    shapes = jax.eval_shape(fn, *args)
+    nan = jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
+
+    def body(carry: tuple) -> tuple:
+        flag, _ = carry
+        inputs, _ = jax.lax.optimization_barrier((args, flag))
+        return jnp.zeros((), bool), fn(*inputs)
+
     return jax.lax.while_loop(lambda c: c[0], body, (jnp.asarray(due, bool), nan))[1]
 
 

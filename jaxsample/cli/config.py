@@ -41,7 +41,7 @@ _OWN_FLAGS = {"env_name": "--env", "recurrent": "--algo", "mask_velocity": "--ma
 #: and ``recurrent`` (the JSON's ``config`` holds them) stand for ``env`` and
 #: ``algo`` (``ppo-rnn`` when true).
 _COMMAND_KEYS = (
-    "algo", "env", "seed", "seeds", "chunks", "mask_velocity", "env_name", "recurrent",
+    "algo", "env", "seed", "seeds", "chunks", "mask_velocity", "env_name", "recurrent", "preset",
 )  # fmt: skip
 
 
@@ -218,6 +218,30 @@ def _from_file(name: str, value: Any, tp: Any, sweep: bool, path: str) -> Any:
     return value
 
 
+def choose_preset(name: Any, algo: str, env: str, mask_velocity: bool) -> Any:
+    """The run's [`Preset`][jaxsample.algos.presets.Preset] or None: ``name``
+    (``--preset`` or the file's ``preset``; ``"none"``: none), else the one
+    tuned for ``env`` (``--algo ppo`` without ``--mask-velocity``, which has
+    its own)."""
+    from jaxsample.algos import presets
+
+    if name is None:
+        return None if algo != "ppo" or mask_velocity else presets.for_env(env)
+    if not isinstance(name, str):
+        raise UsageError(f"--preset must be a name or none, got {name!r}")
+    if name.lower() == "none":
+        return None
+    try:
+        preset = presets.get(name)
+    except KeyError as e:
+        raise UsageError(f"--preset: {e.args[0]}") from None
+    if algo.split("-")[0] != preset.algo:
+        raise UsageError(f"--preset {name!r} is for --algo {preset.algo}, not {algo}")
+    if mask_velocity:
+        raise UsageError("--preset goes without --mask-velocity (which has its own preset)")
+    return preset
+
+
 def resolve_config(
     algo: str,
     env: str,
@@ -225,9 +249,11 @@ def resolve_config(
     file_values: dict[str, Any],
     flags: dict[str, Any],
     path: str | None = None,
+    preset: Any = None,
 ) -> tuple[Any, dict[str, list[float]]]:
-    """``(config, sweep)``: the algorithm's config (defaults, then the file,
-    then the flags) and ``{field: values}`` of the swept ``HParams`` fields.
+    """``(config, sweep)``: the algorithm's config (defaults, then the
+    ``preset``'s values, then the file, then the flags) and ``{field:
+    values}`` of the swept ``HParams`` fields.
 
     Raises ``UsageError`` naming the flag or file key of a bad value.
     """
@@ -250,11 +276,15 @@ def resolve_config(
             f"--config {path!r}: unknown setting(s) {', '.join(unknown)} for --algo {algo}"
             f"{hint}; `jaxsample train --algo {algo} --help` lists them"
         )
-    values = {
-        k: _from_file(k, v, hints[k], k in sweep_names, str(path))
+    values = {} if preset is None else {
+        k: _from_file(k, v, hints[k], False, f"preset {preset.name}")
+        for k, v in preset.values.items()
+    }  # fmt: skip
+    values.update(
+        (k, _from_file(k, v, hints[k], k in sweep_names, str(path)))
         for k, v in file_values.items()
         if k in fields
-    }
+    )
     values.update(flags)
     sweep = {k: v for k, v in values.items() if isinstance(v, list)}
     for name, listed in sweep.items():
@@ -262,7 +292,7 @@ def resolve_config(
             raise UsageError(f"{_flag(name)}: an empty list")
         values[name] = listed[0]  # the config holds the first; the sweep overrides it
     overrides = {"env_name": env, **values}
-    from_file = set(values) - set(flags)
+    from_file = set(file_values) - set(flags)
 
     def build(overrides: dict[str, Any]) -> Any:
         if algo in ("ppo", "ppo-rnn"):

@@ -49,6 +49,12 @@ def _eval(args: argparse.Namespace) -> int:
     return evaluate(args)
 
 
+def _preset_names() -> list[str]:
+    from jaxsample.algos.presets import names
+
+    return names()
+
+
 def _train_algo(argv: Sequence[str]) -> str:
     """The ``--algo`` of a train command line (or of its ``--config`` file):
     it decides which config's fields become flags."""
@@ -71,15 +77,24 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
         "train",
         help="train an agent end to end in one compiled program (every config field a flag)",
         description="Train PPO or DQN on a gymnax env, every seed (and every swept setting) "
-        "under one jax.vmap. Settings: the config's defaults, then --config FILE (TOML or "
-        "YAML), then the flags. A list (--lr 1e-3,2.5e-4) sweeps a hyperparameter in the "
-        f"same program. The fields shown are --algo {algo}'s; `jaxsample train --algo dqn "
+        "under one jax.vmap. Settings: the config's defaults, then the env's tuned preset "
+        "(--preset), then --config FILE (TOML or YAML), then the flags. A list (--lr "
+        "1e-3,2.5e-4) sweeps a hyperparameter in the same program. "
+        f"The fields shown are --algo {algo}'s; `jaxsample train --algo dqn "
         "--help` shows DQN's.",
         formatter_class=_DefaultsShown,
     )
     p.add_argument("--algo", default=None, choices=("ppo", "ppo-rnn", "dqn"), help="(default: ppo)")
     p.add_argument("--env", default=None, help=ENV_HELP + " (default: CartPole-v1)")
     p.add_argument("--config", default=None, help="a TOML or YAML file of settings")
+    p.add_argument(
+        "--preset",
+        default=None,
+        metavar="NAME|none",
+        help="tuned settings under --config and the flags: none for the plain defaults, or "
+        f"one of {', '.join(_preset_names())} (default: the --env's own, where there is "
+        "one, for --algo ppo; jaxsample/algos/presets.toml says where each comes from)",
+    )
     p.add_argument("--seeds", type=int, default=None, help="seeds trained together (default: 1)")
     p.add_argument("--seed", type=int, default=None, help="the base seed (default: 0)")
     p.add_argument(

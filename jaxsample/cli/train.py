@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from jaxsample.cli.base import UsageError, check_output, start_compiling
-from jaxsample.cli.config import file_algo, file_env, resolve_config
+from jaxsample.cli.config import choose_preset, file_algo, file_env, resolve_config
 
 __all__ = ["evaluate", "make_trainer", "train"]
 
@@ -36,6 +36,7 @@ def _settings(args: argparse.Namespace, file_values: dict[str, Any]) -> dict[str
     """The train command's own settings: the flag, else the config file, else the default."""
     defaults = {"algo": "ppo", "env": "CartPole-v1", "seed": 0, "seeds": 1, "chunks": 20}
     defaults["mask_velocity"] = False
+    defaults["preset"] = None  # the env's own, where there is one
     from_file = {**file_values, "algo": file_algo(file_values), "env": file_env(file_values)}
     out = {}
     for name, default in defaults.items():
@@ -65,9 +66,11 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
         check_output(path, flag)
     if args.checkpoint_dir and os.path.isfile(args.checkpoint_dir):
         raise UsageError(f"--checkpoint-dir {args.checkpoint_dir!r} is a file")
+    preset = choose_preset(s["preset"], s["algo"], s["env"], s["mask_velocity"])
     config, sweep = resolve_config(
-        s["algo"], s["env"], s["mask_velocity"], file_values, args.config_flags, args.config
-    )
+        s["algo"], s["env"], s["mask_velocity"], file_values, args.config_flags, args.config,
+        preset,
+    )  # fmt: skip
     start_compiling(args)  # JAX from here on: the settings are checked
     from jaxsample.runs import run
     from jaxsample.runs.run import build_trainer
@@ -86,6 +89,7 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
         chunks=s["chunks"], json=args.json, csv=args.csv, plot=args.plot,
         tensorboard=args.tensorboard, wandb_project=args.wandb_project if args.wandb else None,
         signals=signals, folder_flag="--checkpoint-dir",
+        preset=None if preset is None else preset.name,
     )  # fmt: skip
     if result.interrupted:
         print(run.final_line(result, _iterations(config)), file=sys.stderr, flush=True)

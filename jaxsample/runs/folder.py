@@ -86,9 +86,12 @@ def quiet_orbax() -> Iterator[None]:
 
 
 def differences(saved: dict[str, Any], record: dict[str, Any]) -> list[str]:
-    """Every setting that differs: ``name: saved X, now Y`` (config fields one by one)."""
+    """Every setting that differs: ``name: saved X, now Y`` (config fields one
+    by one; the `RECORD_KEYS` only: the others, such as the preset's name,
+    say where the settings came from, not what they are)."""
     out = []
-    for key, value in record.items():
+    for key in RECORD_KEYS:
+        value = record.get(key)
         have = saved.get(key)
         if key == "config" and isinstance(have, dict) and isinstance(value, dict):
             for name in value.keys() | have.keys():

@@ -108,8 +108,12 @@ def sweep_hparams(trainer: Any, settings: list[dict[str, float]], seeds: int) ->
     return trainer.hparams(**{n: np.asarray([s[n] for s in settings], np.float32) for n in names})
 
 
-def record_of(config: Any, seed: int, seeds: int, sweep: dict[str, list]) -> dict[str, Any]:
-    """What fixes a run's results (``run.json``: a resumed run must match it)."""
+def record_of(
+    config: Any, seed: int, seeds: int, sweep: dict[str, list], preset: str | None = None
+) -> dict[str, Any]:
+    """What fixes a run's results (``run.json``: a resumed run must match it),
+    and the name of the preset its config started from (``preset``: where the
+    settings came from, not compared: the config is)."""
     import json
 
     data = {
@@ -118,6 +122,7 @@ def record_of(config: Any, seed: int, seeds: int, sweep: dict[str, list]) -> dic
         "seed": seed,
         "seeds": seeds,
         "sweep": sweep,
+        "preset": preset,
     }
     return json.loads(json.dumps(data))
 
@@ -197,8 +202,9 @@ def _describe(config: Any, record: dict[str, Any], runs: int, n: int) -> list[st
     sweep = "".join(f", {k} in {v}" for k, v in record["sweep"].items())
     masked = " (velocities masked)" if getattr(config, "mask_velocity", False) else ""
     fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(config).items())
+    preset = f" (preset {record['preset']})" if record.get("preset") else ""
     return [
-        f"jaxsample train: {record['algo']} on {config.env_name}{masked}, {runs} run(s) "
+        f"jaxsample train: {record['algo']} on {config.env_name}{masked}{preset}, {runs} run(s) "
         f"({record['seeds']} seed(s){sweep}) under one vmap, {n} iterations x "
         f"{config.steps_per_iteration} steps, backend={jax.default_backend()}",
         textwrap.fill(f"config: {type(config).__name__}({fields})", 100, subsequent_indent="  "),
@@ -247,6 +253,7 @@ def train(
     say: Callable[[str], None] | None = print,
     signals: StopSignals | None = None,
     folder_flag: str | None = None,
+    preset: str | None = None,
 ) -> RunResult:
     """Train ``config`` for ``seeds`` seeds (x the ``sweep``) in one vmapped program.
 
@@ -274,6 +281,8 @@ def train(
         ``SIGINT`` and ``SIGTERM`` stop the run while it trains (in a
         notebook: the interrupt button), which keeps what it completed.
       folder_flag: how messages name ``folder`` (``--checkpoint-dir``).
+      preset: the name of the preset ``config`` started from (the command
+        line's ``--preset``), recorded in ``run.json`` and the JSON.
 
     Returns:
       A `RunResult` (``interrupted`` and ``stopped_by`` say whether a signal
@@ -302,7 +311,7 @@ def train(
     hparams = sweep_hparams(trainer, settings, seeds)
     key = jax.random.key(seed)
     keys, run_hparams = runner.run_inputs(trainer, key, seeds, hparams)
-    record = record_of(config, seed, seeds, sweep)
+    record = record_of(config, seed, seeds, sweep, preset)
     names = run_names(run_seeds, settings)
     n, per_iteration = trainer.num_iterations, config.steps_per_iteration
 

@@ -1,0 +1,90 @@
+"""Tuned settings per environment, as data: ``presets.toml`` in this package.
+
+``jaxsample train --env NAME`` starts from the preset tuned for ``NAME``
+where there is one (`for_env`); ``--preset none`` gives the plain
+[`PPOConfig`][jaxsample.algos.configs.PPOConfig] defaults, ``--preset NAME``
+another preset. Each entry names its source (gymnax-blines' PPO files for
+gymnax's envs, this project's own measured settings for the suites) and how
+the source's settings became config fields. A preset is data only: the same
+trainer runs it (no code path of its own). Imports no JAX.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+__all__ = ["PRESETS_FILE", "Preset", "for_env", "get", "names", "presets"]
+
+#: The data file, in this package (declared as package data).
+PRESETS_FILE = "presets.toml"
+_KEYS = {"env", "algo", "source", "mapping", "config"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """One entry of ``presets.toml``.
+
+    Attributes:
+      name: the preset's name (its env's, for the env presets).
+      env: the env it is tuned for (and chosen by, `for_env`).
+      algo: the ``--algo`` it is for (``"ppo"``).
+      source: where its values come from.
+      mapping: how the source's settings became config fields.
+      values: config fields (the others keep their defaults).
+    """
+
+    name: str
+    env: str
+    algo: str
+    source: str
+    mapping: str
+    values: dict[str, Any]
+
+    def config(self, **overrides: Any) -> Any:
+        """The preset as a [`PPOConfig`][jaxsample.algos.configs.PPOConfig]
+        for its env (``overrides`` on top)."""
+        from jaxsample.algos.configs import PPOConfig
+
+        return PPOConfig(**{"env_name": self.env, **self.values, **overrides})
+
+
+@functools.cache
+def presets() -> dict[str, Preset]:
+    """Every preset of ``presets.toml``, by name, in the file's order."""
+    import importlib.resources
+    import tomllib
+
+    text = importlib.resources.files("jaxsample.algos").joinpath(PRESETS_FILE).read_text()
+    out = {}
+    for name, entry in tomllib.loads(text).items():
+        if set(entry) != _KEYS:
+            raise ValueError(f"{PRESETS_FILE} [{name}]: keys {sorted(entry)}, want {sorted(_KEYS)}")
+        out[name] = Preset(name=name, values=dict(entry.pop("config")), **entry)
+    return out
+
+
+def names() -> list[str]:
+    """The presets' names."""
+    return list(presets())
+
+
+def get(name: str) -> Preset:
+    """The preset ``name``; ``KeyError`` (naming the closest) for another."""
+    found = presets().get(name)
+    if found is None:
+        import difflib
+
+        close = difflib.get_close_matches(name, names(), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise KeyError(f"no preset {name!r}{hint}; presets: none, {', '.join(names())}")
+    return found
+
+
+def for_env(env: str, algo: str = "ppo") -> Preset | None:
+    """The preset tuned for ``env`` and ``algo``, or None."""
+    for preset in presets().values():
+        if preset.env == env and preset.algo == algo:
+            return preset
+    return None

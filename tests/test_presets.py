@@ -99,8 +99,19 @@ def test_the_env_chooses_its_preset(ran) -> None:
     assert call["config"] == presets.get("Acrobot-v1").config()
     call = ran()  # the default env, CartPole-v1, has one too
     assert call["preset"] == "CartPole-v1" and call["config"].num_envs == 8
-    call = ran("--env", "pgx/tic_tac_toe", "--total-steps", "4096")
-    assert call["preset"] == "pgx/tic_tac_toe" and call["config"].ent_coef == 0.05
+
+
+def test_the_pgx_games_default_to_self_play() -> None:
+    """Issue 43 item 4's first part (resolved without building the env: the
+    test extra has no Pgx)."""
+    from jaxsample.cli.config import choose_preset, resolve_config
+
+    for env, config in (
+        ("pgx/tic_tac_toe", SELF_PLAY_TIC_TAC_TOE), ("pgx/connect_four", SELF_PLAY_CONNECT_FOUR)
+    ):  # fmt: skip
+        preset = choose_preset(None, "ppo", env, False)
+        assert preset.name == env
+        assert resolve_config("ppo", env, False, {}, {}, None, preset)[0] == config
 
 
 def test_no_preset_for_other_envs_dqn_or_masked_velocities(ran) -> None:
@@ -176,6 +187,7 @@ def test_the_json_of_a_run_records_its_preset(tmp_path) -> None:
 
 def test_a_wheel_holds_the_presets(tmp_path) -> None:
     """Package data (pyproject.toml): without it the wheel has presets.py only."""
+    pytest.importorskip("setuptools", minversion="77")  # the build backend, not isolated
     from helpers import build_wheel
 
     with zipfile.ZipFile(build_wheel(tmp_path)) as wheel:

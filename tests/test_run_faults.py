@@ -61,6 +61,20 @@ def _wait_for(proc: subprocess.Popen, text: str) -> list[str]:
     raise AssertionError(f"no {text!r} in the output: {''.join(lines)[-2000:]}")
 
 
+def _wait_until_handled(proc: subprocess.Popen, sig: int) -> None:
+    """Wait until ``proc`` has a handler of its own for ``sig`` (the kernel's
+    ``SigCgt`` mask): a signal sent earlier meets Python's own startup."""
+    bit = 1 << (sig - 1)
+    deadline = time.monotonic() + HANG_SECONDS
+    while time.monotonic() < deadline and proc.poll() is None:
+        with open(f"/proc/{proc.pid}/status") as f:
+            caught = next(x for x in f if x.startswith("SigCgt:")).split()[1]
+        if int(caught, 16) & bit:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"{signal.Signals(sig).name} never got a handler")
+
+
 def _stop(proc: subprocess.Popen, sig: int) -> tuple[str, str, float]:
     """Send ``sig``; (rest of stdout, stderr, seconds from the signal to the exit)."""
     sent = time.perf_counter()
@@ -85,8 +99,8 @@ def test_a_signal_before_the_first_iteration_exits_quietly_at_once(sig, tmp_path
     try:
         if sig == signal.SIGTERM:
             _wait_for(proc, "compiling the training program")
-        else:
-            time.sleep(0.3)  # python is still importing
+        else:  # its handlers are in; JAX and the trainer are still importing
+            _wait_until_handled(proc, signal.SIGTERM)
         _, err, delay = _stop(proc, sig)
     finally:
         if proc.poll() is None:

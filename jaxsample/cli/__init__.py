@@ -27,15 +27,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     first (a Ctrl-C or ``SIGTERM`` while JAX imports or compiles ends the
     process quietly, 130 / 143), then parses and runs
     (`jaxsample.cli.parser.main`)."""
-    import os
-
     from jaxsample.runs.signals import StopSignals
+
+    signals = StopSignals(exit_early=True, prefix="jaxsample").install()
+    import os
 
     # XLA's C++ log lines (e.g. jaxlib 0.9's AOT-loader notes on a cache load)
     # are not the command's output; the user's own setting wins.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     _matplotlib_cache()
-    signals = StopSignals(exit_early=True, prefix="jaxsample").install()
     from jaxsample.cli.parser import main as run
 
     try:

@@ -132,11 +132,19 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
 
     p = sub.add_parser(
         "eval",
-        help="evaluate the greedy policy of a `train --checkpoint-dir` checkpoint",
+        help="evaluate the policy of a `train --checkpoint-dir` checkpoint (greedy and "
+        "sampled actions; a game: wins, draws and losses per seat against an opponent)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--checkpoint", required=True, metavar="DIR", help="a --checkpoint-dir")
-    p.add_argument("--episodes", type=int, default=10, help="greedy episodes per run")
+    p.add_argument("--episodes", type=int, default=10, help="episodes (games) per run")
+    p.add_argument(
+        "--opponent",
+        default=None,
+        metavar="random|DIR",
+        help="a two-player game: play against a uniformly random legal player, or the "
+        "greedy policy of another run folder's first run (default: random for a game)",
+    )
     p.add_argument("--seed", type=int, default=0, help="the evaluation's key")
     p.add_argument("--json", default=None, help="write the per-run table here")
     p.set_defaults(func=_eval)

@@ -214,8 +214,8 @@ def _describe(config: Any, record: dict[str, Any], runs: int, n: int) -> list[st
 class _Outputs:
     """The run's files: the metric logs as chunks arrive, JSON and PNG at the end."""
 
-    def __init__(self, run: dict[str, Any], paths: dict[str, str | None], logs: Any) -> None:
-        self.run, self.paths, self.logs = run, paths, logs
+    def __init__(self, plan: Any, paths: dict[str, str | None], logs: Any) -> None:
+        self.plan, self.paths, self.logs = plan, paths, logs
         self.written: list[str] = []
 
     def final(self, result: Any, extra: dict[str, Any], title: str) -> None:
@@ -229,7 +229,7 @@ class _Outputs:
             self.written.append(path)
         if self.paths.get("plot"):
             path = self.paths["plot"]
-            labels, groups = self.run["names"], self.run["groups"]
+            labels, groups = self.plan.names, self.plan.groups
             replace_file(
                 path, lambda tmp: report.plot(result, tmp, title, labels=labels, groups=groups)
             )
@@ -294,27 +294,10 @@ def train(
         disk): earlier files are as they were.
       TypeError, ValueError: a bad config or argument, named.
     """
-    from jaxsample import compile_cache
-    from jaxsample.algos import report, runner
-    from jaxsample.compile_cache import CompileWatch
-    from jaxsample.runs.display import LiveDisplay
+    from jaxsample.algos import runner
 
+    plan = _Plan.of(config, seeds, seed, dict(sweep or {}), chunks, preset)
     say = say or (lambda line: None)
-    sweep = dict(sweep or {})
-    for name, value in (("seeds", seeds), ("chunks", chunks)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int, got {seed!r}")
-    trainer = build_trainer(config)
-    run_seeds, settings = sweep_runs(range(seeds), sweep)
-    hparams = sweep_hparams(trainer, settings, seeds)
-    key = jax.random.key(seed)
-    keys, run_hparams = runner.run_inputs(trainer, key, seeds, hparams)
-    record = record_of(config, seed, seeds, sweep, preset)
-    names = run_names(run_seeds, settings)
-    n, per_iteration = trainer.num_iterations, config.steps_per_iteration
-
     own_signals = signals is None
     signals = signals or StopSignals()
     run_folder = None
@@ -324,99 +307,188 @@ def train(
     try:
         if own_signals:
             signals.install()
-        resume = None
-        if run_folder is not None:
-            run_folder.open()
-            signals.on_exit(run_folder.close)
-            if run_folder.lock.took_over:
-                say(run_folder.lock.took_over)
-            like = functools.partial(jax.eval_shape, jax.vmap(trainer.init), keys, run_hparams)
-            resume = run_folder.start_or_resume(record, like)
-        for line in _describe(config, record, len(run_seeds), n):
-            say(line)
-        done_before = next(iter(resume[1].values())).shape[1] if resume and resume[1] else 0
-        complete = resume is not None and done_before >= n
-        if complete:
-            say(f"{folder} holds this run complete ({done_before} of {n} iterations): "
-                "nothing left to train; writing its results")  # fmt: skip
-        elif resume is not None:
-            say(f"resuming from {folder} at iteration {done_before}")
+        resume = _start(plan, run_folder, signals, say)
         if csv is None and json:
             csv = os.path.splitext(json)[0] + ".csv"
         logs = MetricLogs(
-            csv, run_seeds, settings, tensorboard=tensorboard, wandb_project=wandb_project,
-            config=record["config"],
+            csv, plan.run_seeds, plan.settings, tensorboard=tensorboard,
+            wandb_project=wandb_project, config=plan.record["config"],
         )  # fmt: skip
-        groups = _groups(settings)
-        outputs = _Outputs({"names": names, "groups": groups}, {"json": json, "plot": plot}, logs)
-        display = LiveDisplay() if progress is True else (progress or None)
-
-        def on_progress(event: dict[str, Any]) -> None:
-            if event.get("phase") == "running":
-                signals.started()
-            if display is not None:
-                display(event)
-
-        def on_chunk(state: Any, done: int, metrics: dict[str, np.ndarray]) -> None:
-            signals.started()
-            logs.write(metrics, per_iteration)
-            if run_folder is not None:
-                run_folder.save(state, done, metrics)
-
-        if resume is not None:
-            signals.started()  # its work is on disk already
-            if resume[1]:
-                logs.write(resume[1], per_iteration)
-        one_program = run_folder is None
+        display = _display(progress)
         try:
-            with CompileWatch() as watch:
-                result = runner.run_training(
-                    trainer, key, seeds=seeds, num_iterations=n,
-                    steps_per_iteration=per_iteration, chunks=chunks,
-                    returns_of=lambda m: m["episode_return_mean"], progress=on_progress,
-                    hparams=hparams, resume=resume, on_chunk=on_chunk,
-                    one_program=one_program, stop=signals.stop_requested,
-                    store=_program_store(config) if one_program else None,
-                )  # fmt: skip
+            result, watch = _run(plan, resume, run_folder, signals, logs, display, runner)
         finally:
             logs.close()
-            if isinstance(display, LiveDisplay):
+            if hasattr(display, "close"):
                 display.close()
-        if not result.interrupted and not complete:
-            say(watch.summary(result.compile_seconds))
-            cached = compile_cache.active_dir() is not None
-            if one_program and watch.compiles and cached and not compile_cache.CACHES_CALLBACKS:
-                say(f"note: jax {jax.__version__} does not cache programs with host "
-                    "callbacks (the progress display): this one compiles again in every "
-                    "run (jax >= 0.11, on Python >= 3.12, caches it)")  # fmt: skip
-        if not result.interrupted:
-            say(report.summary_table(result, labels=names, groups=groups))
-        masked = " (velocities masked)" if getattr(config, "mask_velocity", False) else ""
-        title = f"{record['algo']} on {config.env_name}{masked}"
-        if result.interrupted:
-            title += f" (interrupted at {len(result.env_steps)} of {n} iterations)"
-        extra = {
-            **record, "env": config.env_name,
-            "mask_velocity": bool(getattr(config, "mask_velocity", False)),
-            "runs": names, "run_seeds": run_seeds, "run_settings": settings,
-            "keys": "run r: jax.random.fold_in(jax.random.key(seed), run_seeds[r])",
-            "resumed_at_iteration": result.start_iteration,
-            "stopped_by": signals.name if result.interrupted else None, **environment(),
-        }  # fmt: skip
-        outputs.final(result, extra, title)
-        if not result.interrupted:
-            for path in outputs.written:
-                say(f"wrote {path}")
+        outputs = _Outputs(plan, {"json": json, "plot": plot}, logs)
+        _finish(plan, result, watch, resume, run_folder is None, signals, outputs, say)
         return RunResult(
-            training=result, record=record, names=names, seeds=run_seeds, settings=settings,
-            folder=None if folder is None else os.fspath(folder), written=outputs.written,
-            stopped_by=signals.name if result.interrupted else None,
+            training=result, record=plan.record, names=plan.names, seeds=plan.run_seeds,
+            settings=plan.settings, folder=None if folder is None else os.fspath(folder),
+            written=outputs.written, stopped_by=signals.name if result.interrupted else None,
         )  # fmt: skip
     finally:
         if own_signals:
             signals.uninstall()
         if run_folder is not None:
             run_folder.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What a run trains: the config, its trainer, keys and the runs' settings."""
+
+    config: Any
+    trainer: Any
+    key: jax.Array
+    seeds: int
+    hparams: Any
+    chunks: int
+    record: dict[str, Any]
+    run_seeds: list[int]
+    settings: list[dict[str, float]]
+    names: list[str]
+
+    @classmethod
+    def of(
+        cls, config: Any, seeds: int, seed: int, sweep: dict[str, list], chunks: int,
+        preset: str | None,
+    ) -> _Plan:  # fmt: skip
+        """The plan of `train`'s arguments (checked: a ``ValueError`` names one)."""
+        for name, value in (("seeds", seeds), ("chunks", chunks)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an int, got {seed!r}")
+        trainer = build_trainer(config)
+        run_seeds, settings = sweep_runs(range(seeds), sweep)
+        return cls(
+            config=config, trainer=trainer, key=jax.random.key(seed), seeds=seeds,
+            hparams=sweep_hparams(trainer, settings, seeds), chunks=chunks,
+            record=record_of(config, seed, seeds, sweep, preset), run_seeds=run_seeds,
+            settings=settings, names=run_names(run_seeds, settings),
+        )  # fmt: skip
+
+    @property
+    def iterations(self) -> int:
+        return int(self.trainer.num_iterations)
+
+    @property
+    def groups(self) -> dict[str, list[int]] | None:
+        return _groups(self.settings)
+
+
+def _display(progress: bool | Callable[[dict[str, Any]], None]) -> Any:
+    """The progress callback: the live display, the caller's, or None."""
+    if progress is True:
+        from jaxsample.runs.display import LiveDisplay
+
+        return LiveDisplay()
+    return progress or None
+
+
+def _start(
+    plan: _Plan, run_folder: RunFolder | None, signals: StopSignals, say: Callable[[str], None]
+) -> Any:
+    """Take the folder (its lock, its settings) and say what trains: the
+    ``(state, history)`` to resume from, or None."""
+    from jaxsample.algos import runner
+
+    resume = None
+    if run_folder is not None:
+        run_folder.open()
+        signals.on_exit(run_folder.close)
+        if run_folder.lock.took_over:
+            say(run_folder.lock.took_over)
+        keys, hparams = runner.run_inputs(plan.trainer, plan.key, plan.seeds, plan.hparams)
+        like = functools.partial(jax.eval_shape, jax.vmap(plan.trainer.init), keys, hparams)
+        resume = run_folder.start_or_resume(plan.record, like)
+    for line in _describe(plan.config, plan.record, len(plan.run_seeds), plan.iterations):
+        say(line)
+    if resume is not None:
+        signals.started()  # its work is on disk already
+        done = next(iter(resume[1].values())).shape[1] if resume[1] else 0
+        if done >= plan.iterations:
+            say(f"{run_folder.path} holds this run complete ({done} of {plan.iterations} "
+                "iterations): nothing left to train; writing its results")  # fmt: skip
+        else:
+            say(f"resuming from {run_folder.path} at iteration {done}")
+    return resume
+
+
+def _run(
+    plan: _Plan, resume: Any, run_folder: RunFolder | None, signals: StopSignals, logs: Any,
+    display: Any, runner: Any,
+) -> tuple[Any, Any]:  # fmt: skip
+    """Train (one program without a folder, checkpointed chunks with one):
+    ``(TrainingResult, CompileWatch)``."""
+    from jaxsample.compile_cache import CompileWatch
+
+    per_iteration = plan.config.steps_per_iteration
+
+    def on_progress(event: dict[str, Any]) -> None:
+        if event.get("phase") == "running":
+            signals.started()
+        if display is not None:
+            display(event)
+
+    def on_chunk(state: Any, done: int, metrics: dict[str, np.ndarray]) -> None:
+        signals.started()
+        logs.write(metrics, per_iteration)
+        if run_folder is not None:
+            run_folder.save(state, done, metrics)
+
+    if resume is not None and resume[1]:
+        logs.write(resume[1], per_iteration)
+    one_program = run_folder is None
+    with CompileWatch() as watch:
+        result = runner.run_training(
+            plan.trainer, plan.key, seeds=plan.seeds, num_iterations=plan.iterations,
+            steps_per_iteration=per_iteration, chunks=plan.chunks,
+            returns_of=lambda m: m["episode_return_mean"], progress=on_progress,
+            hparams=plan.hparams, resume=resume, on_chunk=on_chunk, one_program=one_program,
+            stop=signals.stop_requested,
+            store=_program_store(plan.config) if one_program else None,
+        )  # fmt: skip
+    return result, watch
+
+
+def _finish(
+    plan: _Plan, result: Any, watch: Any, resume: Any, one_program: bool, signals: StopSignals,
+    outputs: _Outputs, say: Callable[[str], None],
+) -> None:  # fmt: skip
+    """The summary lines and the outputs (JSON, PNG; the CSV is written)."""
+    from jaxsample import compile_cache
+    from jaxsample.algos import report
+
+    config, record, n = plan.config, plan.record, plan.iterations
+    complete = resume is not None and result.start_iteration >= n
+    if not result.interrupted and not complete:
+        say(watch.summary(result.compile_seconds))
+        cached = compile_cache.active_dir() is not None
+        if one_program and watch.compiles and cached and not compile_cache.CACHES_CALLBACKS:
+            say(f"note: jax {jax.__version__} does not cache programs with host "
+                "callbacks (the progress display): this one compiles again in every "
+                "run (jax >= 0.11, on Python >= 3.12, caches it)")  # fmt: skip
+    if not result.interrupted:
+        say(report.summary_table(result, labels=plan.names, groups=plan.groups))
+    masked = " (velocities masked)" if getattr(config, "mask_velocity", False) else ""
+    title = f"{record['algo']} on {config.env_name}{masked}"
+    if result.interrupted:
+        title += f" (interrupted at {len(result.env_steps)} of {n} iterations)"
+    extra = {
+        **record, "env": config.env_name,
+        "mask_velocity": bool(getattr(config, "mask_velocity", False)),
+        "runs": plan.names, "run_seeds": plan.run_seeds, "run_settings": plan.settings,
+        "keys": "run r: jax.random.fold_in(jax.random.key(seed), run_seeds[r])",
+        "resumed_at_iteration": result.start_iteration,
+        "stopped_by": signals.name if result.interrupted else None, **environment(),
+    }  # fmt: skip
+    outputs.final(result, extra, title)
+    if not result.interrupted:
+        for path in outputs.written:
+            say(f"wrote {path}")
 
 
 def final_line(result: RunResult, total: int) -> str:

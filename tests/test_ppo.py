@@ -12,6 +12,7 @@ import pytest
 
 import jaxsample as js
 from jaxsample.algos import ppo
+from jaxsample.algos.games import when
 from jaxsample.algos.returns import truncation_values
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
@@ -457,3 +458,40 @@ def test_minibatch_permutation_is_a_uniform_permutation_in_jaxs_rounds():
     counts = np.stack([(perms == i).sum(axis=0) for i in range(4)])  # [element, position]
     chi2 = ((counts - 1000.0) ** 2 / 1000.0).sum()
     assert chi2 < 40, counts  # 16 cells, 9 degrees of freedom: p < 1e-5 if uniform
+
+
+def test_when_runs_fn_only_where_due_batched_or_not() -> None:
+    """``jaxsample.algos.games.when`` (a game's evaluations): ``fn`` where due, NaN
+    elsewhere (lane by lane under
+    vmap), and a not-due call costs next to nothing, batched or not (it
+    would cost as much as a due one if XLA hoisted ``fn`` out of the loop or
+    vmap ran both branches of a ``cond``)."""
+    import time
+
+    def fn(x):
+        for _ in range(40):
+            x = jnp.tanh(x @ x)
+        return {"y": x.sum()}
+
+    x = jnp.full((4, 192, 192), 0.01)
+    want = np.asarray(jax.jit(jax.vmap(fn))(x)["y"])
+    batched = jax.jit(jax.vmap(lambda d, x: when(d, fn, x)))
+    got = np.asarray(batched(jnp.array([True, False, True, False]), x)["y"])
+    np.testing.assert_allclose(got[[0, 2]], want[[0, 2]], rtol=1e-6)
+    assert np.isnan(got[[1, 3]]).all()
+
+    def seconds(f, *args):
+        jax.block_until_ready(f(*args))
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(*args))
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    single = jax.jit(lambda d, x: when(d, fn, x))
+    for f, due, skip, args in (
+        (batched, jnp.ones(4, bool), jnp.zeros(4, bool), (x,)),
+        (single, jnp.asarray(True), jnp.asarray(False), (x[0],)),
+    ):
+        assert seconds(f, skip, *args) < 0.1 * seconds(f, due, *args)

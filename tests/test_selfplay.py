@@ -292,38 +292,3 @@ def test_train_run_shows_writes_and_summarises_win_or_draw(tmp_path) -> None:
     LiveDisplay(shown, live=False)(plain)
     assert "recent return 12.0" in shown.getvalue() and "win-or-draw" not in shown.getvalue()
 
-
-def test_when_runs_fn_only_where_due_batched_or_not() -> None:
-    """``games.when``: ``fn`` where due, NaN elsewhere (lane by lane under
-    vmap), and a not-due call costs next to nothing, batched or not (it
-    would cost as much as a due one if XLA hoisted ``fn`` out of the loop or
-    vmap ran both branches of a ``cond``)."""
-    import time
-
-    def fn(x):
-        for _ in range(40):
-            x = jnp.tanh(x @ x)
-        return {"y": x.sum()}
-
-    x = jnp.full((4, 192, 192), 0.01)
-    want = np.asarray(jax.jit(jax.vmap(fn))(x)["y"])
-    batched = jax.jit(jax.vmap(lambda d, x: games.when(d, fn, x)))
-    got = np.asarray(batched(jnp.array([True, False, True, False]), x)["y"])
-    np.testing.assert_allclose(got[[0, 2]], want[[0, 2]], rtol=1e-6)
-    assert np.isnan(got[[1, 3]]).all()
-
-    def seconds(f, *args):
-        jax.block_until_ready(f(*args))
-        times = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            jax.block_until_ready(f(*args))
-            times.append(time.perf_counter() - t0)
-        return min(times)
-
-    single = jax.jit(lambda d, x: games.when(d, fn, x))
-    for f, due, skip, args in (
-        (batched, jnp.ones(4, bool), jnp.zeros(4, bool), (x,)),
-        (single, jnp.asarray(True), jnp.asarray(False), (x[0],)),
-    ):
-        assert seconds(f, skip, *args) < 0.1 * seconds(f, due, *args)

@@ -461,11 +461,11 @@ def test_minibatch_permutation_is_a_uniform_permutation_in_jaxs_rounds():
 
 
 def test_when_runs_fn_only_where_due_batched_or_not() -> None:
-    """``jaxsample.algos.games.when`` (a game's evaluations): ``fn`` where due, NaN
-    elsewhere (lane by lane under
-    vmap), and a not-due call costs next to nothing, batched or not (it
-    would cost as much as a due one if XLA hoisted ``fn`` out of the loop or
-    vmap ran both branches of a ``cond``)."""
+    """``jaxsample.algos.games.when`` (a game's evaluations): ``fn`` where
+    due, NaN elsewhere (lane by lane under vmap), and a not-due call costs
+    next to nothing, batched or not (it would cost as much as a due one if
+    XLA hoisted ``fn`` out of the loop or vmap ran both branches of a
+    ``cond``)."""
     import time
 
     def fn(x):

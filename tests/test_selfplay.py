@@ -292,3 +292,26 @@ def test_train_run_shows_writes_and_summarises_win_or_draw(tmp_path) -> None:
     LiveDisplay(shown, live=False)(plain)
     assert "recent return 12.0" in shown.getvalue() and "win-or-draw" not in shown.getvalue()
 
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_the_live_bar_of_a_game_fits_and_shows_win_or_draw(monkeypatch, width: int) -> None:
+    """A game's progress event on rich's bar: the win-or-draw rate instead of
+    the return, nothing cut at 80 columns (``W/D``) or at 160 (in full)."""
+    import io
+
+    from jaxsample.runs.display import LiveDisplay
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    stream = io.StringIO()
+    display = LiveDisplay(stream, live=True)
+    display({"phase": "compiling", "total_steps": 1_000_000})
+    display({"phase": "running", "steps": 405_504, "total_steps": 1_000_000, "fraction": 0.4055,
+             "steps_per_second": 31_250.0, "elapsed": 75.0, "eta": 19.0, "recent_return": 1.0,
+             "recent_loss": 0.004066, "recent_win_or_draw": 0.9296875})  # fmt: skip
+    display._progress.refresh()
+    display.close()
+    last = [x for x in stream.getvalue().splitlines() if x.strip()][-1]
+    assert "…" not in last and len(last) <= width, last
+    assert ("W/D 0.93 L 0.0041" if width == 80 else "win-or-draw 0.930  loss 0.004066") in last
+    assert "R 1" not in last and "return" not in last, last

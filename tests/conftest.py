@@ -40,6 +40,7 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_debug_nans", False)
@@ -57,3 +58,29 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.get_closest_marker("long") is None,
         )
     )
+
+
+@pytest.fixture
+def ran(monkeypatch, tmp_path):
+    """``ran(*argv)``: run ``jaxsample train *argv`` with the run package's
+    `train` replaced by a recorder; what it was passed (config and options).
+    Nothing trains."""
+    import types
+
+    from jaxsample.cli import main
+    from jaxsample.runs import run
+
+    calls: list[dict] = []
+
+    def record(config, **kwargs):
+        calls.append({"config": config, **kwargs})
+        return types.SimpleNamespace(interrupted=False, exit_status=0)
+
+    monkeypatch.setattr(run, "train", record)
+    monkeypatch.chdir(tmp_path)
+
+    def train(*argv: str) -> dict:
+        assert main(["train", *argv, "--csv", str(tmp_path / "t.csv")]) == 0
+        return calls[-1]
+
+    return train

@@ -7,8 +7,6 @@ by a recorder of what the command would run."""
 
 from __future__ import annotations
 
-import types
-
 import pytest
 
 from jaxsample.cli import main
@@ -21,27 +19,6 @@ def _error(argv: list[str], capsys) -> str:
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0, err  # one line
     return err
-
-
-@pytest.fixture
-def ran(monkeypatch, tmp_path):
-    """What ``jaxsample train`` passed to the run package (config and options)."""
-    from jaxsample.runs import run
-
-    calls: list[dict] = []
-
-    def record(config, **kwargs):
-        calls.append({"config": config, **kwargs})
-        return types.SimpleNamespace(interrupted=False, exit_status=0)
-
-    monkeypatch.setattr(run, "train", record)
-    monkeypatch.chdir(tmp_path)
-
-    def train(*argv: str) -> dict:
-        assert main(["train", *argv, "--csv", str(tmp_path / "t.csv")]) == 0
-        return calls[-1]
-
-    return train
 
 
 @pytest.mark.parametrize(

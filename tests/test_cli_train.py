@@ -55,7 +55,7 @@ def _run(argv: list[str]) -> str:
     return out.getvalue()
 
 
-class _Killed(Exception):
+class _Killed(BaseException):
     """Stands for the process being killed right after a checkpoint."""
 
 

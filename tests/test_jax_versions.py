@@ -123,6 +123,7 @@ def _cli(args: list[str], cwd: Path, cache_home: Path) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
     env["XDG_CACHE_HOME"] = str(cache_home)
     env.pop("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", None)
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as a user has it: the CLI's own default holds
     return _run([sys.executable, "-m", "jaxsample", *args], cwd, env, HANG_SECONDS)
 
 

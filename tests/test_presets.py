@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import types
 import zipfile
 
 import pytest
@@ -70,27 +69,6 @@ def test_gymnax_blines_values_mapped_onto_our_fields() -> None:
 def test_the_pgx_presets_are_the_self_play_settings() -> None:
     assert presets.get("pgx/tic_tac_toe").config() == SELF_PLAY_TIC_TAC_TOE
     assert presets.get("pgx/connect_four").config() == SELF_PLAY_CONNECT_FOUR
-
-
-@pytest.fixture
-def ran(monkeypatch, tmp_path):
-    """What ``jaxsample train`` passed to the run package (nothing trains)."""
-    from jaxsample.runs import run
-
-    calls: list[dict] = []
-
-    def record(config, **kwargs):
-        calls.append({"config": config, **kwargs})
-        return types.SimpleNamespace(interrupted=False, exit_status=0)
-
-    monkeypatch.setattr(run, "train", record)
-    monkeypatch.chdir(tmp_path)
-
-    def train(*argv: str) -> dict:
-        assert main(["train", *argv]) == 0
-        return calls[-1]
-
-    return train
 
 
 def test_the_env_chooses_its_preset(ran) -> None:

@@ -360,3 +360,23 @@ def test_a_converged_continuous_policy_evaluates_as_it_trained(tmp_path) -> None
     noise = 3 * (sampled["return_std"] or 0.0) / np.sqrt(20)
     assert greedy["return_mean"] >= 0.9 * trained, (greedy, trained)
     assert greedy["return_mean"] >= sampled["return_mean"] - noise, (greedy, sampled)
+
+
+def test_a_folder_written_before_a_config_field_existed_resumes(tmp_path) -> None:
+    """run.json without a field the config has now (a folder of an older
+    jaxsample): the same run when the field is at its default, another run's
+    settings when it is not."""
+    import dataclasses
+
+    from jaxsample.runs.run import record_of
+
+    folder = tmp_path / "run"
+    record = record_of(TINY, 0, 1, {})
+    del record["config"]["eval_games"]
+    folder.mkdir()
+    files.write_json(folder / "run.json", record)
+    runs.train(TINY, folder=folder, chunks=8, **QUIET)  # eval_games at its default
+    assert runs.load(folder).iteration == 8
+    files.write_json(folder / "run.json", record)
+    with pytest.raises(FolderMismatch, match=r"eval_games: saved not recorded, now 64"):
+        runs.train(dataclasses.replace(TINY, eval_games=64), folder=folder, **QUIET)

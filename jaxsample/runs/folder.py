@@ -85,18 +85,25 @@ def quiet_orbax() -> Iterator[None]:
         sys.unraisablehook = unraisable
 
 
-def differences(saved: dict[str, Any], record: dict[str, Any]) -> list[str]:
+def differences(
+    saved: dict[str, Any], record: dict[str, Any], defaults: dict[str, Any] | None = None
+) -> list[str]:
     """Every setting that differs: ``name: saved X, now Y`` (config fields one
     by one; the `RECORD_KEYS` only: the others, such as the preset's name,
-    say where the settings came from, not what they are)."""
+    say where the settings came from, not what they are). A config field
+    the saved record lacks (a folder written before the field existed) is the
+    same when it is now at its default (``defaults``: the config's)."""
     out = []
+    missing = object()
     for key in RECORD_KEYS:
         value = record.get(key)
         have = saved.get(key)
         if key == "config" and isinstance(have, dict) and isinstance(value, dict):
             for name in value.keys() | have.keys():
-                if have.get(name) != value.get(name):
-                    out.append(f"{name}: saved {have.get(name)!r}, now {value.get(name)!r}")
+                old = have.get(name, (defaults or {}).get(name, missing))
+                if old is missing or old != value.get(name):
+                    was = repr(have[name]) if name in have else "not recorded"
+                    out.append(f"{name}: saved {was}, now {value.get(name)!r}")
         elif have != value:
             out.append(f"{key}: saved {have!r}, now {value!r}")
     return sorted(out)
@@ -210,11 +217,14 @@ class RunFolder:
 
     # -- writing (with the lock held) --------------------------------------------
 
-    def start_or_resume(self, record: dict[str, Any], like: Any) -> Any:
+    def start_or_resume(
+        self, record: dict[str, Any], like: Any, defaults: dict[str, Any] | None = None
+    ) -> Any:
         """Check ``record`` against the folder's and return what to resume:
         ``(state, history)`` of the latest checkpoint, or None (a new run: then
         ``run.json`` is written). ``like`` is a function returning the state's
-        abstract shape (called only to restore).
+        abstract shape (called only to restore); ``defaults``: the config
+        fields' defaults (a field the folder's record lacks is its default).
 
         Raises:
           FolderMismatch: the folder holds a run with other settings (whether
@@ -228,7 +238,7 @@ class RunFolder:
                 "give another folder"
             )
         if saved is not None:
-            diff = differences(saved, record)
+            diff = differences(saved, record, defaults)
             if diff:
                 raise FolderMismatch(
                     f"{self.what} holds a run with other settings: {'; '.join(diff)} "

@@ -403,7 +403,10 @@ def _start(
             say(run_folder.lock.took_over)
         keys, hparams = runner.run_inputs(plan.trainer, plan.key, plan.seeds, plan.hparams)
         like = functools.partial(jax.eval_shape, jax.vmap(plan.trainer.init), keys, hparams)
-        resume = run_folder.start_or_resume(plan.record, like)
+        import json
+
+        defaults = json.loads(json.dumps(dataclasses.asdict(type(plan.config)())))
+        resume = run_folder.start_or_resume(plan.record, like, defaults)
     for line in _describe(plan.config, plan.record, len(plan.run_seeds), plan.iterations):
         say(line)
     if resume is not None:

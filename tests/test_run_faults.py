@@ -22,8 +22,6 @@ import pytest
 from helpers import HANG_SECONDS
 from test_runs import _same, fill, small_disk
 
-pytestmark = pytest.mark.xdist_group("run-faults")
-
 # 2 envs x 8 steps: tiny programs; 100k steps = 6250 iterations (~10-20 s).
 TINY = ["--num-envs", "2", "--num-steps", "8", "--hidden-sizes", "8", "--update-epochs", "1",
         "--num-minibatches", "1", "--plot", ""]  # fmt: skip
@@ -176,10 +174,11 @@ def test_a_full_disk_is_one_line_exit_74_and_damages_nothing(tmp_path) -> None:
             assert (disk / name).read_bytes() == data
 
 
+@pytest.mark.long
 def test_an_unusable_cache_folder_is_one_warning_and_the_run_goes_on(tmp_path) -> None:
     """``XDG_CACHE_HOME`` naming a file, then a populated cache on a read-only
     mount: one warning line each, exit 0, no JAX warning."""
-    collect = ["collect", "--B", "2", "--T", "4", "--batches", "1"]
+    collect = ["collect", "--B", "1", "--T", "2", "--batches", "1"]
     env = _env(tmp_path)
     (tmp_path / "a-file").write_text("")
     env["XDG_CACHE_HOME"] = str(tmp_path / "a-file")
@@ -188,8 +187,10 @@ def test_an_unusable_cache_folder_is_one_warning_and_the_run_goes_on(tmp_path) -
     assert _one_line(done.stderr).startswith("warning: the compile cache folder ")
     with small_disk("8m") as disk:
         env["XDG_CACHE_HOME"] = str(disk)
-        assert _run(collect, tmp_path, env).returncode == 0  # populates it
-        assert any((disk / "jaxsample" / "jax").iterdir())
+        populated = disk / "jaxsample" / "jax"  # entries as a run leaves them
+        populated.mkdir(parents=True)
+        for name in ("jit_collect-0123abcd-cache", "jit_init-4567ef01-cache"):
+            (populated / name).write_bytes(os.urandom(4096))
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         done = _run(collect, tmp_path, env)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -240,6 +241,7 @@ def test_the_rerun_after_a_fault_ends_bit_for_bit_where_an_uninterrupted_run_end
     assert np.isfinite(json.loads((tmp_path / "ck.json").read_text())["final_return"])
 
 
+@pytest.mark.long
 def test_a_damaged_checkpoint_is_one_line_without_orbaxs_shutdown_noise(tmp_path) -> None:
     """Overwritten array data: ``eval`` says so in one line, and none of the
     ``RuntimeError: Event loop is closed`` tracebacks that orbax's pending

@@ -163,6 +163,7 @@ def test_the_json_of_a_run_records_its_preset(tmp_path) -> None:
     assert data["config"]["total_timesteps"] == 512 and "learning_rate" not in data["config"]
 
 
+@pytest.mark.slow  # builds a wheel (~10 s on 2 cores)
 def test_a_wheel_holds_the_presets(tmp_path) -> None:
     """Package data (pyproject.toml): without it the wheel has presets.py only."""
     pytest.importorskip("setuptools", minversion="77")  # the build backend, not isolated

@@ -241,7 +241,7 @@ def test_the_rerun_after_a_fault_ends_bit_for_bit_where_an_uninterrupted_run_end
     assert np.isfinite(json.loads((tmp_path / "ck.json").read_text())["final_return"])
 
 
-@pytest.mark.long
+@pytest.mark.slow  # trains, then a CLI process (~20-40 s on 2 cores)
 def test_a_damaged_checkpoint_is_one_line_without_orbaxs_shutdown_noise(tmp_path) -> None:
     """Overwritten array data: ``eval`` says so in one line, and none of the
     ``RuntimeError: Event loop is closed`` tracebacks that orbax's pending

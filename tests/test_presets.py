@@ -103,11 +103,11 @@ def test_no_preset_for_other_envs_dqn_or_masked_velocities(ran) -> None:
 
 def test_flags_and_the_config_file_override_the_preset(ran, tmp_path) -> None:
     c = ran("--env", "Acrobot-v1", "--num-envs", "4", "--max-grad-norm", "0.25")["config"]
-    assert (c.num_envs, c.max_grad_norm, c.num_steps, c.lr) == (4, 0.25, 32, 5e-4)
+    assert (c.num_envs, c.max_grad_norm, c.num_steps, c.lr) == (4, 0.25, 32, 2e-3)
     (tmp_path / "c.toml").write_text('env = "Acrobot-v1"\nnum_steps = 8\nlr = 1e-3\n')
-    call = ran("--config", str(tmp_path / "c.toml"), "--lr", "2e-3")
+    call = ran("--config", str(tmp_path / "c.toml"), "--lr", "3e-3")
     c = call["config"]
-    assert (c.num_steps, c.lr, c.num_envs, call["preset"]) == (8, 2e-3, 16, "Acrobot-v1")
+    assert (c.num_steps, c.lr, c.num_envs, call["preset"]) == (8, 3e-3, 16, "Acrobot-v1")
 
 
 def test_preset_none_gives_the_plain_defaults(ran, tmp_path) -> None:

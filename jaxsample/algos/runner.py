@@ -227,8 +227,7 @@ def _initial_state(
 def _program(trainer: Any, what: int | tuple, *args: Any, store: ProgramStore | None = None) -> Any:
     """The compiled ``vmap`` of ``trainer.run(state, what)`` (state donated), or
     the one-program run of a state (``what=("one", n, every)``:
-    [`one_program`][jaxsample.algos.runner.one_program], state donated, with the holder of its host
-    callback
+    `one_program`, state donated, with the holder of its host callback
     and its iteration from ``store`` when given) for arguments like ``args``
     (arrays or ``jax.ShapeDtypeStruct`` s)."""
     avals = jax.tree.map(lambda x: (x.shape, x.dtype), args)
@@ -262,8 +261,7 @@ def one_program(
     step: Callable[..., Any] | None = None,
 ) -> Callable[[Any], tuple[Any, dict[str, jax.Array], jax.Array]]:
     """The whole vmapped run after init (``vmap(trainer.init)``, compiled
-    apart: [`compiler_options`][jaxsample.algos.runner.compiler_options]) as one function of the
-        vmapped state: a
+    apart: `compiler_options`) as one function of the vmapped state: a
     ``lax.while_loop`` over up to ``n`` iterations of
     ``vmap(trainer.iteration)`` that hands ``(iteration, metrics [R])`` to
     ``holder[0]`` on the host (an ordered ``io_callback``) after every

@@ -268,8 +268,11 @@ class RunFolder:
         except Exception as e:
             for partial in glob.glob(os.path.join(self.path, f"{done}.orbax-checkpoint-tmp*")):
                 shutil.rmtree(partial, ignore_errors=True)
+            reason = _os_reason(e)
+            if reason is None:  # not the file system's: a defect, with its traceback
+                raise
             raise WriteFailed(
-                f"{self.what}: cannot save the checkpoint of iteration {done} ({_root(e)})"
+                f"{self.what}: cannot save the checkpoint of iteration {done} ({reason})"
             ) from None
 
     def _check_held(self) -> None:
@@ -277,19 +280,17 @@ class RunFolder:
             raise RunError(f"{self.what}: open() the folder (take its lock) before writing")
 
 
-def _root(error: BaseException) -> str:
-    """The innermost cause of an exception chain, in one line (orbax wraps
-    an ``OSError`` in several layers)."""
-    seen = error
-    while True:
+def _os_reason(error: BaseException) -> str | None:
+    """The operating system's reason (``No space left on device``) anywhere
+    in an exception chain (orbax wraps an ``OSError``, or tensorstore's
+    ``os_error_code``, in several layers), else None."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror
+        code = re.search(r"os_error_code='?(\d+)", str(seen))
+        if code:
+            return os.strerror(int(code.group(1)))
         inner = seen.__cause__ or seen.__context__
-        if inner is None or inner is seen:
-            break
-        seen = inner
-    for e in (seen, error):
-        if isinstance(e, OSError) and e.strerror:
-            return e.strerror
-    code = re.search(r"os_error_code='?(\d+)", str(seen))  # tensorstore's OS errors
-    if code:
-        return os.strerror(int(code.group(1)))
-    return cause(seen)
+        seen = None if inner is seen else inner
+    return None

@@ -333,6 +333,9 @@ def test_play_a_game_against_random_and_another_run(tmp_path, capsys) -> None:
     assert row["first_wins"] + row["first_draws"] + row["first_losses"] == 3  # opens every other
     assert row["win_or_draw"] == pytest.approx((row["wins"] + row["draws"]) / 6)
     assert all(r["games"] == 6 for r in run.play(run, games=6))  # a run folder as the opponent
+    other = dataclasses.replace(run, config=dataclasses.replace(config, env_name="pgx/go_9x9"))
+    with pytest.raises(ValueError, match="the opponent plays pgx/go_9x9, not pgx/tic_tac_toe"):
+        run.play(other)
     assert main(["eval", "--checkpoint", str(tmp_path / "a"), "--episodes", "6", "--seed", "3",
                  "--opponent", str(tmp_path / "a")]) == 0  # fmt: skip
     printed = capsys.readouterr().out

@@ -174,16 +174,11 @@ def _play(run: Any, opponent: str, args: argparse.Namespace) -> tuple[list[dict]
     from jaxsample.runs import loaded
 
     if opponent != "random":
-        try:
-            opponent = loaded.load(opponent, folder_flag="--opponent")
-        except UsageError:
-            raise
-        if opponent.config.env_name != run.config.env_name:
-            raise UsageError(
-                f"--opponent {args.opponent!r} plays {opponent.config.env_name}, "
-                f"not {run.config.env_name}"
-            )
-    rows = run.play(opponent, args.episodes, args.seed)
+        opponent = loaded.load(opponent, folder_flag="--opponent")
+    try:
+        rows = run.play(opponent, args.episodes, args.seed)
+    except ValueError as e:  # another game's run folder
+        raise UsageError(f"--opponent {args.opponent!r}: {e}") from None
     lines = [
         f"{'run':>24} {'games':>6} {'W/D/L':>11} {'opening W/D/L':>14} "
         f"{'second W/D/L':>13} {'win or draw':>12}"

@@ -107,7 +107,9 @@ class LoadedRun:
     @property
     def is_game(self) -> bool:
         """Whether the env is a two-player zero-sum game (a Pgx game)."""
-        return bool(getattr(self.trainer.env, "zero_sum", False))
+        from jaxsample.algos import games
+
+        return games.is_game(self.trainer.env)
 
     def evaluator(self, episodes: int = 10, policy: str = "greedy", **options: Any) -> Any:
         """A `jaxsample.Evaluator` of ``episodes`` episodes, one per env, with

@@ -59,6 +59,15 @@ TARGETS: dict[str, tuple[float, int]] = {
     "Catch-bsuite": (1.0, 100_000),
 }
 
+#: The MinAtar games: gymnax-blines ships PPO settings (10M steps) but no
+#: returns; ``--all`` trains each preset and the plain defaults at
+#: ``MINATAR_STEPS`` (what fits a 2-core CPU) and compares their curves.
+MINATAR = ("Breakout-MinAtar", "Asterix-MinAtar", "Freeway-MinAtar", "SpaceInvaders-MinAtar")
+MINATAR_STEPS = 1_000_000
+
+#: Where the results page's measurements are kept.
+RESULTS = os.path.join("docs", "presets", "results.jsonl")
+
 
 def parse_override(text: str) -> tuple[str, Any]:
     """``"field=value"`` -> ``(field, value)``; the value a Python literal
@@ -114,17 +123,95 @@ def measure(
         "returns": returns,
         "median": statistics.median(returns),
         "train_returns": [float(r) for r in result.final_returns()],
+        "curve": curve_of(result.training.env_steps, result.training.returns),
         "train_s": round(trained - start, 1),
         "eval_s": round(evaluated - trained, 1),
         "wall_s": round(evaluated - start, 1),
     }
 
 
+def curve_of(env_steps: Any, returns: Any, points: int = 100) -> dict[str, Any]:
+    """The learning curves, at most ``points`` per seed: ``steps`` (env steps
+    of one seed at the end of each bin of iterations) and ``returns`` (per
+    seed, the mean of the bin's finite iteration returns; None where no
+    episode ended in the bin)."""
+    import numpy as np
+
+    steps = np.asarray(env_steps, np.float64)
+    curves = np.asarray(returns, np.float64).reshape(-1, len(steps))
+    bins = np.array_split(np.arange(len(steps)), min(points, len(steps)))
+    out = []
+    for curve in curves:
+        row = []
+        for b in bins:
+            finite = curve[b][np.isfinite(curve[b])]
+            row.append(round(float(finite.mean()), 3) if len(finite) else None)
+        out.append(row)
+    return {"steps": [int(steps[b[-1]]) for b in bins], "returns": out}
+
+
+def result_line(
+    env: str,
+    preset: str | None,
+    overrides: dict[str, Any],
+    *,
+    seeds: int,
+    episodes: int,
+    seed: int = 0,
+    note: str = "",
+) -> dict[str, Any]:
+    """Measure one setting: the JSON line (see the module docstring)."""
+    import platform
+
+    import jax
+
+    config, name = make_config(env, preset, overrides)
+    target, budget = TARGETS.get(env, (None, None))
+    line = {
+        "env": env,
+        "preset": name,
+        "overrides": overrides,
+        "note": note,
+        "config": dataclasses.asdict(config),
+        "target": target,
+        "budget": budget,
+        **measure(config, seeds=seeds, episodes=episodes, seed=seed),
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "jax": jax.__version__,
+        "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    line["met"] = bool(target is not None and line["median"] >= target and line["steps"] <= budget)
+    return line
+
+
+def append(path: str, line: dict[str, Any]) -> None:
+    """Append ``line`` to the JSON Lines file ``path`` (its folder made)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def table_jobs(minatar_steps: int) -> list[tuple[str, str | None, dict[str, Any]]]:
+    """``--all``: every published env's preset, and each MinAtar game's preset
+    and plain defaults at ``minatar_steps``."""
+    jobs: list[tuple[str, str | None, dict[str, Any]]] = [(env, None, {}) for env in TARGETS]
+    for env in MINATAR:
+        budget = {"total_timesteps": minatar_steps}
+        jobs += [(env, None, budget), (env, "none", budget)]
+    return jobs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--env", required=True, help="gymnax env id, e.g. CartPole-v1")
+    parser.add_argument("--env", help="gymnax env id, e.g. CartPole-v1")
+    parser.add_argument("--all", action="store_true",
+                        help="the results page's whole table, then its figures "
+                             "(tools/preset_page.py)")  # fmt: skip
+    parser.add_argument("--minatar-steps", type=int, default=MINATAR_STEPS,
+                        help=f"with --all: the MinAtar budget ({MINATAR_STEPS:,})")  # fmt: skip
     parser.add_argument("--seeds", type=int, default=4, help="seeds trained together (4)")
     parser.add_argument("--seed", type=int, default=0, help="base seed (0)")
     parser.add_argument("--episodes", type=int, default=164,
@@ -136,38 +223,32 @@ def main(argv: list[str] | None = None) -> int:
                         type=parse_override, metavar="FIELD=VALUE",
                         help="override a PPOConfig field (repeatable)")  # fmt: skip
     parser.add_argument("--note", default="", help="free text stored in the JSON line")
-    parser.add_argument("--out", required=True, help="JSON Lines file to append the result to")
+    parser.add_argument("--out", default=RESULTS,
+                        help=f"JSON Lines file to append the results to ({RESULTS})")  # fmt: skip
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.episodes < 1:
         parser.error("--seeds and --episodes must be >= 1")
+    if args.all == bool(args.env):
+        parser.error("give --env ENV or --all")
+    if args.all:
+        jobs = table_jobs(args.minatar_steps)
+    else:
+        jobs = [(args.env, args.preset, dict(args.overrides))]
+    for env, preset, overrides in jobs:
+        try:
+            make_config(env, preset, overrides)
+        except (TypeError, ValueError, KeyError) as error:
+            parser.error(str(error))
+    for env, preset, overrides in jobs:
+        line = result_line(env, preset, overrides, seeds=args.seeds, episodes=args.episodes,
+                           seed=args.seed, note=args.note)  # fmt: skip
+        append(args.out, line)
+        print(json.dumps({k: v for k, v in line.items() if k not in ("config", "curve")}))
+    if args.all:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import preset_page
 
-    overrides = dict(args.overrides)
-    try:
-        config, preset = make_config(args.env, args.preset, overrides)
-    except (TypeError, ValueError, KeyError) as error:
-        parser.error(str(error))
-
-    import jax
-
-    target, budget = TARGETS.get(args.env, (None, None))
-    line = {
-        "env": args.env,
-        "preset": preset,
-        "overrides": overrides,
-        "note": args.note,
-        "config": dataclasses.asdict(config),
-        "target": target,
-        "budget": budget,
-        **measure(config, seeds=args.seeds, episodes=args.episodes, seed=args.seed),
-        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "jax": jax.__version__,
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    }
-    line["met"] = bool(target is not None and line["median"] >= target and line["steps"] <= budget)
-    text = json.dumps(line)
-    with open(args.out, "a") as f:
-        f.write(text + "\n")
-    print(text)
+        return preset_page.main(["--results", args.out])
     return 0
 
 

@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 _CELLS = ("gru", "lstm")
+_ACTIVATIONS = ("tanh", "relu")
 _NEGAMAX = ("auto", "on", "off")
 _PPO_POSITIVE_INTS = ("update_epochs", "num_minibatches", "rnn_hidden_size")
 _PPO_NON_NEGATIVE_FLOATS = ("clip_eps", "ent_coef", "vf_coef", "adam_eps")
@@ -174,6 +175,10 @@ class PPOConfig(_RunLength):
         divisible by it; recurrent (minibatches of whole env sequences): ``B``
         must.
       gamma, gae_lambda: discount and GAE's lambda, in ``[0, 1]``.
+      reward_scale: the rewards are multiplied by it before GAE (the values
+        learn the scaled return; the reported returns are the env's), as in
+        Brax's PPO: rewards of hundreds make value errors whose gradient
+        dominates the global-norm clip of the actor's and critic's gradient.
       clip_eps: PPO's ratio clip (default of `clip_eps`).
       clip_vloss: clip the value loss around the old values as CleanRL does.
       ent_coef, vf_coef: loss coefficients (defaults of [`HParams`][jaxsample.algos.ppo.HParams]).
@@ -182,6 +187,11 @@ class PPOConfig(_RunLength):
       normalize_advantages: normalize the advantages per minibatch.
       recurrent: use [`RecurrentActorCritic`][jaxsample.agents.RecurrentActorCritic].
       hidden_sizes: the feedforward actor's and critic's MLP widths.
+      activation: their hidden layers' nonlinearity, ``"tanh"`` (CleanRL's) or
+        ``"relu"``.
+      log_std_init: a Gaussian policy's initial ``log_std`` (its learned,
+        state-independent log standard deviation; 0: a standard deviation of 1
+        in the action's units).
       rnn_hidden_size, rnn_cell, rnn_encoder_sizes: the recurrent agent's cell
         width, cell (``"gru"`` / ``"lstm"``) and the MLP before the cell.
       mask_velocity: wrap the env with
@@ -214,6 +224,7 @@ class PPOConfig(_RunLength):
     num_minibatches: int = 4
     gamma: float = 0.99
     gae_lambda: float = 0.95
+    reward_scale: float = 1.0
     clip_eps: float = 0.2
     clip_vloss: bool = True
     ent_coef: float = 0.01
@@ -223,6 +234,8 @@ class PPOConfig(_RunLength):
     normalize_advantages: bool = True
     recurrent: bool = False
     hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    log_std_init: float = 0.0
     rnn_hidden_size: int = 128
     rnn_cell: str = "gru"
     rnn_encoder_sizes: tuple[int, ...] = ()
@@ -247,11 +260,17 @@ class PPOConfig(_RunLength):
                 ("gamma", 0.0, 1.0, False),
                 ("gae_lambda", 0.0, 1.0, False),
                 ("max_grad_norm", 0.0, math.inf, True),
+                ("reward_scale", 0.0, math.inf, True),
+                ("log_std_init", -math.inf, math.inf, False),
             ],
             sizes=("hidden_sizes", "rnn_encoder_sizes"),
         )
         if self.rnn_cell not in _CELLS:
             raise ValueError(f"rnn_cell must be one of {_CELLS}, got {self.rnn_cell!r}")
+        if self.activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {_ACTIVATIONS}, got {self.activation!r}")
+        if math.isinf(self.log_std_init):
+            raise ValueError(f"log_std_init must be finite, got {self.log_std_init!r}")
         if self.eval_games % 2:
             raise ValueError(
                 f"eval_games must be even (half opened by each side), got {self.eval_games}"

@@ -323,8 +323,10 @@ class Trainer(TrainerBase):
     def _rollout(self, params: PyTree, samples: Samples) -> _Rollout:
         c = self.config
         env, ag = samples.env, samples.agent
+        # the values learn the scaled return; the metrics keep the env's rewards
+        reward = env.reward if c.reward_scale == 1.0 else env.reward * c.reward_scale
         advantage, target = gae(
-            env.reward,
+            reward,
             ag.agent_info.value,
             truncation_values(self.agent, params, samples),
             samples.bootstrap_value,
@@ -467,6 +469,7 @@ def make_train(
     space = env.action_space(env_params)
     team = space if isinstance(space, PerAgent) else None  # a multi-agent env
     space = space.space if team else space
+    act = {"tanh": jnp.tanh, "relu": jax.nn.relu}[config.activation]
     if config.recurrent:
         agent = RecurrentActorCritic(
             space,
@@ -475,9 +478,14 @@ def make_train(
             encoder_sizes=config.rnn_encoder_sizes,
         )
     elif isinstance(space, spaces.Discrete):
-        agent = CategoricalActorCritic(space, hidden_sizes=config.hidden_sizes)
+        agent = CategoricalActorCritic(space, hidden_sizes=config.hidden_sizes, activation=act)
     elif isinstance(space, spaces.Box):
-        agent = GaussianActorCritic(space, hidden_sizes=config.hidden_sizes)
+        agent = GaussianActorCritic(
+            space,
+            hidden_sizes=config.hidden_sizes,
+            activation=act,
+            log_std_init=config.log_std_init,
+        )
     else:
         raise TypeError(f"PPO needs a Discrete or Box action space, got {type(space).__name__}")
     if team:

@@ -14,11 +14,12 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
+from jaxsample.driver_options import DriverOptions
 from jaxsample.types import PyTree
 
 THREAD_PREFIX = "jaxsample-actor"
@@ -32,37 +33,15 @@ class Programs:
     Attributes:
       collect: ``collect(actor_state, params, index) -> (actor_state, batch)``.
       learn: ``learn(learner_state, batch_or_group) -> (learner_state, metrics)``.
+      publish: ``publish(learner_state) -> params``.
       observe: ``observe(step_metrics, batch) -> (step_metrics, observed)``, or
         None without step metrics and observers.
     """
 
     collect: Callable[[PyTree, PyTree, np.int32], tuple[PyTree, PyTree]]
     learn: Callable[[PyTree, PyTree], tuple[PyTree, PyTree]]
-    observe: Callable[[PyTree, PyTree], tuple[PyTree, PyTree]] | None = None
-
-
-class RunConfig(Protocol):
-    """What a run reads of its driver ([`jaxsample.driver.Driver`][jaxsample.driver.Driver] is one):
-    the validated schedule arguments of ``make_driver`` and its
-    `Programs`."""
-
-    programs: Programs
     publish: Callable[[PyTree], PyTree]
-    mode: str
-    actor_devices: tuple[Any, ...]
-    learner_device: Any
-    num_buffers: int
-    sync_every: int
-    max_staleness: int | None
-    stale: str
-    steps_per_batch: int | None
-    join_timeout: float
-    learn_queue_cap: int
-    step_metrics: Any
-    observers: tuple[Any, ...]
-
-    @property
-    def num_actors(self) -> int: ...
+    observe: Callable[[PyTree, PyTree], tuple[PyTree, PyTree]] | None = None
 
 
 class BatchInfo(NamedTuple):
@@ -183,11 +162,14 @@ class _Shared:
 class Run:
     """One `Driver.run`: the learner (caller's thread) and the actors."""
 
-    def __init__(self, driver: RunConfig, num_batches: int, callback: Any) -> None:
-        self.d = driver
+    def __init__(
+        self, options: DriverOptions, programs: Programs, num_batches: int, callback: Any
+    ) -> None:
+        self.opts = options
+        self.programs = programs
         self.n = num_batches
         self.callback = callback
-        self.shared = _Shared(driver.num_actors)
+        self.shared = _Shared(options.num_actors)
         self.learned = 0
         self.records: list[BatchInfo] = []
         self.metrics: list[PyTree] = []
@@ -195,34 +177,34 @@ class Run:
         self.learn_s = 0.0
         self.learner_wait_s = 0.0
         self.updates = 0
-        self.step_metrics = driver.step_metrics
+        self.step_metrics = options.step_metrics
 
     # -- schedule ----------------------------------------------------------
     def _may_start(self, i: int) -> bool:
         """Whether batch ``i`` may be collected now (call under the lock)."""
-        d, sh = self.d, self.shared
-        if sh.released < i - d.num_actors * d.num_buffers + 1:
+        o, sh = self.opts, self.shared
+        if sh.released < i - o.num_actors * o.num_buffers + 1:
             return False
         return not (
-            d.stale == "wait" and d.max_staleness is not None and sh.version < i - d.max_staleness
+            o.stale == "wait" and o.max_staleness is not None and sh.version < i - o.max_staleness
         )
 
     def _needed_before(self, i: int) -> int:
         """Sync mode: batches the learner must have taken before batch ``i`` is
         collected (to free a buffer and, with ``stale="wait"``, to publish a
         fresh enough version)."""
-        d = self.d
-        cap = d.learn_queue_cap
-        need = max(0, i - d.num_actors * d.num_buffers + 1)
-        if d.stale == "wait" and d.max_staleness is not None and i - d.max_staleness > 0:
-            k = d.sync_every * cap  # batches between two published versions
-            need = max(need, k * math.ceil((i - d.max_staleness) / k))
+        o = self.opts
+        cap = o.learn_queue_cap
+        need = max(0, i - o.num_actors * o.num_buffers + 1)
+        if o.stale == "wait" and o.max_staleness is not None and i - o.max_staleness > 0:
+            k = o.sync_every * cap  # batches between two published versions
+            need = max(need, k * math.ceil((i - o.max_staleness) / k))
         return cap * math.ceil(need / cap)  # the learner takes whole groups
 
     # -- pieces --------------------------------------------------------------
     def _publish(self, state: PyTree) -> None:
-        params = self.d.publish(state)
-        copies = [jax.device_put(params, dev, may_alias=False) for dev in self.d.actor_devices]
+        params = self.programs.publish(state)
+        copies = [jax.device_put(params, dev, may_alias=False) for dev in self.opts.actor_devices]
         jax.block_until_ready(copies)  # before the next learn donates the state
         with self.shared.cond:
             self.shared.version = self.learned
@@ -239,8 +221,8 @@ class Run:
             sh.in_flight[a] += 1
             sh.max_in_flight[a] = max(sh.max_in_flight[a], sh.in_flight[a])
         t0 = time.perf_counter()
-        state, batch = self.d.programs.collect(state, params, np.int32(i))
-        batch = jax.device_put(batch, self.d.learner_device)
+        state, batch = self.programs.collect(state, params, np.int32(i))
+        batch = jax.device_put(batch, self.opts.learner_device)
         jax.block_until_ready(batch)
         sh.collect_s[a] += time.perf_counter() - t0
         with sh.cond:
@@ -250,27 +232,27 @@ class Run:
 
     def _observe(self, batch: PyTree) -> None:
         """The driver's hook: step metrics and observers on one collected batch."""
-        d = self.d
-        if d.programs.observe is None:
+        observe = self.programs.observe
+        if observe is None:
             return
-        self.step_metrics, data = d.programs.observe(self.step_metrics, batch)
-        for observer, x in zip(d.observers, jax.device_get(data), strict=True):
+        self.step_metrics, data = observe(self.step_metrics, batch)
+        for observer, x in zip(self.opts.observers, jax.device_get(data), strict=True):
             observer.host(x)
 
     def _learn_group(self, state: PyTree, first: int) -> PyTree:
         """Take batches ``first .. first + learn_queue_cap - 1`` (they must be
         ready) and learn them as one update, or drop the one batch
         (``learn_queue_cap=1`` only)."""
-        d, sh = self.d, self.shared
-        ids = range(first, first + d.learn_queue_cap)
+        o, sh = self.opts, self.shared
+        ids = range(first, first + o.learn_queue_cap)
         with sh.cond:
             items = [sh.ready.pop(i) for i in ids]
         stalenesses = [self.learned - item.version for item in items]
-        learn = not (d.stale == "drop" and stalenesses[0] > d.max_staleness)
-        if d.stale == "wait" and d.max_staleness is not None and max(stalenesses) > d.max_staleness:
+        learn = not (o.stale == "drop" and stalenesses[0] > o.max_staleness)
+        if o.stale == "wait" and o.max_staleness is not None and max(stalenesses) > o.max_staleness:
             raise RuntimeError(  # the schedule makes this impossible
                 f"internal error: batches {list(ids)} are {stalenesses} versions stale "
-                f"(max_staleness={d.max_staleness})"
+                f"(max_staleness={o.max_staleness})"
             )
         metrics = None
         t0 = time.perf_counter()
@@ -279,21 +261,21 @@ class Run:
         for batch in batches:
             self._observe(batch)
         if learn:
-            group = batches[0] if d.learn_queue_cap == 1 else tuple(batches)
-            state, metrics = d.programs.learn(state, group)
+            group = batches[0] if o.learn_queue_cap == 1 else tuple(batches)
+            state, metrics = self.programs.learn(state, group)
             del group
             jax.block_until_ready((state, metrics))
             metrics = jax.device_get(metrics)
             self.learned += len(items)
             self.updates += 1
-            if self.updates % d.sync_every == 0:
+            if self.updates % o.sync_every == 0:
                 self._publish(state)
             self.metrics.append(metrics)
         del batches
         with sh.cond:
             sh.released = ids[-1] + 1
             for i in ids:
-                sh.in_flight[i % d.num_actors] -= 1
+                sh.in_flight[i % o.num_actors] -= 1
             sh.cond.notify_all()
         self.learn_s += time.perf_counter() - t0
         for i, item, staleness in zip(ids, items, stalenesses, strict=True):
@@ -307,15 +289,15 @@ class Run:
 
     # -- modes ---------------------------------------------------------------
     def execute(self, learner_state: PyTree, actor_states: list[PyTree]) -> DriverResult:
-        d = self.d
+        o = self.opts
         t_start = time.perf_counter()
-        learner_state = jax.device_put(learner_state, d.learner_device, may_alias=False)
+        learner_state = jax.device_put(learner_state, o.learner_device, may_alias=False)
         actor_states = [
             jax.device_put(s, dev, may_alias=False)
-            for s, dev in zip(actor_states, d.actor_devices, strict=True)
+            for s, dev in zip(actor_states, o.actor_devices, strict=True)
         ]
         self._publish(learner_state)
-        if d.mode == "sync":
+        if o.mode == "sync":
             learner_state = self._run_sync(learner_state, actor_states)
         else:
             learner_state = self._run_async(learner_state, actor_states)
@@ -338,7 +320,7 @@ class Run:
             records=records,
             published=list(self.published),
             max_in_flight=list(sh.max_in_flight),
-            env_steps=None if d.steps_per_batch is None else d.steps_per_batch * self.learned,
+            env_steps=None if o.steps_per_batch is None else o.steps_per_batch * self.learned,
             wall_seconds=wall,
             collect_seconds=list(sh.collect_s),
             actor_wait_seconds=list(sh.wait_s),
@@ -348,13 +330,13 @@ class Run:
         )
 
     def _run_sync(self, learner_state: PyTree, actor_states: list[PyTree]) -> PyTree:
-        d, sh = self.d, self.shared
-        taken, cap = 0, d.learn_queue_cap
+        o, sh = self.opts, self.shared
+        taken, cap = 0, o.learn_queue_cap
         for i in range(self.n):
             while taken < self._needed_before(i):
                 learner_state = self._learn_group(learner_state, taken)
                 taken += cap
-            a = i % d.num_actors
+            a = i % o.num_actors
             actor_states[a] = self._collect_one(a, i, actor_states[a])
         while taken < self.n:
             learner_state = self._learn_group(learner_state, taken)
@@ -363,7 +345,7 @@ class Run:
         return learner_state
 
     def _run_async(self, learner_state: PyTree, actor_states: list[PyTree]) -> PyTree:
-        d, sh = self.d, self.shared
+        o, sh = self.opts, self.shared
         threads = [
             threading.Thread(
                 target=self._actor_loop,
@@ -371,13 +353,13 @@ class Run:
                 name=f"{THREAD_PREFIX}-{a}",
                 daemon=True,
             )
-            for a in range(d.num_actors)
+            for a in range(o.num_actors)
         ]
         actor_states.clear()  # the threads own them now
         try:
             for t in threads:
                 t.start()
-            cap = d.learn_queue_cap
+            cap = o.learn_queue_cap
             for first in range(0, self.n, cap):
                 t0 = time.perf_counter()
                 with sh.cond:
@@ -399,9 +381,9 @@ class Run:
         return learner_state
 
     def _actor_loop(self, a: int, state: PyTree) -> None:
-        d, sh = self.d, self.shared
+        o, sh = self.opts, self.shared
         try:
-            for i in range(a, self.n, d.num_actors):
+            for i in range(a, self.n, o.num_actors):
                 t0 = time.perf_counter()
                 with sh.cond:
                     while not sh.stop and not self._may_start(i):
@@ -420,7 +402,7 @@ class Run:
         with sh.cond:
             sh.stop = True
             sh.cond.notify_all()
-        deadline = time.monotonic() + self.d.join_timeout
+        deadline = time.monotonic() + self.opts.join_timeout
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
         alive = [t.name for t in threads if t.is_alive()]
@@ -432,7 +414,7 @@ class Run:
         if alive:
             message = (
                 f"actor threads {alive} did not stop within join_timeout="
-                f"{self.d.join_timeout} s (stuck in a device call?)"
+                f"{self.opts.join_timeout} s (stuck in a device call?)"
             )
             if raising:
                 raise RuntimeError(message)

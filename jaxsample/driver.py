@@ -94,82 +94,53 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from jaxsample._checks import check_int as _check_int
 from jaxsample._driver_run import THREAD_PREFIX, BatchInfo, DriverResult, Programs, Run
-from jaxsample.metrics import StepMetrics, StepObserver
+from jaxsample.driver_options import DriverOptions, driver_options
+from jaxsample.metrics import StepMetrics
 from jaxsample.types import Batch, PyTree, SparseFinalObservation
 
 __all__ = [
     "THREAD_PREFIX",
     "BatchInfo",
     "Driver",
+    "DriverOptions",
     "DriverResult",
     "concat_envs",
     "make_driver",
     "stack_batches",
 ]
 
-Mode = Literal["async", "sync"]
-StalePolicy = Literal["wait", "drop"]
-MODES = ("async", "sync")
-STALE_POLICIES = ("wait", "drop")
-
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Driver:
     """An actor/learner driver; build it with [`make_driver`][jaxsample.driver.make_driver] (or an
-    adapter
-    of [`jaxsample.algos.drivers`][jaxsample.algos.drivers]).
+    adapter of [`jaxsample.algos.drivers`][jaxsample.algos.drivers]).
 
-    Attributes are the validated arguments of [`make_driver`][jaxsample.driver.make_driver];
-    ``init``
-    (optional, what [`train`][jaxsample.driver.Driver.train] starts from) is ``init(key, num_actors)
-    ->
-    (learner_state, actor_states)``; ``programs`` are the compiled functions
-    a run calls (`Programs`, derived from the
-    others): a driver is the run's `RunConfig`.
+    Attributes:
+      options: the validated arguments of ``make_driver``
+        ([`DriverOptions`][jaxsample.driver.DriverOptions]).
+      programs: the (compiled) functions a run calls (`Programs`, derived
+        from ``options``).
     """
 
-    collect: Callable[..., tuple[PyTree, PyTree]]
-    learn: Callable[..., tuple[PyTree, PyTree]]
-    publish: Callable[[PyTree], PyTree]
-    mode: Mode
-    actor_devices: tuple[jax.Device, ...]
-    learner_device: Any
-    num_buffers: int
-    sync_every: int
-    max_staleness: int | None
-    stale: StalePolicy
-    steps_per_batch: int | None
-    jit: bool
-    join_timeout: float
-    init: Callable[[jax.Array, int], tuple[PyTree, list[PyTree]]] | None = None
-    default_num_batches: int | None = None
-    learn_queue_cap: int = 1
-    combine: Callable[[tuple[PyTree, ...]], PyTree] | None = None
-    step_metrics: StepMetrics | None = None
-    observers: tuple[StepObserver, ...] = ()
-    batch_view: Callable[[PyTree], Batch] | None = None
-    programs: Programs = dataclasses.field(default=None, repr=False)  # type: ignore[assignment]
+    options: DriverOptions
+    programs: Programs = dataclasses.field(repr=False)
 
     @property
     def num_actors(self) -> int:
-        """The number of actors (one per entry of ``actor_devices``)."""
-        return len(self.actor_devices)
+        """The number of actors (one per entry of ``options.actor_devices``)."""
+        return self.options.num_actors
 
     def replace(self, **changes: Any) -> Driver:
         """A driver with some [`make_driver`][jaxsample.driver.make_driver] arguments changed (e.g.
         ``mode``)."""
-        args = {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if f.name != "programs"  # derived from the others
-        }
+        args = {f.name: getattr(self.options, f.name) for f in dataclasses.fields(self.options)}
         unknown = set(changes) - set(args)
         if unknown:
             raise ValueError(f"unknown driver arguments {sorted(unknown)}")
@@ -185,13 +156,14 @@ class Driver:
     ) -> DriverResult:
         """``run(*init(key, num_actors), num_batches)``; ``num_batches``
         defaults to the adapter's (the trainer's full run)."""
-        if self.init is None:
+        opts = self.options
+        if opts.init is None:
             raise ValueError("this driver has no init: call run(learner_state, actor_states, n)")
         if num_batches is None:
-            if self.default_num_batches is None:
+            if opts.default_num_batches is None:
                 raise ValueError("num_batches is required for this driver")
-            num_batches = self.default_num_batches
-        learner_state, actor_states = self.init(key, self.num_actors)
+            num_batches = opts.default_num_batches
+        learner_state, actor_states = opts.init(key, self.num_actors)
         return self.run(learner_state, actor_states, num_batches, callback=callback)
 
     # ------------------------------------------------------------------ run
@@ -222,10 +194,11 @@ class Driver:
           original exception object, with its traceback).
         """
         _check_int("num_batches", num_batches, 1)
-        if num_batches % self.learn_queue_cap:
+        cap = self.options.learn_queue_cap
+        if num_batches % cap:
             raise ValueError(
                 f"num_batches ({num_batches}) must be a multiple of learn_queue_cap "
-                f"({self.learn_queue_cap}): the learner takes that many batches at a time"
+                f"({cap}): the learner takes that many batches at a time"
             )
         if not isinstance(actor_states, (list, tuple)):
             raise TypeError(
@@ -239,7 +212,7 @@ class Driver:
             )
         if callback is not None and not callable(callback):
             raise TypeError(f"callback must be callable, got {callback!r}")
-        run = Run(self, int(num_batches), callback)
+        run = Run(self.options, self.programs, int(num_batches), callback)
         return run.execute(learner_state, list(actor_states))
 
 
@@ -294,13 +267,10 @@ def concat_envs(batches: Sequence[Batch]) -> Batch:
     return out.replace(samples=s.replace(env=env, agent=agent, bootstrap_value=bootstrap))
 
 
-def _observe_fn(
-    step_metrics: StepMetrics | None,
-    observers: tuple[StepObserver, ...],
-    batch_view: Callable[[PyTree], Batch] | None,
-) -> Callable[..., Any] | None:
+def _observe_fn(opts: DriverOptions) -> Callable[..., Any] | None:
     """``(metrics, batch) -> (metrics, [observer data])``, or None without a hook."""
-    if step_metrics is None and not observers:
+    observers, batch_view = opts.observers, opts.batch_view
+    if opts.step_metrics is None and not observers:
         return None
 
     def observe(metrics: StepMetrics | None, batch: PyTree) -> tuple[Any, list[PyTree]]:
@@ -317,217 +287,54 @@ def _observe_fn(
     return observe
 
 
+def _programs(opts: DriverOptions) -> Programs:
+    """What a run of a driver of ``opts`` calls: ``collect``, ``learn`` (of the
+    combined group when ``learn_queue_cap > 1``) and the hook, jitted (donating
+    the states) unless ``jit=False``; ``publish`` as given."""
+    learner = opts.learn
+    if opts.learn_queue_cap > 1:
+        merge = stack_batches if opts.combine is None else opts.combine
+
+        def learner(state: PyTree, batches: tuple[PyTree, ...]) -> tuple[PyTree, PyTree]:
+            return opts.learn(state, merge(batches))
+
+    observe = _observe_fn(opts)
+    return Programs(
+        collect=jax.jit(opts.collect, donate_argnums=0) if opts.jit else opts.collect,
+        learn=jax.jit(learner, donate_argnums=0) if opts.jit else learner,
+        publish=opts.publish,
+        observe=None if observe is None else jax.jit(observe),
+    )
+
+
 # ----------------------------------------------------------------------------
 # Factory
 # ----------------------------------------------------------------------------
-
-
-def _check_device(name: str, value: Any) -> None:
-    if not isinstance(value, jax.Device):
-        raise TypeError(f"{name} must be a jax.Device (e.g. jax.devices()[0]), got {value!r}")
 
 
 def make_driver(
     collect: Callable[[PyTree, PyTree, jax.Array], tuple[PyTree, PyTree]],
     learn: Callable[[PyTree, PyTree], tuple[PyTree, PyTree]],
     publish: Callable[[PyTree], PyTree],
-    *,
-    mode: Mode = "async",
-    actor_devices: Sequence[jax.Device] | None = None,
-    learner_device: Any = None,
-    num_buffers: int = 2,
-    sync_every: int = 1,
-    max_staleness: int | None = None,
-    stale: StalePolicy = "wait",
-    steps_per_batch: int | None = None,
-    jit: bool = True,
-    join_timeout: float = 30.0,
-    init: Callable[[jax.Array, int], tuple[PyTree, list[PyTree]]] | None = None,
-    default_num_batches: int | None = None,
-    learn_queue_cap: int = 1,
-    combine: Callable[[tuple[PyTree, ...]], PyTree] | None = None,
-    step_metrics: StepMetrics | None = None,
-    observers: Sequence[StepObserver] = (),
-    batch_view: Callable[[PyTree], Batch] | None = None,
+    **options: Any,
 ) -> Driver:
     """Build an actor/learner [`Driver`][jaxsample.driver.Driver] (see the module docstring).
 
     Args:
-      collect: ``collect(actor_state, params, index) -> (actor_state, batch)``;
-        ``index`` is the batch's global position (int32 ``[]``).
-      learn: ``learn(learner_state, batch) -> (learner_state, metrics)``, once
-        per batch; ``metrics`` is any pytree (fetched to the host per batch).
-      publish: ``publish(learner_state) -> params`` for the actors.
-      mode: ``"async"`` (actor threads) or ``"sync"`` (one thread, same
-        schedule, deterministic).
-      actor_devices: one actor per entry (a device may repeat); default
-        ``[jax.devices()[0]]``.
-      learner_device: a ``jax.Device`` or a ``jax.sharding.Sharding`` the batches
-        and the learner state are put on; default the first device that is not
-        an actor's, else ``actor_devices[0]``.
-      num_buffers: batches an actor may hold at once, the one it is collecting
-        included (2: the double buffer; 1: collect and learn alternate).
-      sync_every: the learner publishes parameters every ``sync_every`` learned
-        batches (``k``).
-      max_staleness: None (bounded by the buffers alone: at most
-        ``num_actors * num_buffers - 1 + sync_every - 1`` versions) or the most
-        versions a learned batch may be behind; it must be ``>= sync_every -
-        1`` (else an actor waits for, or the learner drops every batch
-        before, a version that is never published).
-      stale: ``"wait"`` (an actor waits until its batch cannot be too stale) or
-        ``"drop"`` (the learner drops batches staler than ``max_staleness``).
-      steps_per_batch: environment steps in one batch, for
-        `DriverResult.env_steps`.
-      jit: jit ``collect`` and ``learn`` (donating the states); False calls
-        them as given.
-      join_timeout: seconds to wait for the actor threads to stop at the end
-        or after an error.
-      init, default_num_batches: what [`Driver.train`][jaxsample.driver.Driver.train] starts from
-        (``init(key, num_actors) -> (learner_state, actor_states)``) and its
-        default number of batches (an adapter sets them from its trainer).
-      learn_queue_cap: batches per learner update (``N``, ALF's
-        ``learn_queue_cap``): ``learn(state, combine(batches))`` on ``N``
-        consecutive batches; ``N <= num_actors * num_buffers`` and
-        ``stale="wait"`` (a dropped part would change the update's shape).
-      combine: ``combine(batches) -> batch`` for ``N > 1`` (a tuple in index
-        order; compiled into ``learn``); default [`stack_batches`][jaxsample.driver.stack_batches].
-      step_metrics: an initial [`StepMetrics`][jaxsample.metrics.StepMetrics], updated
-        with every collected batch (`DriverResult.step_metrics`).
-      observers: step observers ([`StepObserver`][jaxsample.metrics.StepObserver]) called with every
-        collected batch, in batch order.
-      batch_view: ``batch -> Batch`` for the hook when the driver's batches are
-        not jaxsample Batches (pure, compiled).
+      collect, learn, publish: ``collect(actor_state, params, index) ->
+        (actor_state, batch)``, ``learn(learner_state, batch) -> (learner_state,
+        metrics)`` and ``publish(learner_state) -> params``.
+      options: the keyword options, checked and held as ``driver.options``
+        (their meaning and defaults:
+        [`DriverOptions`][jaxsample.driver.DriverOptions]): ``mode``,
+        ``actor_devices``, ``learner_device``, ``num_buffers``, ``sync_every``,
+        ``max_staleness``, ``stale``, ``steps_per_batch``, ``jit``,
+        ``join_timeout``, ``init``, ``default_num_batches``,
+        ``learn_queue_cap``, ``combine``, ``step_metrics``, ``observers``,
+        ``batch_view``.
+
+    Raises:
+      TypeError, ValueError: for a bad argument, naming it.
     """
-    for name, fn in (("collect", collect), ("learn", learn), ("publish", publish)):
-        if not callable(fn):
-            raise TypeError(f"{name} must be callable, got {fn!r}")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if actor_devices is None:
-        actor_devices = (jax.devices()[0],)
-    if isinstance(actor_devices, jax.Device) or not isinstance(actor_devices, (list, tuple)):
-        raise TypeError(f"actor_devices must be a list of jax.Device, got {actor_devices!r}")
-    if not actor_devices:
-        raise ValueError("actor_devices must not be empty")
-    for a, dev in enumerate(actor_devices):
-        _check_device(f"actor_devices[{a}]", dev)
-    actor_devices = tuple(actor_devices)
-    if learner_device is None:
-        others = [dev for dev in jax.devices() if dev not in actor_devices]
-        learner_device = others[0] if others else actor_devices[0]
-    elif not isinstance(learner_device, (jax.Device, jax.sharding.Sharding)):
-        raise TypeError(
-            "learner_device must be a jax.Device or a jax.sharding.Sharding, "
-            f"got {learner_device!r}"
-        )
-    num_buffers = _check_int("num_buffers", num_buffers, 1)
-    sync_every = _check_int("sync_every", sync_every, 1)
-    if stale not in STALE_POLICIES:
-        raise ValueError(f"stale must be one of {STALE_POLICIES}, got {stale!r}")
-    if max_staleness is not None:
-        max_staleness = _check_int("max_staleness", max_staleness, 0)
-        if max_staleness < sync_every - 1:
-            # "wait": an actor would wait for a version never published; "drop":
-            # after max_staleness + 1 batches every batch is too stale, none is
-            # learned, so no version is ever published again (a silent stall).
-            raise ValueError(
-                f"max_staleness ({max_staleness}) must be >= sync_every - 1 ({sync_every - 1}): "
-                f"parameters are published only every {sync_every} learned batches, so with "
-                f"stale={stale!r} the run would stall"
-            )
-    elif stale == "drop":
-        raise ValueError("stale='drop' needs a max_staleness")
-    if steps_per_batch is not None:
-        steps_per_batch = _check_int("steps_per_batch", steps_per_batch, 1)
-    if not isinstance(jit, bool):
-        raise TypeError(f"jit must be a bool, got {jit!r}")
-    if isinstance(join_timeout, bool) or not isinstance(join_timeout, (int, float)):
-        raise TypeError(f"join_timeout must be a number of seconds, got {join_timeout!r}")
-    if not join_timeout > 0:
-        raise ValueError(f"join_timeout must be > 0, got {join_timeout}")
-    if init is not None and not callable(init):
-        raise TypeError(f"init must be callable, got {init!r}")
-    if default_num_batches is not None:
-        default_num_batches = _check_int("default_num_batches", default_num_batches, 1)
-    learn_queue_cap = _check_queue(
-        learn_queue_cap, combine, len(actor_devices) * num_buffers, stale, max_staleness, sync_every
-    )
-    if step_metrics is not None and not isinstance(step_metrics, StepMetrics):
-        raise TypeError(f"step_metrics must be a StepMetrics (or None), got {step_metrics!r}")
-    if isinstance(observers, StepObserver) or not isinstance(observers, (list, tuple)):
-        raise TypeError(f"observers must be a list of StepObserver, got {observers!r}")
-    for n, o in enumerate(observers):
-        if not isinstance(o, StepObserver):
-            raise TypeError(
-                f"observers[{n}] must be a StepObserver (jaxsample.metrics.make_step_observer), "
-                f"got {o!r}"
-            )
-    if batch_view is not None and not callable(batch_view):
-        raise TypeError(f"batch_view must be callable, got {batch_view!r}")
-    observers = tuple(observers)
-    observe = _observe_fn(step_metrics, observers, batch_view)
-    learner = learn
-    if learn_queue_cap > 1:
-        merge = stack_batches if combine is None else combine
-
-        def learner(state: PyTree, batches: tuple[PyTree, ...]) -> tuple[PyTree, PyTree]:
-            return learn(state, merge(batches))
-
-    return Driver(
-        collect=collect,
-        learn=learn,
-        publish=publish,
-        mode=mode,
-        actor_devices=actor_devices,
-        learner_device=learner_device,
-        num_buffers=num_buffers,
-        sync_every=sync_every,
-        max_staleness=max_staleness,
-        stale=stale,
-        steps_per_batch=steps_per_batch,
-        jit=jit,
-        join_timeout=float(join_timeout),
-        init=init,
-        default_num_batches=default_num_batches,
-        learn_queue_cap=learn_queue_cap,
-        combine=combine,
-        step_metrics=step_metrics,
-        observers=observers,
-        batch_view=batch_view,
-        programs=Programs(
-            collect=jax.jit(collect, donate_argnums=0) if jit else collect,
-            learn=jax.jit(learner, donate_argnums=0) if jit else learner,
-            observe=None if observe is None else jax.jit(observe),
-        ),
-    )
-
-
-def _check_queue(
-    cap: Any,
-    combine: Any,
-    buffers: int,
-    stale: str,
-    max_staleness: int | None,
-    sync_every: int,
-) -> int:
-    """``learn_queue_cap`` checked against the other arguments."""
-    cap = _check_int("learn_queue_cap", cap, 1)
-    if combine is not None and not callable(combine):
-        raise TypeError(f"combine must be callable, got {combine!r}")
-    if cap > buffers:
-        raise ValueError(
-            f"learn_queue_cap ({cap}) must be <= num_actors * num_buffers ({buffers}): "
-            "the actors could not hold the batches of one update at once"
-        )
-    if cap > 1 and stale == "drop":
-        raise ValueError(
-            "learn_queue_cap > 1 needs stale='wait' (a dropped part would "
-            "change the shape of the update)"
-        )
-    if cap > 1 and max_staleness is not None and max_staleness < cap * sync_every - 1:
-        raise ValueError(
-            f"max_staleness ({max_staleness}) must be >= learn_queue_cap * sync_every - 1 "
-            f"({cap * sync_every - 1}): a version is published every {cap * sync_every} "
-            "batches, so the run would stall"
-        )
-    return cap
+    opts = driver_options("make_driver", collect, learn, publish, options)
+    return Driver(opts, _programs(opts))

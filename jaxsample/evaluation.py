@@ -324,40 +324,13 @@ def make_evaluator(
       TypeError, ValueError: naming the offending argument, for bad arguments
       or an agent whose action does not fit the action space.
     """
-    n_envs = check_int("n_envs", n_envs, 1)
-    max_steps = check_int("max_steps", max_steps, n_envs)
-    if max_steps > _MAX_STEPS_LIMIT:
-        raise ValueError(f"max_steps must be <= {_MAX_STEPS_LIMIT}, got {max_steps}")
-    if max_trajectories is not None:
-        max_trajectories = check_int("max_trajectories", max_trajectories, 1)
-    if mode not in EVAL_MODES:
-        raise ValueError(f"mode must be one of {EVAL_MODES}, got {mode!r}")
+    n_envs, max_steps, max_trajectories = _check_run(n_envs, max_steps, max_trajectories, mode)
     discount = check_discount(discount)
     check_bool("check_actions", check_actions)
     traj_fields = check_traj_fields(traj_fields)
-    check_env(env, env_params)
-    if not callable(getattr(agent, "as_eval", None)):
-        raise TypeError("agent must have a method as_eval() giving its greedy behaviour")
-    eval_agent = agent.as_eval()
-    check_agent(eval_agent, ("initial_state", "step"), what="agent.as_eval()")
-
+    eval_agent, stepper = _eval_stepper(env, env_params, agent, agent_params, check_actions)
     max_T = max_steps // n_envs
-    stepper = EnvStepper.of(env, env_params, eval_agent, check_actions)
-    env_s = stepper.env_spec
-    agent_params = default_params(eval_agent, agent_params, env_s.observation)
-    if agent_params is not None:  # else run() checks the agent with its parameters
-        agent_spec(
-            eval_agent, agent_params, env_s.observation, env_s.action_space, reward=env_s.reward
-        )
-
-    most = n_envs * max_T  # at most one trajectory per env per step
-    if max_trajectories is None:
-        wanted = n_envs if mode == "first_per_env" else most
-    else:
-        wanted = max_trajectories
-    capacity = min(wanted, most)
-    # Slot j * n_envs + b < capacity is episode j of env b.
-    quota = tuple(max(0, math.ceil((capacity - b) / n_envs)) for b in range(n_envs))
+    capacity, quota = _slots(n_envs, max_T, max_trajectories, mode)
     return Evaluator(
         env=env,
         env_params=env_params,
@@ -373,3 +346,58 @@ def make_evaluator(
         _quota=quota,
         traj_fields=traj_fields,
     )
+
+
+def _check_run(
+    n_envs: Any, max_steps: Any, max_trajectories: Any, mode: Any
+) -> tuple[int, int, int | None]:
+    """``(n_envs, max_steps, max_trajectories)`` checked (``n_envs >= 1``,
+    ``n_envs <= max_steps <= 2**31 - 1``, ``max_trajectories`` None or ``>= 1``),
+    and ``mode``."""
+    n_envs = check_int("n_envs", n_envs, 1)
+    max_steps = check_int("max_steps", max_steps, n_envs)
+    if max_steps > _MAX_STEPS_LIMIT:
+        raise ValueError(f"max_steps must be <= {_MAX_STEPS_LIMIT}, got {max_steps}")
+    if max_trajectories is not None:
+        max_trajectories = check_int("max_trajectories", max_trajectories, 1)
+    if mode not in EVAL_MODES:
+        raise ValueError(f"mode must be one of {EVAL_MODES}, got {mode!r}")
+    return n_envs, max_steps, max_trajectories
+
+
+def _eval_stepper(
+    env: Any, env_params: Any, agent: Any, agent_params: PyTree, check_actions: bool
+) -> tuple[Agent, EnvStepper]:
+    """``agent.as_eval()`` and the per-env step of it on ``env``, checked: the
+    env, the agent's methods, and the agent against the env with
+    ``agent_params`` (default ``agent.init``'s shapes; without either, ``run``
+    checks the agent with the parameters it is given)."""
+    check_env(env, env_params)
+    if not callable(getattr(agent, "as_eval", None)):
+        raise TypeError("agent must have a method as_eval() giving its greedy behaviour")
+    eval_agent = agent.as_eval()
+    check_agent(eval_agent, ("initial_state", "step"), what="agent.as_eval()")
+    stepper = EnvStepper.of(env, env_params, eval_agent, check_actions)
+    env_s = stepper.env_spec
+    agent_params = default_params(eval_agent, agent_params, env_s.observation)
+    if agent_params is not None:
+        agent_spec(
+            eval_agent, agent_params, env_s.observation, env_s.action_space, reward=env_s.reward
+        )
+    return eval_agent, stepper
+
+
+def _slots(
+    n_envs: int, max_T: int, max_trajectories: int | None, mode: str
+) -> tuple[int, tuple[int, ...]]:
+    """``(capacity, quota)``: ``N``, the number of output slots (see
+    `Evaluator.capacity`), and ``"first_per_env"``'s episodes wanted from each
+    env (slot ``j * n_envs + b < N`` is episode ``j`` of env ``b``)."""
+    most = n_envs * max_T  # at most one trajectory per env per step
+    if max_trajectories is None:
+        wanted = n_envs if mode == "first_per_env" else most
+    else:
+        wanted = max_trajectories
+    capacity = min(wanted, most)
+    quota = tuple(max(0, math.ceil((capacity - b) / n_envs)) for b in range(n_envs))
+    return capacity, quota

@@ -396,7 +396,7 @@ def test_learn_queue_learns_every_batch_once_in_groups(mode, sync_every, max_sta
     assert r.published == list(range(0, n + 1, cap * sync_every))
     if max_staleness is not None:
         assert r.records["staleness"].max() <= max_staleness
-    assert max(r.max_in_flight) <= d.num_buffers
+    assert max(r.max_in_flight) <= d.options.num_buffers
 
 
 def test_learn_queue_sync_mode_learns_whole_groups_only_when_needed():

@@ -44,7 +44,7 @@ def jitted_init(d: jd.Driver) -> jd.Driver:
     """``d`` with its adapter's ``init(key, num_actors)`` jitted: the same
     function, compiled as one program instead of op by op (with XLA's usual
     optimizations, as the trainer's own ``train`` compiles it: bit for bit)."""
-    return d.replace(init=jax.jit(d.init, static_argnums=1))
+    return d.replace(init=jax.jit(d.options.init, static_argnums=1))
 
 
 def tree_equal(a, b) -> bool:
@@ -121,7 +121,7 @@ def test_ppo_async_run_is_replayed_exactly_from_its_versions(ppo_trainer, ppo_dr
     params_of = dict(zip(r.published, published, strict=True))
     assert r.records["staleness"].max() <= 1
 
-    learner, actors = d.init(key, 1)
+    learner, actors = d.options.init(key, 1)
     actor = jax.device_put(actors[0], ACTOR)
     learner = jax.device_put(learner, LEARNER)
     for i, version in enumerate(r.records["version"]):

@@ -122,12 +122,11 @@ def prioritized(
         unroll_length=None,
         store_agent_state=store_agent_state,
     )
-    num_envs, C = base.num_envs, capacity
-    default_beta = beta
+    num_envs, default_beta = base.num_envs, beta
 
     def init() -> ReplayState:
         return base.init().replace(
-            priority=jnp.zeros((num_envs, C), jnp.float32),
+            priority=jnp.zeros((num_envs, capacity), jnp.float32),
             max_priority=jnp.ones((), jnp.float32),
         )
 
@@ -138,14 +137,7 @@ def prioritized(
             raise TypeError("state must be the ReplayState from prioritized(...).init()")
         new = base.add(state, batch, agent_state, **subset)  # checks env_ids / env_mask
         T = jnp.shape(as_samples(batch).valid)[0]
-        ids, mask = subset.get("env_ids"), subset.get("env_mask")
-        ids = None if ids is None else jnp.asarray(ids, jnp.int32)
-        rows, drop = ring.target_rows(num_envs, ids, None if mask is None else jnp.asarray(mask))
-        _, slots = ring.written_slots(state.position, rows, T, C)
-        priority = state.priority.at[rows[:, None], slots].set(
-            jnp.power(state.max_priority, alpha), mode="drop" if drop else "promise_in_bounds"
-        )
-        return new.replace(priority=priority)
+        return new.replace(priority=_new_priority(state, T, subset, alpha, num_envs, capacity))
 
     def sample(
         state: ReplayState,
@@ -154,59 +146,13 @@ def prioritized(
         sequence_length: int,
         beta: Any = None,
     ) -> tuple[Samples, PrioritizedInfo]:
-        N = check_int("batch_size", batch_size, 1)
-        L = check_int("sequence_length", sequence_length, 1, C)
-        check_key(key)
-        ring.check_fill(state, L)
-        b = default_beta if beta is None else jnp.asarray(beta, jnp.float32)
-        oldest = ring.oldest_slots(state, C)  # [B]
-        age = (jnp.arange(C, dtype=jnp.int32)[None, :] - oldest[:, None]) % C
-        fits = age < (state.filled - L + 1)[:, None]  # [B, C]
-        w = jnp.where(fits, state.priority, 0.0).reshape(-1)  # [B * C]
-        index, mass, total = _draw(w, key, N)
-        env, slot = index // C, index % C
-        ok = mass > 0
-        probability = jnp.where(ok, mass / total, 0.0)
-        p_min = jnp.min(jnp.where(w > 0, w, jnp.inf)) / total
-        weight = jnp.where(ok, (p_min / jnp.where(ok, probability, 1.0)) ** b, 0.0)
-        out, info = ring.with_info(
-            ring.read(state.data, ring.sequence_slots(slot, L, C), env),
-            env,
-            (slot - oldest[env]) % C,
-            ok,
-        )
-        return out, PrioritizedInfo(
-            **{f.name: getattr(info, f.name) for f in dataclasses.fields(info)},
-            slot=slot,
-            probability=probability,
-            weight=weight,
-        )
+        return _sample(state, key, batch_size, sequence_length, beta, default_beta, capacity)
 
     def update_priorities(
         state: ReplayState, info: PrioritizedInfo, priority: jax.Array
     ) -> ReplayState:
-        if not isinstance(info, PrioritizedInfo):
-            raise TypeError(
-                f"info must be the PrioritizedInfo of sample(), got {type(info).__name__}"
-            )
-        n = jnp.shape(info.slot)[0]
-        priority = jnp.asarray(priority)
-        if priority.shape != (n,) or not jnp.issubdtype(priority.dtype, jnp.floating):
-            raise ValueError(
-                f"update_priorities: priority must be float [N] = [{n}] (one per sampled "
-                f"sequence), got {priority.dtype}{list(priority.shape)}"
-            )
-        priority = priority.astype(jnp.float32)
-        if not isinstance(priority, jax.core.Tracer):
-            values = np.asarray(priority)
-            if not (np.isfinite(values).all() and (values >= 0).all()):
-                raise ValueError(
-                    f"update_priorities: priority must be finite and >= 0, got {values}"
-                )
-        rows = jnp.where(info.ok, info.env_index, num_envs)  # not ok: dropped
-        table = state.priority.at[rows, info.slot].set(jnp.power(priority, alpha), mode="drop")
-        top = jnp.max(jnp.where(info.ok, priority, 0.0))
-        return state.replace(priority=table, max_priority=jnp.maximum(state.max_priority, top))
+        priority = _check_priority(info, priority)
+        return _update_priorities(state, info, priority, alpha, num_envs)
 
     replayer = PrioritizedReplayer(
         **{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
@@ -215,3 +161,102 @@ def prioritized(
         update_priorities=update_priorities,
     )
     return dataclasses.replace(replayer, init=init, add=add, sample=sample)
+
+
+# ----------------------------------------------------------------------------
+# The replayer's functions (pure; the ring's shape is the replayer's)
+# ----------------------------------------------------------------------------
+
+
+def _new_priority(
+    state: ReplayState, T: int, subset: dict[str, Any], alpha: float, num_envs: int, C: int
+) -> jax.Array:
+    """``state.priority`` with the ``T`` steps ``add`` writes (to all ``num_envs``
+    rings of ``C`` slots, or to those of ``env_ids`` / ``env_mask``) given
+    ``max_priority ** alpha``."""
+    ids, mask = subset.get("env_ids"), subset.get("env_mask")
+    ids = None if ids is None else jnp.asarray(ids, jnp.int32)
+    rows, drop = ring.target_rows(num_envs, ids, None if mask is None else jnp.asarray(mask))
+    _, slots = ring.written_slots(state.position, rows, T, C)
+    return state.priority.at[rows[:, None], slots].set(
+        jnp.power(state.max_priority, alpha), mode="drop" if drop else "promise_in_bounds"
+    )
+
+
+def _start_weights(state: ReplayState, L: int, C: int) -> tuple[jax.Array, jax.Array]:
+    """``(w [B * C], oldest [B])``: the stored priority of each (env, start) where
+    a whole sequence of ``L`` steps fits, 0 elsewhere (flattened env-major), and
+    each ring's oldest slot (``C``: the capacity)."""
+    oldest = ring.oldest_slots(state, C)  # [B]
+    age = (jnp.arange(C, dtype=jnp.int32)[None, :] - oldest[:, None]) % C
+    fits = age < (state.filled - L + 1)[:, None]  # [B, C]
+    return jnp.where(fits, state.priority, 0.0).reshape(-1), oldest
+
+
+def _sample(
+    state: ReplayState,
+    key: jax.Array,
+    batch_size: int,
+    sequence_length: int,
+    beta: Any,
+    default_beta: float,
+    C: int,
+) -> tuple[Samples, PrioritizedInfo]:
+    """``sample`` of a replayer of capacity ``C``: ``batch_size`` sequences drawn
+    by priority, their importance weights with exponent ``beta`` (None: the
+    replayer's ``default_beta``)."""
+    N = check_int("batch_size", batch_size, 1)
+    L = check_int("sequence_length", sequence_length, 1, C)
+    check_key(key)
+    ring.check_fill(state, L)
+    b = default_beta if beta is None else jnp.asarray(beta, jnp.float32)
+    w, oldest = _start_weights(state, L, C)
+    index, mass, total = _draw(w, key, N)
+    env, slot = index // C, index % C
+    ok = mass > 0
+    probability = jnp.where(ok, mass / total, 0.0)
+    p_min = jnp.min(jnp.where(w > 0, w, jnp.inf)) / total
+    weight = jnp.where(ok, (p_min / jnp.where(ok, probability, 1.0)) ** b, 0.0)
+    out, info = ring.with_info(
+        ring.read(state.data, ring.sequence_slots(slot, L, C), env),
+        env,
+        (slot - oldest[env]) % C,
+        ok,
+    )
+    return out, PrioritizedInfo(
+        **{f.name: getattr(info, f.name) for f in dataclasses.fields(info)},
+        slot=slot,
+        probability=probability,
+        weight=weight,
+    )
+
+
+def _check_priority(info: Any, priority: Any) -> jax.Array:
+    """``priority`` as float32 ``[N]``, or a clear error unless ``info`` is a
+    ``PrioritizedInfo`` and ``priority`` float ``[N]`` (finite and ``>= 0`` when
+    concrete)."""
+    if not isinstance(info, PrioritizedInfo):
+        raise TypeError(f"info must be the PrioritizedInfo of sample(), got {type(info).__name__}")
+    n = jnp.shape(info.slot)[0]
+    priority = jnp.asarray(priority)
+    if priority.shape != (n,) or not jnp.issubdtype(priority.dtype, jnp.floating):
+        raise ValueError(
+            f"update_priorities: priority must be float [N] = [{n}] (one per sampled "
+            f"sequence), got {priority.dtype}{list(priority.shape)}"
+        )
+    priority = priority.astype(jnp.float32)
+    if not isinstance(priority, jax.core.Tracer):
+        values = np.asarray(priority)
+        if not (np.isfinite(values).all() and (values >= 0).all()):
+            raise ValueError(f"update_priorities: priority must be finite and >= 0, got {values}")
+    return priority
+
+
+def _update_priorities(
+    state: ReplayState, info: PrioritizedInfo, priority: jax.Array, alpha: float, num_envs: int
+) -> ReplayState:
+    """``update_priorities`` of a checked ``priority`` (float32 ``[N]``)."""
+    rows = jnp.where(info.ok, info.env_index, num_envs)  # not ok: dropped
+    table = state.priority.at[rows, info.slot].set(jnp.power(priority, alpha), mode="drop")
+    top = jnp.max(jnp.where(info.ok, priority, 0.0))
+    return state.replace(priority=table, max_priority=jnp.maximum(state.max_priority, top))

@@ -3,6 +3,8 @@ and a batch's steps in that layout, checked field by field at trace time."""
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -133,23 +135,26 @@ def _layout(
     )
 
 
-# Names of the stored fields, for error messages; the final observation last,
-# since it is computed from the others.
-_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("env.observation", lambda s: s.env.observation),
-    ("env.reward", lambda s: s.env.reward),
-    ("env.prev_reward", lambda s: s.env.prev_reward),
-    ("env.terminated", lambda s: s.env.terminated),
-    ("env.truncated", lambda s: s.env.truncated),
-    ("env.done", lambda s: s.env.done),
-    ("env.env_info", lambda s: s.env.env_info),
-    ("env.action_mask", lambda s: s.env.action_mask),
-    ("agent.action", lambda s: s.agent.action),
-    ("agent.prev_action", lambda s: s.agent.prev_action),
-    ("agent.agent_info", lambda s: s.agent.agent_info),
-    ("agent_state", lambda s: s.agent.initial_state),
-    ("valid", lambda s: s.valid),
-    ("env.final_observation", lambda s: (s.env.final_store, s.env.final_mask_store)),
+# The stored fields, by their names in error messages; the final observation
+# last, since it is computed from the others.
+_STEP_FIELDS = (
+    "env.observation",
+    "env.reward",
+    "env.prev_reward",
+    "env.terminated",
+    "env.truncated",
+    "env.done",
+    "env.env_info",
+    "env.action_mask",
+    "agent.action",
+    "agent.prev_action",
+    "agent.agent_info",
+)
+_FIELDS: tuple[tuple[str, Callable[[Samples], PyTree]], ...] = (
+    *((name, operator.attrgetter(name)) for name in _STEP_FIELDS),
+    ("agent_state", operator.attrgetter("agent.initial_state")),
+    ("valid", operator.attrgetter("valid")),
+    ("env.final_observation", operator.attrgetter("env.final_store", "env.final_mask_store")),
 )
 
 

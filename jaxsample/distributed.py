@@ -41,7 +41,6 @@ from jax.sharding import PartitionSpec as P
 from jaxsample._checks import check_key
 from jaxsample.core.masking import has_action_mask
 from jaxsample.core.options import SamplerOptions
-from jaxsample.core.resets import ResetPool
 from jaxsample.core.rollout import Sampler, SamplerState, check_state
 from jaxsample.types import (
     AgentSamples,
@@ -274,18 +273,8 @@ def shard_sampler(sampler: Sampler, mesh: Mesh, mesh_axis: str = DEFAULT_AXIS) -
     T, B = sampler.batch_spec
     n = check_mesh(mesh, mesh_axis, B)
     check_processes_agree("BatchSpec(T, B) and global_B", [T, B, sampler.options.global_B])
-    pool = sampler._resets
-    if isinstance(pool, ResetPool) and (B // n) % pool.block:
-        raise ValueError(
-            f"reset_pool_block={pool.block} must divide the envs per device "
-            f"(B={B} over {n} devices: {B // n})"
-        )
-    options = sampler.options
-    local_options = dataclasses.replace(
-        options, batch_spec=BatchSpec(T, B // n), env_ranks=options.env_ranks[: B // n]
-    )
-    local = dataclasses.replace(sampler, options=local_options)
-    return ShardedSampler(local=local, options=options, mesh=mesh, mesh_axis=mesh_axis)
+    local = sampler.split(n)
+    return ShardedSampler(local=local, options=sampler.options, mesh=mesh, mesh_axis=mesh_axis)
 
 
 def process_env_ranks(B: int, rank: int | None = None, world_size: int | None = None) -> range:

@@ -1,4 +1,5 @@
-"""``make_sampler(...) -> Sampler(init, collect, examples)``: the JAX sampler's factory.
+"""``make_sampler(...) -> Sampler(init, collect, examples)``: the JAX sampler's factory,
+and [`SamplerProtocol`][jaxsample.sampler.SamplerProtocol], what every sampler offers.
 
 It checks the options ([`SamplerOptions`][jaxsample.core.options.SamplerOptions]), derives and
 checks the
@@ -13,19 +14,20 @@ the batch assembly in `jaxsample.core.assemble`, and the key schedule
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 
 from jaxsample._checks import check_bool, check_int
 from jaxsample.agents.base import Agent
-from jaxsample.core import finals
+from jaxsample.core import finals, modes
 from jaxsample.core.finals import truncation_bound
 from jaxsample.core.keys import EPOCH
 from jaxsample.core.options import (
     FINAL_OBSERVATION_STORES,
     RESET_MODES,
     ResetMode,
+    SamplerOptions,
     check_agent,
     check_env,
     sampler_options,
@@ -41,8 +43,8 @@ from jaxsample.core.specs import (
 )
 from jaxsample.core.step import EnvStepper
 from jaxsample.distributed import ShardedSampler, check_mesh, shard_sampler
-from jaxsample.traj_info import trajectory_end
-from jaxsample.types import BatchSpec, PyTree, Samples
+from jaxsample.traj_info import check_traj_done
+from jaxsample.types import Batch, BatchSpec, PyTree, Samples
 
 __all__ = [
     "EPOCH",
@@ -50,10 +52,54 @@ __all__ = [
     "RESET_MODES",
     "ResetMode",
     "Sampler",
+    "SamplerProtocol",
     "SamplerState",
     "make_sampler",
     "truncation_bound",
 ]
+
+
+@runtime_checkable
+class SamplerProtocol(Protocol):
+    """What every sampler offers: the JAX [`Sampler`][jaxsample.sampler.Sampler],
+    the [`ShardedSampler`][jaxsample.distributed.ShardedSampler] and the host
+    sampler ([`HostSampler`][jaxsample.host.HostSampler]); code that takes any
+    of them (a trainer, a driver, a benchmark) reads only these.
+
+    The state is the sampler's own (``SamplerState``, ``HostSamplerState``).
+    The JAX samplers' ``init`` and ``collect`` are pure and jittable, the host
+    sampler's are not (they step a host env).
+    """
+
+    @property
+    def agent(self) -> Any:
+        """The agent."""
+        ...
+
+    @property
+    def options(self) -> SamplerOptions:
+        """The checked keyword options."""
+        ...
+
+    @property
+    def batch_spec(self) -> BatchSpec:
+        """``BatchSpec(T, B)`` of every batch (``options.batch_spec``)."""
+        ...
+
+    @property
+    def examples(self) -> Samples:
+        """One step of [`Samples`][jaxsample.types.Samples] (``jax.ShapeDtypeStruct``
+        leaves, no ``T``/``B`` axes)."""
+        ...
+
+    def init(self, key: jax.Array, agent_params: PyTree) -> Any:
+        """Start (and decorrelate) the ``B`` envs: the state to collect from."""
+        ...
+
+    def collect(self, state: Any, agent_params: PyTree) -> tuple[Any, Batch]:
+        """``(state, batch)``: one ``[T, B]`` [`Batch`][jaxsample.types.Batch]
+        from ``state``, and the state to continue from."""
+        ...
 
 
 def make_sampler(
@@ -112,35 +158,56 @@ def make_sampler(
       fit the action space, or whose state or agent_info changes structure.
     """
     if mesh is not None:
-        B = check_int("batch_spec.B", getattr(batch_spec, "B", None), 1)
-        shards = check_mesh(mesh, mesh_axis, B)
-        if reset_pool and reset_pool_block is None:  # the default is per device
-            reset_pool_block = default_block(B // shards)
+        reset_pool_block = _mesh_block(mesh, mesh_axis, batch_spec, reset_pool, reset_pool_block)
     opts = sampler_options("make_sampler", batch_spec, options)
     check_agent(agent)
     check_bool("check_actions", check_actions)
     check_env(env, env_params)
-    resets = check_reset_pool(
-        reset_pool,
-        reset_pool_block,
-        env,
-        opts.batch_spec.B,
-        opts.env_ranks,
-    )
+    B = opts.batch_spec.B
+    resets = check_reset_pool(reset_pool, reset_pool_block, env, B, opts.env_ranks)
     stepper = EnvStepper.of(env, env_params, agent, check_actions)
-    env_s, state_spec = stepper.env_spec, stepper.agent.agent_state_spec
-    bootstrap_value, traj_done = opts.bootstrap_value, opts.traj_done
-    if traj_done is not None:  # a missing or non-scalar entry: a clear error now
-        flag = jax.ShapeDtypeStruct((), bool)
-        jax.eval_shape(lambda *a: trajectory_end(*a, traj_done), flag, flag, env_s.env_info)
+    check_traj_done(opts.traj_done, stepper.env_spec.env_info)
+    time_limit = known_time_limit(env, env_params)
+    sampler = Sampler(
+        agent=agent,
+        options=opts,
+        env=env,
+        env_params=env_params,
+        _examples=_examples(agent, agent_params, stepper, opts),
+        _stepper=stepper,
+        _finals=finals.choose(opts, stepper, resets is not None, time_limit),
+        _mode=modes.choose(opts.reset_mode),
+        _resets=resets,
+    )
+    return sampler if mesh is None else shard_sampler(sampler, mesh, mesh_axis)
 
-    def derive_examples(params: PyTree) -> Samples:
+
+def _mesh_block(
+    mesh: Any, mesh_axis: str, batch_spec: Any, reset_pool: Any, reset_pool_block: Any
+) -> Any:
+    """Check the mesh for ``batch_spec.B`` envs; ``reset_pool_block`` with its
+    default, per device, where pooled resets leave it out."""
+    B = check_int("batch_spec.B", getattr(batch_spec, "B", None), 1)
+    shards = check_mesh(mesh, mesh_axis, B)
+    if reset_pool and reset_pool_block is None:
+        return default_block(B // shards)
+    return reset_pool_block
+
+
+def _examples(
+    agent: Agent, agent_params: PyTree, stepper: EnvStepper, opts: SamplerOptions
+) -> FromParams:
+    """The sampler's ``examples``, derived (and the agent checked) from the
+    agent's parameters once they are known (`FromParams`)."""
+    env_s = stepper.env_spec
+
+    def derive(params: PyTree) -> Samples:
         agent_s = agent_spec(
             agent,
             params,
             env_s.observation,
             env_s.action_space,
-            value=bootstrap_value,
+            value=opts.bootstrap_value,
             reward=env_s.reward,
         )
         return step_examples(
@@ -148,29 +215,11 @@ def make_sampler(
             env_s.action,
             env_s.env_info,
             agent_s.info,
-            state_spec,
+            stepper.agent.agent_state_spec,
             store_agent_state=opts.store_agent_state,
-            bootstrap_value=bootstrap_value,
+            bootstrap_value=opts.bootstrap_value,
             reward=env_s.reward,
         )
 
-    examples = FromParams(
-        derive_examples,
-        default_params(agent, agent_params, env_s.observation),
-        what="sampler.examples",
-        factory="make_sampler",
-    )
-    time_limit = known_time_limit(env, env_params)
-    sampler = Sampler(
-        agent=agent,
-        options=opts,
-        env=env,
-        env_params=env_params,
-        _examples=examples,
-        _stepper=stepper,
-        _finals=finals.choose(opts, stepper, resets is not None, time_limit),
-        _resets=resets,
-    )
-    if mesh is None:
-        return sampler
-    return shard_sampler(sampler, mesh, mesh_axis)
+    params = default_params(agent, agent_params, env_s.observation)
+    return FromParams(derive, params, what="sampler.examples", factory="make_sampler")

@@ -133,6 +133,15 @@ def trajectory_end(
     return ended & (flag.astype(bool) | truncated)
 
 
+def check_traj_done(traj_done: str | None, env_info: dict[str, Any]) -> None:
+    """Raise `trajectory_end`'s clear error now (at build time) for a
+    ``traj_done`` that is not a scalar entry of the env's info (``env_info``:
+    its spec, one step)."""
+    if traj_done is not None:
+        flag = jax.ShapeDtypeStruct((), bool)
+        jax.eval_shape(lambda *a: trajectory_end(*a, traj_done), flag, flag, env_info)
+
+
 @struct.dataclass
 class TrajAccumulator:
     """Running statistics of one environment's current trajectory (scalars).

@@ -116,8 +116,8 @@ def test_sharded_batch_is_sharded_along_B():
     # each device holds its contiguous block of 4 envs, of all T steps
     blocks = sorted((s.index[1].start, s.data.shape) for s in obs.addressable_shards)
     assert blocks == [(0, (T, 4, 4)), (4, (T, 4, 4)), (8, (T, 4, 4)), (12, (T, 4, 4))]
-    assert state.env_rank.sharding.spec == jax.sharding.PartitionSpec("envs")
-    np.testing.assert_array_equal(np.asarray(state.env_rank), np.arange(16))
+    assert state.env.agent.env_rank.sharding.spec == jax.sharding.PartitionSpec("envs")
+    np.testing.assert_array_equal(np.asarray(state.env.agent.env_rank), np.arange(16))
     np.testing.assert_array_equal(process_local(obs), np.asarray(obs))
 
 

@@ -218,7 +218,8 @@ def test_epsilons_per_env_from_env_rank_decayed_by_iteration(tiny: dqn.Trainer, 
     assert (B, steps, iterations, TINY.buffer_capacity) == (4, 4, 12, 48)  # nothing overwritten
     state, metrics = tiny_run
     finals = np.logspace(np.log10(0.001), np.log10(0.1), B)
-    np.testing.assert_allclose(np.asarray(state.sampler_state.agent_state), finals, rtol=1e-5)
+    epsilons = state.sampler_state.env.agent.agent_state
+    np.testing.assert_allclose(np.asarray(epsilons), finals, rtol=1e-5)
     np.testing.assert_allclose(tiny.agent.final_epsilons(), finals)
     decay = np.minimum(np.arange(iterations) / 6.0, 1.0)  # [iterations]
     want = (1 - decay)[None, :] * 0.9 + decay[None, :] * finals[:, None]  # [B, iterations]

@@ -178,7 +178,7 @@ def test_ppo_async_two_actors(ppo_drivers):
     assert int(r.learner_state.iteration) == 6
     assert r.env_steps == 6 * PPO_SMALL.batch_size
     # the two actors ran different streams of the same envs
-    assert not tree_equal(r.actor_states[0].observation, r.actor_states[1].observation)
+    assert not tree_equal(r.actor_states[0].env.observation, r.actor_states[1].env.observation)
 
 
 @pytest.fixture(scope="module")

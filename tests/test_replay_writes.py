@@ -178,9 +178,10 @@ def test_prefill_is_the_random_policy_stream_and_continues_it() -> None:
         np.testing.assert_array_equal(got[k][16 - 3 * T :], want[k][: 3 * T], err_msg=k)
     assert not np.asarray(stored.agent.agent_info.q_values).any()
     # The sampler's next batch starts where the random stream stopped.
-    np.testing.assert_array_equal(np.asarray(state.observation), want["observation"][3 * T])
-    np.testing.assert_array_equal(np.asarray(state.prev_reward), want["prev_reward"][3 * T])
-    np.testing.assert_array_equal(np.asarray(state.prev_action), want["prev_action"][3 * T])
+    np.testing.assert_array_equal(np.asarray(state.env.observation), want["observation"][3 * T])
+    agent = state.env.agent
+    np.testing.assert_array_equal(np.asarray(agent.prev_reward), want["prev_reward"][3 * T])
+    np.testing.assert_array_equal(np.asarray(agent.prev_action), want["prev_action"][3 * T])
     np.testing.assert_array_equal(np.asarray(state.step), 3 * T)
     with pytest.raises(ValueError, match="num_steps must be >= 0"):
         replay.prefill(sampler, rep, None, None, params, -1)

@@ -128,11 +128,11 @@ def test_episodic_mode_pools_by_the_same_rule() -> None:
     assert np.asarray(batch.samples.env.done[-1]).all()
     default = js.make_sampler(ENV, PARAMS, AGENT, js.BatchSpec(6, B), reset_mode="episodic")
     want_state, (want,) = _batches(default, 1)
-    close(state.observation, want_state.observation)
+    close(state.env.observation, want_state.env.observation)
     cut = ~np.asarray(want.samples.env.terminated[-1])  # not ended by the env itself
     assert cut.any()
     final = np.asarray(batch.samples.env.final_observation[-1])
-    close(np.asarray(state.observation)[cut], final[cut])
+    close(np.asarray(state.env.observation)[cut], final[cut])
 
 
 @pytest.mark.slow

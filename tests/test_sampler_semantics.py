@@ -607,3 +607,27 @@ def test_episodic_mode():
         any_early |= bool((~last).any())
     assert any_early
     assert c.traces == 1
+
+
+def test_every_sampler_offers_the_sampler_protocol():
+    """``SamplerProtocol`` is what the JAX, sharded and host samplers share;
+    the reset mode is a strategy chosen once (``core.modes``)."""
+    from jaxsample.core import modes
+    from jaxsample.distributed import shard_sampler
+    from jaxsample.host import HostSampler
+    from jaxsample.sampler import SamplerProtocol
+
+    sampler = compiled("wait").sampler
+    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:1]), ("envs",))
+    for one in (sampler, shard_sampler(sampler, mesh)):
+        assert isinstance(one, SamplerProtocol)
+    members = {name for name in vars(SamplerProtocol) if not name.startswith("_")}
+    assert members == {"agent", "options", "batch_spec", "examples", "init", "collect"}
+    host = {f.name for f in dataclasses.fields(HostSampler)} | set(dir(HostSampler))
+    assert members <= host
+    assert type(sampler._mode) is modes.WaitReset
+    assert [type(modes.choose(m)) for m in js.sampler.RESET_MODES] == [
+        modes.AutoReset,
+        modes.WaitReset,
+        modes.EpisodicReset,
+    ]

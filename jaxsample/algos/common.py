@@ -34,7 +34,7 @@ from jaxsample._checks import check_int
 from jaxsample.algos import runner
 from jaxsample.envs import suites
 from jaxsample.metrics import StepMetrics
-from jaxsample.sampler import Sampler, make_sampler
+from jaxsample.sampler import SamplerProtocol, make_sampler
 from jaxsample.traj_info import summarize
 from jaxsample.types import Batch, BatchSpec, PyTree
 
@@ -67,7 +67,7 @@ def make_env(config: Any, env: Any, env_params: Any) -> tuple[Any, Any]:
 
 def make_trainer_sampler(
     env: Any, env_params: Any, agent: Any, config: Any, **options: Any
-) -> Sampler:
+) -> SamplerProtocol:
     """The sampler a trainer collects with: ``make_sampler(env, env_params,
     agent, BatchSpec(T=config.num_steps, B=config.num_envs), reset_mode="auto",
     max_decorrelation_steps=config.max_decorrelation_steps,
@@ -116,7 +116,8 @@ class TrainerBase:
       config: the algorithm's config.
       env, env_params: the gymnax environment.
       agent: the acting agent.
-      sampler: the [`Sampler`][jaxsample.sampler.Sampler] it collects with.
+      sampler: the sampler it collects with (a
+        [`SamplerProtocol`][jaxsample.sampler.SamplerProtocol]: one device or sharded).
     """
 
     hparams_type: ClassVar[type]
@@ -124,7 +125,7 @@ class TrainerBase:
     env: Any
     env_params: Any
     agent: Any
-    sampler: Sampler
+    sampler: SamplerProtocol
 
     @property
     def num_iterations(self) -> int:

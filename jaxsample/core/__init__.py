@@ -7,6 +7,7 @@ Modules (one concept each; see docs/design.md for the module map):
 * `specs`: env/agent specs, derived and checked at build
   time; ``examples``; the final-observation store's bound.
 * `step`: the per-env step (agent, env, resets).
+* `modes`: the reset modes, one strategy chosen at build time.
 * `assemble`: ``[T, B]`` step outputs -> ``Batch``.
 * `rollout`: the JAX sampler (``Sampler``,
   ``SamplerState``), built by [`jaxsample.make_sampler`][jaxsample.sampler.make_sampler].

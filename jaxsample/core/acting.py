@@ -94,7 +94,9 @@ class AgentFields:
     (``agent_carry``), for a state that nests it: ``prev_action`` (``[B,
     *act]``, null after a reset), ``prev_reward`` (``[B]`` float32),
     ``agent_state`` (the recurrent state) and ``env_rank`` (``[B]`` int32
-    global ranks)."""
+    global ranks). Only ``HostSamplerState`` still uses it (the JAX
+    ``SamplerState`` names each field once, ``state.env.agent.agent_state``);
+    it goes once that state does not."""
 
     @property
     def agent_carry(self) -> AgentCarry:

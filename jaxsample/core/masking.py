@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from gymnax.environments.environment import Environment
 
+from jaxsample.envs.wrappers import inherits_step
 from jaxsample.types import AgentInputs, PyTree, SparseFinalObservation
 
 __all__ = [
@@ -53,7 +53,7 @@ def has_action_mask(env: Any) -> bool:
     observation's mask)."""
     if not callable(getattr(env, "action_mask", None)):
         return False
-    if type(env).step is not Environment.step:
+    if not inherits_step(env):
         raise TypeError(
             f"env {type(env).__name__} has action_mask but its own step: an env with "
             "legal-action masks must use gymnax's Environment.step (the sampler makes the "

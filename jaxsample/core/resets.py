@@ -51,10 +51,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from gymnax.environments.environment import Environment
 
 from jaxsample._checks import check_int
 from jaxsample.core.batched import any_in_batch, max_in_batch
+from jaxsample.envs.wrappers import inherits_step
 from jaxsample.types import PyTree
 
 #: ``reset_pool_block`` when not given: the largest divisor of ``B`` up to this.
@@ -64,6 +64,8 @@ DEFAULT_BLOCK = 64
 ResetFn = Callable[[jax.Array], tuple[PyTree, PyTree]]
 # reset_keys(positions int32 [n]) -> keys [n]: the reset keys of those envs.
 ResetKeys = Callable[[jax.Array], jax.Array]
+# (observation, env_state) of the B envs, leaves [B, ...].
+Envs = tuple[PyTree, PyTree]
 
 
 def where_envs(mask: jax.Array, x: PyTree, y: PyTree) -> PyTree:
@@ -82,25 +84,15 @@ class EndedResets:
     env that ended takes ``reset`` of its own reset key of the step, the
     reset gymnax's ``env.step`` selects there (the same samples, bit for bit)."""
 
-    def restart(
-        self,
-        reset: ResetFn,
-        reset_keys: ResetKeys,
-        done: jax.Array,
-        observation: PyTree,
-        env_state: PyTree,
-    ) -> tuple[PyTree, PyTree]:
+    def restart(self, reset: ResetFn, reset_keys: ResetKeys, done: jax.Array, envs: Envs) -> Envs:
         """Give the envs that ended (``done`` ``[B]``) their own reset; arguments
         and result as `ResetPool.restart`'s."""
 
-        def fresh(obs: PyTree, state: PyTree) -> tuple[PyTree, PyTree]:
+        def fresh(envs: Envs) -> Envs:
             positions = jnp.arange(done.shape[0], dtype=jnp.int32)
-            return where_envs(done, jax.vmap(reset)(reset_keys(positions)), (obs, state))
+            return where_envs(done, jax.vmap(reset)(reset_keys(positions)), envs)
 
-        def unchanged(obs: PyTree, state: PyTree) -> tuple[PyTree, PyTree]:
-            return obs, state
-
-        return jax.lax.cond(any_in_batch(done), fresh, unchanged, observation, env_state)
+        return jax.lax.cond(any_in_batch(done), fresh, lambda envs: envs, envs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,14 +102,7 @@ class ResetPool:
     size: int
     block: int
 
-    def restart(
-        self,
-        reset: ResetFn,
-        reset_keys: ResetKeys,
-        done: jax.Array,
-        observation: PyTree,
-        env_state: PyTree,
-    ) -> tuple[PyTree, PyTree]:
+    def restart(self, reset: ResetFn, reset_keys: ResetKeys, done: jax.Array, envs: Envs) -> Envs:
         """Give the envs that ended (``done``) a reset, from the pool.
 
         Args:
@@ -125,7 +110,7 @@ class ResetPool:
           reset_keys: the reset keys (this step's) of the envs at the given
             local positions, ``int32 [n] -> keys [n]``.
           done: ``[B]`` bool, the envs whose episode ended at this step.
-          observation, env_state: ``[B, ...]`` after ``env.step_env``.
+          envs: ``(observation, env_state)``, ``[B, ...]``, after ``env.step_env``.
 
         Returns:
           ``(observation, env_state)`` ``[B, ...]``: the reset ones where done.
@@ -137,7 +122,7 @@ class ResetPool:
         order = jnp.cumsum(ended, axis=1, dtype=jnp.int32) - 1  # m of each ended env
         first = jnp.arange(n_blocks, dtype=jnp.int32)[:, None] * G
 
-        def deal(k: jax.Array, current: tuple[PyTree, PyTree]) -> tuple[PyTree, PyTree]:
+        def deal(k: jax.Array, current: Envs) -> Envs:
             """Round ``k``: the ended envs ``m`` in ``[k R, (k + 1) R)`` of every
             block get the resets of the keys of the block's positions ``m``."""
             m = jnp.minimum(k * R + jnp.arange(R, dtype=jnp.int32), G - 1)  # m < G
@@ -153,11 +138,21 @@ class ResetPool:
         # ceil(most ended in a block / R), over every vmapped run too (a round
         # without an env of its range writes nothing).
         rounds = (max_in_batch(order[:, -1]) + R) // R
-        return jax.lax.fori_loop(0, rounds, deal, (observation, env_state))
+        return jax.lax.fori_loop(0, rounds, deal, envs)
 
 
 #: How the sampler restarts the envs that ended (None: the env's own step does).
 Resets = EndedResets | ResetPool
+
+
+def check_split(resets: Resets | None, B: int, n: int) -> None:
+    """Raise a ``ValueError`` unless pooled resets' blocks divide the ``B / n``
+    envs of each of ``n`` devices (any other resets split anywhere)."""
+    if isinstance(resets, ResetPool) and (B // n) % resets.block:
+        raise ValueError(
+            f"reset_pool_block={resets.block} must divide the envs per device "
+            f"(B={B} over {n} devices: {B // n})"
+        )
 
 
 def default_block(B: int) -> int:
@@ -179,7 +174,7 @@ def check_reset_pool(
     auto-resetting ``step``) for any other; or a clear error naming the bad
     argument."""
     R = check_int("reset_pool", reset_pool, 0)
-    own_step = isinstance(env, Environment) and type(env).step is Environment.step
+    own_step = inherits_step(env)
     if R == 0:
         if reset_pool_block is not None:
             raise ValueError("reset_pool_block needs reset_pool >= 1")

@@ -20,7 +20,8 @@ environments and scanned over ``T`` steps. What makes it fast:
 * the final-observation store is one strategy chosen when the sampler is
   built (`jaxsample.core.finals`): the sparse ones write the true final
   observations inside a ``lax.cond`` only at steps where some env truncates,
-  so the scan body reads *step -> store -> reset*;
+  so the scan body reads *step -> store -> reset*; the reset mode is one too
+  (`jaxsample.core.modes`);
 * no key hashed inside the scan: the batch's agent, step and reset keys are
   drawn before it, one hash per stream (`jaxsample.core.keys.batch_step_keys`; the
   module documents the key schedule), and gymnax's auto-reset step is written
@@ -43,20 +44,21 @@ from flax import struct
 
 from jaxsample._checks import check_key
 from jaxsample.core import keys as K
-from jaxsample.core.acting import ActFn, AgentCarry, AgentFields
+from jaxsample.core.acting import ActFn
 from jaxsample.core.assemble import Steps, assemble, bootstrap_values
 from jaxsample.core.finals import FinalStore
 from jaxsample.core.masking import agent_inputs, legal_actions
+from jaxsample.core.modes import Mode
 from jaxsample.core.options import SamplerOptions
-from jaxsample.core.resets import Resets, where_envs
+from jaxsample.core.resets import Resets, check_split, where_envs
 from jaxsample.core.specs import FromParams, recorded_info
-from jaxsample.core.step import EnvCarry, EnvStepper, hold_idle, track, traj_step
+from jaxsample.core.step import EnvCarry, EnvStepper, track, traj_step
 from jaxsample.traj_info import TrajAccumulator, trajectory_end
 from jaxsample.types import Batch, BatchSpec, PyTree, Samples, TrajInfo
 
 
 @struct.dataclass
-class SamplerState(AgentFields):
+class SamplerState:
     """Everything that carries over between ``collect`` calls; leaves ``[B, ...]``.
 
     Attributes:
@@ -64,8 +66,8 @@ class SamplerState(AgentFields):
         (the gymnax env states), ``observation`` (``[B, *obs]``, what the
         agent sees next) and ``agent`` (the previous action, null after a
         reset; the previous reward, float32; the agent's recurrent state;
-        ``env_rank``, int32 global rank of each env). Read them as
-        ``state.observation``, ``state.agent_state``, ... too.
+        ``env_rank``, int32 global rank of each env), e.g.
+        ``state.env.observation``, ``state.env.agent.agent_state``.
       key: ``[B]`` per-env run key (``k_run``: every step's key hashes its
         step count with it, `jaxsample.core.keys`).
       epoch: ``[B]`` uint32, the key epoch of the envs' next step.
@@ -81,21 +83,6 @@ class SamplerState(AgentFields):
     step: jax.Array
     traj: TrajAccumulator
     idle: jax.Array
-
-    @property
-    def agent_carry(self) -> AgentCarry:
-        """The agents' carry, ``env.agent``."""
-        return self.env.agent
-
-    @property
-    def env_state(self) -> PyTree:
-        """The gymnax env states."""
-        return self.env.env_state
-
-    @property
-    def observation(self) -> PyTree:
-        """``[B, *obs]`` what the agent sees next."""
-        return self.env.observation
 
 
 class _StepOut(struct.PyTreeNode):
@@ -115,7 +102,7 @@ class _StepOut(struct.PyTreeNode):
     action: PyTree
     agent_info: PyTree
     agent_state: PyTree  # () unless store_agent_state
-    valid: jax.Array  # () in "auto" mode, where every step is valid
+    valid: jax.Array | tuple  # () in "auto" mode, where every step is valid
     traj_info: TrajInfo  # the step's TrajInfo
     # Where the env's own episode ended (not an "episodic" batch's cut): the
     # envs the sampler restarts (_resets); () without. Not stacked.
@@ -153,7 +140,8 @@ class Sampler:
     ``reset_mode``, ...) are ``options``, a
     [`SamplerOptions`][jaxsample.core.options.SamplerOptions]. It is a composition: the
     per-env step (``_stepper``), the final-observation store (``_finals``,
-    `jaxsample.core.finals`) and the resets of the envs that ended
+    `jaxsample.core.finals`), the reset mode (``_mode``,
+    `jaxsample.core.modes`) and the resets of the envs that ended
     (``_resets``, `jaxsample.core.resets`: gymnax's own where some env
     ended, or pooled; None: the env's own auto-resetting ``step``).
     """
@@ -165,6 +153,7 @@ class Sampler:
     _examples: FromParams  # -> Samples, once the agent's parameters are known
     _stepper: EnvStepper
     _finals: FinalStore
+    _mode: Mode
     _resets: Resets | None = None
 
     @property
@@ -185,6 +174,20 @@ class Sampler:
         """Check the agent with ``agent_params`` if it has not been checked yet
         (an agent without ``init``, built without ``agent_params=``)."""
         self._examples.of(agent_params)
+
+    def split(self, n: int) -> Sampler:
+        """The sampler of each of ``n`` equal blocks of this one's envs: the
+        first ``B / n`` ranks (a shard of a mesh runs it with its own ranks,
+        `init_envs`; `jaxsample.distributed.shard_sampler`). A ``ValueError``
+        where pooled resets' blocks do not divide ``B / n``."""
+        T, B = self.options.batch_spec
+        check_split(self._resets, B, n)
+        options = dataclasses.replace(
+            self.options,
+            batch_spec=BatchSpec(T, B // n),
+            env_ranks=self.options.env_ranks[: B // n],
+        )
+        return dataclasses.replace(self, options=options)
 
     # ----------------------------------------------------------------- init
     def init(self, key: jax.Array, agent_params: PyTree) -> SamplerState:
@@ -334,13 +337,13 @@ class Sampler:
                 new_state = self._reset_ended(new_state, out.ended, lambda pos: k_reset[pos])
             return (new_state, store), out.replace(ended=())
 
-        carry = (state, self._finals.init(state.observation))
+        carry = (state, self._finals.init(state.env.observation))
         ts = jnp.arange(T, dtype=jnp.int32)
         (end, store), out = jax.lax.scan(body, carry, (ts, *step_keys))
         if not track_previous:
             end = self._previous_after(end, out)
         epoch, epoch_step = jax.vmap(K.advance_epoch, in_axes=(0, None))(keys, T)
-        final = self._finals.batch(store, out, end.observation)
+        final = self._finals.batch(store, out, end.env.observation)
         traj, batch = self._assemble(state, end, out, final, agent_params)
         return end.replace(traj=traj, epoch=epoch, step=epoch_step), batch
 
@@ -357,11 +360,10 @@ class Sampler:
         actions checked in the checked mode."""
         step = functools.partial(self._env_step, act=act, t=t, track_previous=track_previous)
         new_state, out = jax.vmap(step)(state, k_agent, k_env)
-        auto = self.options.reset_mode == "auto"
-        active = jnp.ones(state.idle.shape, bool) if auto else out.valid
-        legal = legal_actions(state.observation)
+        active = self._mode.valid(out, state.idle.shape)
+        legal = legal_actions(state.env.observation)
         self._stepper.agent.check_actions_fit(
-            out.action, active, state.env_rank, t, "batch step", legal
+            out.action, active, state.env.agent.env_rank, t, "batch step", legal
         )
         return new_state, out
 
@@ -371,7 +373,7 @@ class Sampler:
         assert self._resets is not None
         env = state.env
         obs, env_state = self._resets.restart(
-            self._stepper.reset, reset_keys, done, env.observation, env.env_state
+            self._stepper.reset, reset_keys, done, (env.observation, env.env_state)
         )
         return state.replace(env=env.replace(observation=obs, env_state=env_state))
 
@@ -388,11 +390,11 @@ class Sampler:
         bootstrap = None
         if self.options.bootstrap_value:
             agent = end.env.agent
-            inputs = agent_inputs(end.observation, agent.prev_action, agent.prev_reward)
+            inputs = agent_inputs(end.env.observation, agent.prev_action, agent.prev_reward)
             bootstrap = bootstrap_values(self.agent, agent_params, inputs, agent.agent_state)
         steps = Steps.of(
             out,
-            valid=jnp.ones((T, B), bool) if self.options.reset_mode == "auto" else out.valid,
+            valid=self._mode.valid(out, (T, B)),
             agent_state=out.agent_state if self.options.store_agent_state else None,
         )
         return assemble(
@@ -409,23 +411,18 @@ class Sampler:
     def _track(self, s: SamplerState, tr: Any) -> tuple[TrajAccumulator, TrajInfo]:
         """The accumulator after the step ``tr`` of one env from ``s``, and the
         step's TrajInfo."""
-        step = traj_step(s.observation, tr) if self.options.traj_fields else None
+        step = traj_step(s.env.observation, tr) if self.options.traj_fields else None
         ended = trajectory_end(tr.done, tr.truncated, tr.info, self.options.traj_done)
         return track(s.traj, tr.reward, ended, self.options.discount, step)
 
     def _start_batch(self, s: SamplerState) -> tuple[SamplerState, K.EpochKeys]:
-        """Per env, at the start of ``collect``: the step keys, and resets.
-
-        ``"episodic"``: every env starts a new episode with the batch. ``"wait"``:
-        an env that finished in the last batch already holds its reset state
-        and stops idling.
-        """
+        """Per env, at the start of ``collect``: the step keys, and the mode's
+        start (`Mode.begin`: ``"episodic"`` starts a new episode). An
+        env that idled (``"wait"``) already holds its reset state and stops
+        idling."""
         keys = K.EpochKeys(key=s.key, epoch=s.epoch, step=s.step)
         s = s.replace(idle=jnp.zeros((), bool))
-        if self.options.reset_mode != "episodic":
-            return s, keys
-        k_reset = K.step_key(keys, jnp.zeros((), jnp.uint32), K.EPISODIC_RESET)
-        return s.replace(env=self._stepper.start(k_reset, s.env_rank), traj=s.traj.reset()), keys
+        return self._mode.begin(self._stepper, s, keys), keys
 
     def _env_step(
         self,
@@ -439,9 +436,7 @@ class Sampler:
         """One step of one env (unbatched) with the step's keys
         (`batch_step_keys`): the core step, and
         what it writes (``track_previous``: `EnvStepper.step`'s)."""
-        truncate = None
-        if self.options.reset_mode == "episodic":  # every batch is one T-step episode
-            truncate = t == self.options.batch_spec.T - 1
+        truncate = self._mode.truncate(t, self.options.batch_spec.T)
         env, tr = self._stepper.step(
             s.env,
             act,
@@ -454,7 +449,7 @@ class Sampler:
         traj, traj_info = self._track(s, tr)  # TrajInfo per step, in the scan
         new = s.replace(env=env, traj=traj)
         out = _StepOut(
-            observation=s.observation,
+            observation=s.env.observation,
             reward=tr.reward,
             terminated=tr.terminated,
             truncated=tr.truncated,
@@ -462,8 +457,8 @@ class Sampler:
             final_observation=tr.info["final_observation"] if self._finals.emits else (),
             action=tr.action,
             agent_info=tr.agent_info,
-            agent_state=s.agent_state if self.options.store_agent_state else (),
-            valid=jnp.ones((), bool) if self.options.reset_mode != "auto" else (),
+            agent_state=s.env.agent.agent_state if self.options.store_agent_state else (),
+            valid=(),  # the mode's hold sets it where some step can be invalid
             traj_info=traj_info,
             ended=(
                 jnp.asarray(tr.info["terminated"], bool) | jnp.asarray(tr.info["truncated"], bool)
@@ -471,11 +466,10 @@ class Sampler:
                 else ()
             ),
         )
-        if self.options.reset_mode != "auto":
-            # An idle env (finished earlier in this batch) keeps its state and
-            # writes zeros with valid=False (done is held True after the scan).
-            new, out = hold_idle(s, new, tr.done, out)
-        return new, out
+        # "wait"/"episodic": an idle env (finished earlier in this batch) keeps
+        # its state and writes zeros with valid=False (done is held True after
+        # the scan).
+        return self._mode.hold(s, new, tr.done, out)
 
     def _previous_after(self, state: SamplerState, out: _StepOut) -> SamplerState:
         """``state`` with the ``prev_action``/``prev_reward`` after a batch whose
@@ -483,9 +477,7 @@ class Sampler:
         where it ended the episode (or the env was idle: it ended earlier in
         the batch, and its state was kept since) — the batch's ``prev_*``
         shift (`assemble`) one step on."""
-        done = out.terminated[-1] | out.truncated[-1]
-        if self.options.reset_mode != "auto":
-            done = done | ~out.valid[-1]
+        done = self._mode.last_done(out)
         last = jax.tree.map(lambda x: x[-1], (out.action, out.reward))
         agent = state.env.agent
         agent = jax.vmap(self._stepper.agent.after)(agent, done, *last, agent.agent_state)

@@ -24,7 +24,7 @@ from gymnax.environments.environment import Environment
 
 from jaxsample.agents.base import Agent, action_spec, null_action
 from jaxsample.core.masking import agent_inputs, observe, split
-from jaxsample.envs.wrappers import MaskObservation
+from jaxsample.envs.wrappers import inherits_step
 from jaxsample.types import AgentInputs, AgentSamples, AgentStep, EnvSamples, PyTree, Samples
 
 # Keys of gymnax's info dict that have fields of their own in EnvSamples.
@@ -376,6 +376,13 @@ def step_examples(
     )
 
 
+def _time_limit_env(env: Any) -> Any:
+    """The env whose time limit ``env`` has, where its class says so (a
+    wrapper's ``time_limit_env()``), else None."""
+    hook = getattr(type(env), "time_limit_env", None)
+    return hook(env) if callable(hook) else None
+
+
 def known_time_limit(env: Any, env_params: Any) -> float | None:
     """The time limit of ``env`` where it is known for sure, else None.
 
@@ -386,22 +393,24 @@ def known_time_limit(env: Any, env_params: Any) -> float | None:
     unmodified built-in gymnax env (its class is defined in
     the ``gymnax.environments`` package and keeps gymnax's ``step`` and
     ``is_truncated``: ``state.time`` advances 1 per step and truncates at
-    ``params.max_steps_in_episode``), possibly under jaxsample's own wrappers
-    (which delegate the dynamics to it), with a concrete, finite limit. Any
-    other env (a subclass, one with its own time bookkeeping) may truncate
-    more often, so it has no known limit.
+    ``params.max_steps_in_episode``), possibly under wrappers that delegate
+    the dynamics to it and say so (a method ``time_limit_env()`` returning
+    the inner env, as jaxsample's own wrappers have), with a concrete, finite
+    limit. Any other env (a subclass, one with its own time bookkeeping) may
+    truncate more often, so it has no known limit.
     """
-    while type(env) is MaskObservation:  # jaxsample's wrappers: the inner env's time
-        env = env.env
-    # Declared by the env's own class: not through a wrapper's __getattr__
-    # (a wrapper may truncate more often than the env it delegates to).
+    # Both hooks are read from the env's own class, not through a wrapper's
+    # __getattr__ (a wrapper may truncate more often than the env it
+    # delegates to).
+    while (inner := _time_limit_env(env)) is not None:
+        env = inner
     declared = getattr(type(env), "known_time_limit", None)
     if callable(declared):
         return declared(env, env_params)
     cls = type(env)
     if not isinstance(env, Environment) or not cls.__module__.startswith("gymnax.environments."):
         return None
-    if cls.is_truncated is not Environment.is_truncated or cls.step is not Environment.step:
+    if cls.is_truncated is not Environment.is_truncated or not inherits_step(env):
         return None
     try:
         limit = float(np.asarray(getattr(env_params, "max_steps_in_episode", None)))

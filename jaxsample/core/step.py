@@ -12,12 +12,11 @@ Reset handling (docs/design.md's conventions): after ``done`` the env has
 already reset (gymnax auto-resets inside ``env.step``), and the agent's
 inputs restart (`jaxsample.core.acting.restart`): ``prev_action`` is
 the null action, ``prev_reward`` 0 and the agent state
-``agent.initial_state(env_rank)``. In the ``"wait"`` and
-``"episodic"`` modes `hold_idle` keeps an env that already finished in
-this batch where it is, with zeroed outputs; ``"episodic"`` also truncates the
-batch's last step (``truncate``) and restarts every env at the batch start
-(`EnvStepper.start`). Carry dtypes are the env's and agent's own,
-strong, so a second ``collect`` does not retrace.
+``agent.initial_state(env_rank)``. The reset modes' differences (an idle
+env held where it is, the ``"episodic"`` batch's truncation, ``truncate``,
+and restart, `EnvStepper.start`) are `jaxsample.core.modes`'.
+Carry dtypes are the env's and agent's own, strong, so a second ``collect``
+does not retrace.
 """
 
 from __future__ import annotations
@@ -29,13 +28,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import struct
-from gymnax.environments.environment import Environment
 
 from jaxsample.agents.base import Agent
 from jaxsample.core.acting import ActFn, AgentCarry, AgentStepper, where_leading
 from jaxsample.core.keys import EnvKeys, env_step_keys
 from jaxsample.core.masking import observe, split
 from jaxsample.core.specs import EnvSpec, agent_state_spec, env_spec, recorded_info, strong
+from jaxsample.envs.wrappers import inherits_step
 from jaxsample.traj_info import TrajAccumulator, TrajStep
 from jaxsample.types import PyTree, TrajInfo
 
@@ -138,7 +137,7 @@ class EnvStepper:
         """Whether the env's ``step`` is gymnax's own auto-resetting step (not
         overridden): then `env_step` may write it out with a step key
         and a reset key of the caller's."""
-        return type(self.env).step is Environment.step
+        return inherits_step(self.env)
 
     def env_step(
         self, k_env: EnvKeys, env_state: PyTree, action: PyTree
@@ -253,13 +252,3 @@ def traj_step(observation: PyTree, tr: Transition) -> TrajStep:
         env_info=recorded_info(tr.info),
         agent_info=tr.agent_info,
     )
-
-
-def hold_idle(s: Any, new: Any, done: jax.Array, out: PyTree) -> tuple[Any, PyTree]:
-    """``"wait"``/``"episodic"`` modes: an env idle at this step (``s.idle``,
-    it finished earlier in the batch) keeps its state ``s`` and writes zeros;
-    otherwise it takes ``new`` and goes idle where ``done``."""
-    idle = s.idle
-    new = where_leading(idle, s, new.replace(idle=done))
-    out = where_leading(idle, jax.tree.map(jnp.zeros_like, out), out)
-    return new, out

@@ -13,8 +13,11 @@ masks the observations they return. It inherits gymnax's ``step`` (auto-reset,
 ``terminated`` / ``truncated`` / ``final_observation`` info) and delegates
 ``is_truncated`` to the inner environment. The env state and the env params are
 the inner environment's, unchanged; the samplers look through a wrapper to the
-inner env when they bound the truncations per batch (see
-`jaxsample.core.specs.known_time_limit`).
+inner env when they bound the truncations per batch (the wrapper's
+``time_limit_env``, read by `jaxsample.core.specs.known_time_limit`).
+
+`inherits_step` is the one test of whether an env keeps gymnax's own
+``step`` (the samplers write that step out, or step without its reset).
 """
 
 from __future__ import annotations
@@ -39,6 +42,13 @@ VELOCITY_INDICES: dict[str, tuple[int, ...]] = {
     "MountainCar-v0": (1,),  # [position, velocity]
     "MountainCarContinuous-v0": (1,),  # [position, velocity]
 }
+
+
+def inherits_step(env: Any, base: type = Environment) -> bool:
+    """Whether ``env`` is a ``base`` (gymnax's ``Environment`` by default)
+    whose class keeps ``base.step`` (does not override it): for gymnax, the
+    auto-resetting step over ``step_env``, ``is_truncated`` and ``reset_env``."""
+    return isinstance(env, base) and type(env).step is base.step
 
 
 def _overrides(env: Any, name: str) -> bool:
@@ -112,6 +122,12 @@ class MaskObservation(Environment):
     def mask(self, observation: jax.Array) -> jax.Array:
         """``observation[..., keep_indices]``: ``[..., D] -> [..., len(keep_indices)]``."""
         return jnp.take(observation, np.asarray(self.keep_indices), axis=-1)
+
+    def time_limit_env(self) -> Any:
+        """The env whose time limit (and truncations) this one has: the inner
+        env, whose dynamics it delegates to; None for a subclass (it may
+        change them). `jaxsample.core.specs.known_time_limit` reads it."""
+        return self.env if type(self) is MaskObservation else None
 
     # -- gymnax Environment --------------------------------------------------
 

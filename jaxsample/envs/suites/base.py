@@ -38,6 +38,7 @@ from flax import struct
 from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
 
+from jaxsample.envs.wrappers import inherits_step
 from jaxsample.types import PyTree
 
 __all__ = [
@@ -174,7 +175,7 @@ class SuiteEnv(Environment):
         `jaxsample.core.specs.known_time_limit` reads it."""
         cls = type(self)
         same_step = (
-            cls.step is Environment.step
+            inherits_step(self)
             and cls.step_env is SuiteEnv.step_env
             and cls.is_truncated is SuiteEnv.is_truncated
         )

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from gymnax.environments import spaces
 
 from jaxsample.envs.suites.base import SuiteEnv, SuiteStep, box, dm_env_step
+from jaxsample.envs.wrappers import inherits_step
 from jaxsample.types import PyTree
 
 __all__ = ["XMiniGridEnv", "from_xminigrid", "make_xminigrid"]
@@ -58,7 +59,7 @@ class XMiniGridEnv(SuiteEnv):
         ``params.max_steps``; known for envs that keep that ``step``."""
         from xminigrid.environment import Environment
 
-        if type(self.env).step is not Environment.step:
+        if not inherits_step(self.env, Environment):
             return None
         try:
             return int((params or self._default_params).max_steps)

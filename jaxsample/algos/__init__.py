@@ -4,6 +4,8 @@
 * [`ppo`][jaxsample.algos.ppo], [`dqn`][jaxsample.algos.dqn]: the reference
   trainers (frozen objects of pure functions);
 * [`configs`][jaxsample.algos.configs]: their static configurations;
+* [`registry`][jaxsample.algos.registry]: the algorithms by name (``--algo``),
+  each with its config, trainer and the facts its callers need;
 * [`returns`][jaxsample.algos.returns]: value targets that bootstrap through
   truncation (``gae``, ``final_values``, ``td_target``);
 * `common`: what the two trainers share;
@@ -42,6 +44,7 @@ __all__ = [
     "drivers",
     "ppo",
     "program_store",
+    "registry",
     "report",
     "returns",
     "runner",

@@ -44,8 +44,9 @@ Two variants (``config.recurrent``):
   reset exactly where the sampler reset it (``reset[t] = done[t - 1]``).
 
 Everything here is pure (callers jit) except the reference benchmark,
-[`reference_run`][jaxsample.algos.ppo.reference_run] (``python -m jaxsample.algos.ppo``), a runner
-that jits.
+[`reference_run`][jaxsample.algos.ppo.reference_run], a runner that jits.
+From the command line, ``jaxsample train --seeds 8 --preset none`` trains the
+same settings.
 """
 
 from __future__ import annotations
@@ -541,13 +542,3 @@ def reference_run(
         make_train(config), seeds, lrs=lrs, tail_iterations=tail_iterations, compiler=compiler
     )
     return report
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m jaxsample.algos.ppo [--seeds N] [--first-seed S] [--total-timesteps T]``."""
-    description = "PPO reference benchmark (CleanRL's CartPole-v1 setup)"
-    common.reference_main(argv, description, PPOConfig, 8, reference_run)
-
-
-if __name__ == "__main__":
-    main()

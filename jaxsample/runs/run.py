@@ -29,6 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxsample.algos import registry
 from jaxsample.runs.files import replace_file
 from jaxsample.runs.folder import RunFolder
 from jaxsample.runs.logs import MetricLogs, run_names
@@ -58,32 +59,21 @@ def environment() -> dict[str, Any]:
 
 
 def config_type(algo: str) -> type:
-    """The config dataclass of an algorithm name (``ppo``, ``ppo-rnn``, ``dqn``)."""
-    from jaxsample.algos.configs import DQNConfig, PPOConfig
-
-    return DQNConfig if algo == "dqn" else PPOConfig
+    """The config dataclass of an algorithm name (``ppo``, ``ppo-rnn``, ``dqn``:
+    [`jaxsample.algos.registry`][jaxsample.algos.registry])."""
+    return registry.get(algo).config_type
 
 
 def algo_of(config: Any) -> str:
     """The algorithm name of a config: ``dqn``, ``ppo-rnn`` or ``ppo``."""
-    from jaxsample.algos.configs import DQNConfig
-
-    if isinstance(config, DQNConfig):
-        return "dqn"
-    return "ppo-rnn" if getattr(config, "recurrent", False) else "ppo"
+    return registry.of_config(config).name
 
 
 @functools.lru_cache(maxsize=8)
 def build_trainer(config: Any) -> Any:
     """The trainer of ``config`` (one per config in a process: its compiled
     programs are reused, `jaxsample.algos.runner`)."""
-    if algo_of(config) == "dqn":
-        from jaxsample.algos import dqn
-
-        return dqn.make_train(config)
-    from jaxsample.algos import ppo
-
-    return ppo.make_train(config)
+    return registry.of_config(config).make_train(config)
 
 
 def sweep_runs(

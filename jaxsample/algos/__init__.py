@@ -13,6 +13,8 @@
   [`jaxsample.driver`][jaxsample.driver];
 * [`runner`][jaxsample.algos.runner]: runs a trainer as one program or in
   compiled chunks, with progress (``jaxsample train``);
+  [`programs`][jaxsample.algos.programs] those programs and how they are
+  compiled;
   [`report`][jaxsample.algos.report] its summary table, JSON and PNG;
   [`program_store`][jaxsample.algos.program_store] keeps the one program's traced parts
   between processes.
@@ -44,6 +46,7 @@ __all__ = [
     "drivers",
     "ppo",
     "program_store",
+    "programs",
     "registry",
     "report",
     "returns",

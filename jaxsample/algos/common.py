@@ -30,7 +30,7 @@ import numpy as np
 import optax
 
 from jaxsample._checks import check_int
-from jaxsample.algos import runner
+from jaxsample.algos import programs
 from jaxsample.envs import suites
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import Sampler, make_sampler
@@ -249,7 +249,7 @@ def reference_run(
     run_lrs = [lr for _ in seed_list for lr in lr_list]
     keys = jax.vmap(jax.random.key)(jnp.asarray(run_seeds, jnp.uint32))
     hparams = trainer.hparams(lr=jnp.asarray(run_lrs, jnp.float32))
-    train = jax.jit(runner.over_runs(trainer.train))
+    train = jax.jit(programs.over_runs(trainer.train))
     t0 = time.perf_counter()
     if compiler is None:
         compiled = train.lower(keys, hparams).compile()

@@ -430,6 +430,42 @@ class Trainer(TrainerBase):
         return (params, opt_state, hparams, lr), {"loss": loss, **stats}
 
 
+def _make_agent(config: PPOConfig, space: Any) -> Any:
+    """The actor-critic of ``config`` for an env's action space: recurrent, or
+    categorical (``Discrete``) or Gaussian (``Box``); one agent's, shared by
+    every agent of a multi-agent env (a ``PerAgent`` space)."""
+    team = space if isinstance(space, PerAgent) else None  # a multi-agent env
+    space = space.space if team else space
+    if config.recurrent:
+        agent = RecurrentActorCritic(
+            space,
+            hidden_size=config.rnn_hidden_size,
+            cell=config.rnn_cell,
+            encoder_sizes=config.rnn_encoder_sizes,
+        )
+    elif isinstance(space, spaces.Discrete):
+        agent = CategoricalActorCritic(space, hidden_sizes=config.hidden_sizes)
+    elif isinstance(space, spaces.Box):
+        agent = GaussianActorCritic(space, hidden_sizes=config.hidden_sizes)
+    else:
+        raise TypeError(f"PPO needs a Discrete or Box action space, got {type(space).__name__}")
+    return SharedAgent(agent, team.num_agents) if team else agent
+
+
+def _check_mesh(config: PPOConfig, mesh: Mesh, mesh_axis: str) -> None:
+    """A ``ValueError`` unless a minibatch splits evenly over the mesh axis."""
+    n = int(mesh.shape[mesh_axis])
+    per_minibatch = (
+        config.num_envs // config.num_minibatches if config.recurrent else config.minibatch_size
+    )
+    if per_minibatch % n:
+        raise ValueError(
+            f"a minibatch of {per_minibatch} "
+            f"{'env sequences' if config.recurrent else 'steps'} cannot be split over "
+            f"the {n} devices of mesh axis {mesh_axis!r}: change num_minibatches"
+        )
+
+
 def make_train(
     config: PPOConfig,
     *,
@@ -465,24 +501,7 @@ def make_train(
     env, env_params = make_env(config, env, env_params)
     if config.mask_velocity:
         env = mask_velocity(env)
-    space = env.action_space(env_params)
-    team = space if isinstance(space, PerAgent) else None  # a multi-agent env
-    space = space.space if team else space
-    if config.recurrent:
-        agent = RecurrentActorCritic(
-            space,
-            hidden_size=config.rnn_hidden_size,
-            cell=config.rnn_cell,
-            encoder_sizes=config.rnn_encoder_sizes,
-        )
-    elif isinstance(space, spaces.Discrete):
-        agent = CategoricalActorCritic(space, hidden_sizes=config.hidden_sizes)
-    elif isinstance(space, spaces.Box):
-        agent = GaussianActorCritic(space, hidden_sizes=config.hidden_sizes)
-    else:
-        raise TypeError(f"PPO needs a Discrete or Box action space, got {type(space).__name__}")
-    if team:
-        agent = SharedAgent(agent, team.num_agents)
+    agent = _make_agent(config, env.action_space(env_params))
     sampler = make_trainer_sampler(
         env,
         env_params,
@@ -494,18 +513,7 @@ def make_train(
         mesh_axis=mesh_axis,
     )
     if mesh is not None:
-        n = int(mesh.shape[mesh_axis])
-        per_minibatch = (
-            config.num_envs // config.num_minibatches
-            if config.recurrent
-            else (config.minibatch_size)
-        )
-        if per_minibatch % n:
-            raise ValueError(
-                f"a minibatch of {per_minibatch} "
-                f"{'env sequences' if config.recurrent else 'steps'} cannot be split over "
-                f"the {n} devices of mesh axis {mesh_axis!r}: change num_minibatches"
-            )
+        _check_mesh(config, mesh, mesh_axis)
     optimizer = common.make_optimizer(config)
     negamax = config.negamax == "on"
     if config.negamax == "auto":  # what the env says: a Pgx two-player game is zero-sum

@@ -137,6 +137,23 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
     p.set_defaults(func=_train)
 
 
+def _add_collect(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "collect", help="compile a sampler, collect a few batches, print speed and stats"
+    )
+    p.add_argument("--env", default="CartPole-v1", help=ENV_HELP)
+    p.add_argument("--B", type=int, default=1024, help="number of environments")
+    p.add_argument("--T", type=int, default=128, help="time steps per batch")
+    p.add_argument("--batches", type=int, default=5)
+    p.add_argument("--reset-mode", default="auto", choices=("auto", "wait", "episodic"))
+    p.add_argument("--decorrelation", type=int, default=0, help="max_decorrelation_steps")
+    p.add_argument("--discount", type=float, default=0.99)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="write the figures to this JSON file")
+    p.epilog = cleanrl_epilog(p)
+    p.set_defaults(func=collect)
+
+
 def _add_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval",
@@ -221,23 +238,6 @@ class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
         if action.default is None:
             return action.help
         return super()._get_help_string(action)
-
-
-def _add_collect(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "collect", help="compile a sampler, collect a few batches, print speed and stats"
-    )
-    p.add_argument("--env", default="CartPole-v1", help=ENV_HELP)
-    p.add_argument("--B", type=int, default=1024, help="number of environments")
-    p.add_argument("--T", type=int, default=128, help="time steps per batch")
-    p.add_argument("--batches", type=int, default=5)
-    p.add_argument("--reset-mode", default="auto", choices=("auto", "wait", "episodic"))
-    p.add_argument("--decorrelation", type=int, default=0, help="max_decorrelation_steps")
-    p.add_argument("--discount", type=float, default=0.99)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="write the figures to this JSON file")
-    p.epilog = cleanrl_epilog(p)
-    p.set_defaults(func=collect)
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:

@@ -85,15 +85,14 @@ def test_help_version_and_argument_errors_load_no_heavy_package(argv, code, says
 
 def test_the_parsers_light_copies_agree_with_the_heavy_originals() -> None:
     from jaxsample import bench
-    from jaxsample.algos import configs, dqn, ppo
+    from jaxsample.algos import configs, registry
     from jaxsample.cli import parser
     from jaxsample.replay import MAX_CAPACITY
 
     assert parser.BENCH_METHODS == bench.METHODS
-    assert {
-        "ppo": tuple(f.name for f in dataclasses.fields(ppo.HParams)),
-        "dqn": tuple(f.name for f in dataclasses.fields(dqn.HParams)),
-    } == configs.HPARAMS_FIELDS
+    for algorithm in registry.ALGORITHMS.values():
+        hparams = algorithm.module().HParams
+        assert tuple(f.name for f in dataclasses.fields(hparams)) == algorithm.hparams_fields
     assert configs._MAX_REPLAY_CAPACITY == MAX_CAPACITY
     with pytest.raises(ValueError, match="buffer_capacity must be <="):
         configs.DQNConfig(buffer_capacity=MAX_CAPACITY + 1)

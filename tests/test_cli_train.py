@@ -371,11 +371,11 @@ def test_one_program_reports_from_inside_and_matches_the_chunked_run() -> None:
 
 
 def test_over_runs_vmaps_several_runs_and_traces_one_run_unbatched() -> None:
-    """``runner.over_runs``: several runs are ``jax.vmap`` (the same values);
+    """``programs.over_runs``: several runs are ``jax.vmap`` (the same values);
     one run is ``fn`` of the run's own arguments with the axis added back (its
     scan carries the run's shapes, not a batch of one) and gives the values
     of ``fn`` called on that run alone."""
-    from jaxsample.algos import runner
+    from jaxsample.algos import programs
 
     def f(x, scale):  # a scan, as a trainer's iteration has
         def body(c, _):
@@ -385,13 +385,13 @@ def test_over_runs_vmaps_several_runs_and_traces_one_run_unbatched() -> None:
 
     xs = jnp.linspace(-1.0, 1.0, 15, dtype=jnp.float32).reshape(3, 5)
     scales = jnp.asarray([0.5, 1.0, 2.0], jnp.float32)
-    many = runner.over_runs(f)(xs, scales)
+    many = programs.over_runs(f)(xs, scales)
     jax.tree.map(np.testing.assert_array_equal, many, jax.vmap(f)(xs, scales))
-    one = runner.over_runs(f)(xs[:1], scales[:1])
+    one = programs.over_runs(f)(xs[:1], scales[:1])
     alone = jax.tree.map(lambda y: y[None], f(xs[0], scales[0]))
     jax.tree.map(np.testing.assert_array_equal, one, alone)
     assert one[0].shape == (1, 5) and one[1].shape == (1, 4)
-    jaxpr = jax.make_jaxpr(runner.over_runs(f))(xs[:1], scales[:1])
+    jaxpr = jax.make_jaxpr(programs.over_runs(f))(xs[:1], scales[:1])
     (scan,) = [e for e in jaxpr.eqns if e.primitive.name == "scan"]
     assert scan.outvars[0].aval.shape == (5,)  # vmap would carry (1, 5)
     (batched,) = [
@@ -406,36 +406,36 @@ def test_the_runner_compiles_init_cheaply_on_cpu_and_names_a_bad_part() -> None:
     """Init runs once: XLA's cheapest LLVM level, its kernels compiled on one
     thread (beside the loop's tracing); the loop: -O2. The options are ones
     this XLA takes, and the results do not depend on them."""
-    from jaxsample.algos import runner
+    from jaxsample.algos import programs
 
     assert jax.default_backend() == "cpu"
-    assert runner.compiler_options("init") == {
+    assert programs.compiler_options("init") == {
         "xla_backend_optimization_level": 0,
         "xla_cpu_parallel_codegen_split_count": 1,
     }
-    assert runner.compiler_options("run") == {"xla_backend_optimization_level": 2}
+    assert programs.compiler_options("run") == {"xla_backend_optimization_level": 2}
     f = jax.jit(lambda x: jnp.tanh(x) * 3.0 + jnp.exp(-x))
     x = jnp.linspace(-3.0, 3.0, 64)
     for part in ("init", "run"):
-        exe = f.lower(x).compile(runner.compiler_options(part))
+        exe = f.lower(x).compile(programs.compiler_options(part))
         np.testing.assert_array_equal(exe(x), f(x))
     with pytest.raises(ValueError, match="part must be one of"):
-        runner.compiler_options("loop")
+        programs.compiler_options("loop")
 
 
 def test_in_background_returns_the_result_or_raises_from_a_worker_thread() -> None:
-    from jaxsample.algos import runner
+    from jaxsample.algos import programs
 
     def where(x):
         return threading.current_thread().name, x * 2
 
-    name, value = runner.in_background(where, 21)()
+    name, value = programs.in_background(where, 21)()
     assert name.startswith("jaxsample-compile") and value == 42
 
     def fails():
         raise ValueError("compile failed")
 
-    wait = runner.in_background(fails)
+    wait = programs.in_background(fails)
     with pytest.raises(ValueError, match="compile failed"):
         wait()
 
@@ -470,10 +470,10 @@ def test_the_run_is_compiled_while_init_compiles_and_a_sharded_state_is_kept() -
     state would refuse it) compiles them for the state itself, and its run
     gives the plain loop's values. (In chunks: JAX 0.9's partitioner refuses
     the one program's host callbacks in a sharded program.)"""
-    from jaxsample.algos import runner
+    from jaxsample.algos import programs, runner
 
     keys, hparams = runner.run_inputs(_ToyTrainer(), jax.random.key(3), 2)
-    like, initial = runner._initial_state(_ToyTrainer(), keys, hparams)
+    like, initial = programs._initial_state(_ToyTrainer(), keys, hparams)
     assert all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(like))
     state = initial()
     assert jax.tree.map(lambda x: (x.shape, x.dtype, x.weak_type), like) == jax.tree.map(

@@ -4,6 +4,8 @@
 * [`ppo`][jaxsample.algos.ppo], [`dqn`][jaxsample.algos.dqn]: the reference
   trainers (frozen objects of pure functions);
 * [`configs`][jaxsample.algos.configs]: their static configurations;
+* [`registry`][jaxsample.algos.registry]: the algorithms by name (``--algo``),
+  each with its config, trainer and the facts its callers need;
 * [`returns`][jaxsample.algos.returns]: value targets that bootstrap through
   truncation (``gae``, ``final_values``, ``td_target``);
 * `common`: what the two trainers share;
@@ -11,6 +13,8 @@
   [`jaxsample.driver`][jaxsample.driver];
 * [`runner`][jaxsample.algos.runner]: runs a trainer as one program or in
   compiled chunks, with progress (``jaxsample train``);
+  [`programs`][jaxsample.algos.programs] those programs and how they are
+  compiled;
   [`report`][jaxsample.algos.report] its summary table, JSON and PNG;
   [`program_store`][jaxsample.algos.program_store] keeps the one program's traced parts
   between processes.
@@ -42,6 +46,8 @@ __all__ = [
     "drivers",
     "ppo",
     "program_store",
+    "programs",
+    "registry",
     "report",
     "returns",
     "runner",

@@ -12,14 +12,13 @@ Written once here:
   ``HParams``, the first parameters, the annealed learning rate, the
   episode metrics);
 * `reference_run`, the seeds x learning-rates sweep under one
-  ``jax.vmap`` (a runner: it jits), and its command line
-  (`reference_main`): the only functions of the trainers that call
-  ``jax.jit``; everything else is pure, and callers jit.
+  ``jax.vmap`` (a runner: it jits): the only function of the trainers that
+  calls ``jax.jit``; everything else is pure, and callers jit. (From the
+  command line, ``jaxsample train`` trains the same configs.)
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +30,7 @@ import numpy as np
 import optax
 
 from jaxsample._checks import check_int
-from jaxsample.algos import runner
+from jaxsample.algos import programs
 from jaxsample.envs import suites
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import SamplerProtocol, make_sampler
@@ -44,7 +43,6 @@ __all__ = [
     "make_env",
     "make_optimizer",
     "make_trainer_sampler",
-    "reference_main",
     "reference_run",
 ]
 
@@ -252,7 +250,7 @@ def reference_run(
     run_lrs = [lr for _ in seed_list for lr in lr_list]
     keys = jax.vmap(jax.random.key)(jnp.asarray(run_seeds, jnp.uint32))
     hparams = trainer.hparams(lr=jnp.asarray(run_lrs, jnp.float32))
-    train = jax.jit(runner.over_runs(trainer.train))
+    train = jax.jit(programs.over_runs(trainer.train))
     t0 = time.perf_counter()
     if compiler is None:
         compiled = train.lower(keys, hparams).compile()
@@ -284,37 +282,3 @@ def reference_run(
         evaluation = jax.jit(jax.vmap(evaluate))(state, eval_keys)
         report["eval_return"] = np.asarray(evaluation["episode_return_mean"])
     return state, report
-
-
-def reference_main(
-    argv: Sequence[str] | None,
-    description: str,
-    config_type: type,
-    default_seeds: int,
-    run: Callable[[Any, Sequence[int]], dict[str, Any]],
-) -> None:
-    """``python -m jaxsample.algos.<algo> [--seeds N] [--first-seed S] [--total-timesteps T]``:
-    ``run(config, seeds)`` (the algorithm's ``reference_run``), then one line
-    of figures and one line per run (its final and tail returns, and the greedy
-    evaluation's when the report has ``eval_return``)."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--seeds", type=int, default=default_seeds)
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--total-timesteps", type=int, default=config_type.total_timesteps)
-    args = parser.parse_args(argv)
-    config = config_type(total_timesteps=args.total_timesteps)
-    out = run(config, range(args.first_seed, args.first_seed + args.seeds))
-    steps = config.num_iterations * config.num_envs * config.num_steps
-    print(f"{config}")
-    print(
-        f"{len(out['seeds'])} runs x {steps} env steps (vmapped): compile {out['compile_s']:.1f} s,"
-        f" run {out['run_s']:.1f} s ({len(out['seeds']) * steps / out['run_s']:,.0f} env steps/s)"
-    )
-    for i, seed in enumerate(out["seeds"]):
-        line = (
-            f"seed {seed}: final average_return {out['final_return'][i]:.1f} (last "
-            f"{config.metrics_window} episodes), tail {out['tail_return'][i]:.1f}"
-        )
-        if "eval_return" in out:
-            line += f", greedy eval {out['eval_return'][i]:.1f}"
-        print(line)

@@ -21,7 +21,6 @@ from typing import Any
 from jaxsample._checks import check_int, numpy_types
 
 __all__ = [
-    "HPARAMS_FIELDS",
     "MASKED_CARTPOLE_RECURRENT",
     "SELF_PLAY_CONNECT_FOUR",
     "SELF_PLAY_TIC_TAC_TOE",
@@ -41,14 +40,6 @@ _MAX_TIMESTEPS = 2**31 - 1  # env steps are counted in int32
 # ``jaxsample.replay.MAX_CAPACITY`` (a test checks they agree), not imported:
 # jaxsample.replay imports JAX.
 _MAX_REPLAY_CAPACITY = 2**30
-#: The fields of each trainer's ``HParams`` (the hyperparameters a list may
-#: sweep in one vmapped program): [`jaxsample.algos.ppo.HParams`][jaxsample.algos.ppo.HParams]'s
-#: and [`jaxsample.algos.dqn.HParams`][jaxsample.algos.dqn.HParams]'s, named here without
-#: importing them (a test checks they agree).
-HPARAMS_FIELDS = {
-    "ppo": ("lr", "clip_eps", "ent_coef", "vf_coef"),
-    "dqn": ("lr", "gamma"),
-}
 _DQN_POSITIVE_INTS = (
     "buffer_capacity",
     "batch_size",

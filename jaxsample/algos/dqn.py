@@ -51,8 +51,8 @@ the env really reached, not the reset observation gymnax's auto-reset returns
 (bootstrapping from that, or not at all, is what most JAX DQN code does).
 
 The trainer is pure (callers jit); [`reference_run`][jaxsample.algos.dqn.reference_run], the
-reference
-benchmark (``python -m jaxsample.algos.dqn``), is a runner and jits.
+reference benchmark, is a runner and jits. From the command line, ``jaxsample
+train --algo dqn --seeds 4`` trains the same settings.
 """
 
 from __future__ import annotations
@@ -476,14 +476,3 @@ def reference_run(
     return common.reference_run(
         trainer, seeds, lrs=lrs, tail_iterations=tail_iterations, compiler=compiler
     )[1]
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m jaxsample.algos.dqn [--seeds N] [--first-seed S] [--total-timesteps T]``."""
-    common.reference_main(
-        argv, "DQN reference benchmark (CartPole-v1)", DQNConfig, 4, reference_run
-    )
-
-
-if __name__ == "__main__":
-    main()

@@ -44,8 +44,9 @@ Two variants (``config.recurrent``):
   reset exactly where the sampler reset it (``reset[t] = done[t - 1]``).
 
 Everything here is pure (callers jit) except the reference benchmark,
-[`reference_run`][jaxsample.algos.ppo.reference_run] (``python -m jaxsample.algos.ppo``), a runner
-that jits.
+[`reference_run`][jaxsample.algos.ppo.reference_run], a runner that jits.
+From the command line, ``jaxsample train --seeds 8 --preset none`` trains the
+same settings.
 """
 
 from __future__ import annotations
@@ -431,6 +432,48 @@ class Trainer(TrainerBase):
         return (params, opt_state, hparams, lr), {"loss": loss, **stats}
 
 
+def _make_agent(config: PPOConfig, space: Any) -> Any:
+    """The actor-critic of ``config`` for an env's action space: recurrent, or
+    categorical (``Discrete``) or Gaussian (``Box``); one agent's, shared by
+    every agent of a multi-agent env (a ``PerAgent`` space)."""
+    team = space if isinstance(space, PerAgent) else None  # a multi-agent env
+    space = space.space if team else space
+    act = {"tanh": jnp.tanh, "relu": jax.nn.relu}[config.activation]
+    if config.recurrent:
+        agent = RecurrentActorCritic(
+            space,
+            hidden_size=config.rnn_hidden_size,
+            cell=config.rnn_cell,
+            encoder_sizes=config.rnn_encoder_sizes,
+        )
+    elif isinstance(space, spaces.Discrete):
+        agent = CategoricalActorCritic(space, hidden_sizes=config.hidden_sizes, activation=act)
+    elif isinstance(space, spaces.Box):
+        agent = GaussianActorCritic(
+            space,
+            hidden_sizes=config.hidden_sizes,
+            activation=act,
+            log_std_init=config.log_std_init,
+        )
+    else:
+        raise TypeError(f"PPO needs a Discrete or Box action space, got {type(space).__name__}")
+    return SharedAgent(agent, team.num_agents) if team else agent
+
+
+def _check_mesh(config: PPOConfig, mesh: Mesh, mesh_axis: str) -> None:
+    """A ``ValueError`` unless a minibatch splits evenly over the mesh axis."""
+    n = int(mesh.shape[mesh_axis])
+    per_minibatch = (
+        config.num_envs // config.num_minibatches if config.recurrent else config.minibatch_size
+    )
+    if per_minibatch % n:
+        raise ValueError(
+            f"a minibatch of {per_minibatch} "
+            f"{'env sequences' if config.recurrent else 'steps'} cannot be split over "
+            f"the {n} devices of mesh axis {mesh_axis!r}: change num_minibatches"
+        )
+
+
 def make_train(
     config: PPOConfig,
     *,
@@ -466,30 +509,7 @@ def make_train(
     env, env_params = make_env(config, env, env_params)
     if config.mask_velocity:
         env = mask_velocity(env)
-    space = env.action_space(env_params)
-    team = space if isinstance(space, PerAgent) else None  # a multi-agent env
-    space = space.space if team else space
-    act = {"tanh": jnp.tanh, "relu": jax.nn.relu}[config.activation]
-    if config.recurrent:
-        agent = RecurrentActorCritic(
-            space,
-            hidden_size=config.rnn_hidden_size,
-            cell=config.rnn_cell,
-            encoder_sizes=config.rnn_encoder_sizes,
-        )
-    elif isinstance(space, spaces.Discrete):
-        agent = CategoricalActorCritic(space, hidden_sizes=config.hidden_sizes, activation=act)
-    elif isinstance(space, spaces.Box):
-        agent = GaussianActorCritic(
-            space,
-            hidden_sizes=config.hidden_sizes,
-            activation=act,
-            log_std_init=config.log_std_init,
-        )
-    else:
-        raise TypeError(f"PPO needs a Discrete or Box action space, got {type(space).__name__}")
-    if team:
-        agent = SharedAgent(agent, team.num_agents)
+    agent = _make_agent(config, env.action_space(env_params))
     sampler = make_trainer_sampler(
         env,
         env_params,
@@ -501,18 +521,7 @@ def make_train(
         mesh_axis=mesh_axis,
     )
     if mesh is not None:
-        n = int(mesh.shape[mesh_axis])
-        per_minibatch = (
-            config.num_envs // config.num_minibatches
-            if config.recurrent
-            else (config.minibatch_size)
-        )
-        if per_minibatch % n:
-            raise ValueError(
-                f"a minibatch of {per_minibatch} "
-                f"{'env sequences' if config.recurrent else 'steps'} cannot be split over "
-                f"the {n} devices of mesh axis {mesh_axis!r}: change num_minibatches"
-            )
+        _check_mesh(config, mesh, mesh_axis)
     optimizer = common.make_optimizer(config)
     negamax = config.negamax == "on"
     if config.negamax == "auto":  # what the env says: a Pgx two-player game is zero-sum
@@ -549,13 +558,3 @@ def reference_run(
         make_train(config), seeds, lrs=lrs, tail_iterations=tail_iterations, compiler=compiler
     )
     return report
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m jaxsample.algos.ppo [--seeds N] [--first-seed S] [--total-timesteps T]``."""
-    description = "PPO reference benchmark (CleanRL's CartPole-v1 setup)"
-    common.reference_main(argv, description, PPOConfig, 8, reference_run)
-
-
-if __name__ == "__main__":
-    main()

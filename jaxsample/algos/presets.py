@@ -43,11 +43,13 @@ class Preset:
     values: dict[str, Any]
 
     def config(self, **overrides: Any) -> Any:
-        """The preset as a [`PPOConfig`][jaxsample.algos.configs.PPOConfig]
-        for its env (``overrides`` on top)."""
-        from jaxsample.algos.configs import PPOConfig
+        """The preset as its algorithm's config (a
+        [`PPOConfig`][jaxsample.algos.configs.PPOConfig]) for its env
+        (``overrides`` on top)."""
+        from jaxsample.algos import registry
 
-        return PPOConfig(**{"env_name": self.env, **self.values, **overrides})
+        config_type = registry.get(self.algo).config_type
+        return config_type(**{"env_name": self.env, **self.values, **overrides})
 
 
 @functools.cache

@@ -30,7 +30,7 @@ are the sampler's: see ``docs/design.md``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -104,6 +104,41 @@ def gae(
       ``(advantages, returns)``, both ``[T, ...]`` float32, ``returns = A + value``
       (the value targets; on invalid steps ``A = 0``).
     """
+    signed = next_sign is not None
+    x = _gae_inputs(
+        reward, value, final_value, bootstrap_value, terminated, truncated, valid, next_sign
+    )
+    following = jnp.concatenate([x.value[1:], x.bootstrap_value[None]], axis=0)
+    next_value = jnp.where(x.truncated, x.final_value, following)
+    not_terminated = 1.0 - x.terminated.astype(jnp.float32)
+    not_done = 1.0 - (x.terminated | x.truncated | ~x.valid).astype(jnp.float32)
+    if signed:  # the next player's view, seen from the acting player's
+        next_value = x.sign * next_value
+        not_done = x.sign * not_done
+    delta = x.reward + gamma * not_terminated * next_value - x.value
+    advantages = _advantages(delta, not_done, x.valid, x.bootstrap_value, gamma * lam)
+    return advantages, advantages + x.value
+
+
+class _GAEInputs(NamedTuple):
+    """`gae`'s per-step arrays (``[T, ...]``, the env's ends broadcast over an
+    agent axis) and ``bootstrap_value`` (``[...]``), as float32 and bool."""
+
+    reward: jax.Array
+    value: jax.Array
+    final_value: jax.Array
+    bootstrap_value: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    valid: jax.Array
+    sign: jax.Array
+
+
+def _gae_inputs(
+    reward: Any, value: Any, final_value: Any, bootstrap_value: Any, terminated: Any,
+    truncated: Any, valid: Any, next_sign: Any,
+) -> _GAEInputs:  # fmt: skip
+    """`gae`'s arguments as arrays, their shapes checked (a ``ValueError`` names one)."""
     reward = jnp.asarray(reward, jnp.float32)
     value = jnp.asarray(value, jnp.float32)
     final_value = jnp.asarray(final_value, jnp.float32)
@@ -138,25 +173,27 @@ def gae(
         raise ValueError(
             f"bootstrap_value must have shape {shape[1:]}, got {bootstrap_value.shape}"
         )
+    return _GAEInputs(
+        reward, value, final_value, bootstrap_value, terminated, truncated, valid, sign
+    )
 
-    following = jnp.concatenate([value[1:], bootstrap_value[None]], axis=0)
-    next_value = jnp.where(truncated, final_value, following)
-    not_terminated = 1.0 - terminated.astype(jnp.float32)
-    not_done = 1.0 - (terminated | truncated | ~valid).astype(jnp.float32)
-    if signed:  # the next player's view, seen from the acting player's
-        next_value = sign * next_value
-        not_done = sign * not_done
-    delta = reward + gamma * not_terminated * next_value - value
+
+def _advantages(
+    delta: jax.Array, not_done: jax.Array, valid: jax.Array, bootstrap_value: jax.Array,
+    gamma_lam: Any,
+) -> jax.Array:  # fmt: skip
+    """``A[t] = delta[t] + gamma_lam * not_done[t] * A[t + 1]`` (0 where not
+    ``valid``), ``A[T] = 0``: a reverse ``lax.scan``."""
 
     def step(next_advantage: jax.Array, x: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array]:
         delta_t, not_done_t, valid_t = x
-        advantage = jnp.where(valid_t, delta_t + gamma * lam * not_done_t * next_advantage, 0.0)
+        advantage = jnp.where(valid_t, delta_t + gamma_lam * not_done_t * next_advantage, 0.0)
         return advantage, advantage
 
     _, advantages = jax.lax.scan(
         step, jnp.zeros_like(bootstrap_value), (delta, not_done, valid), reverse=True
     )
-    return advantages, advantages + value
+    return advantages
 
 
 def final_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:

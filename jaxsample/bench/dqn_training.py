@@ -9,7 +9,7 @@ of its compile cost shows). The two programs train the same
 
 * ``train`` — what ``jaxsample train --algo dqn`` compiles and runs
   (``runner.run_training(..., one_program=True)``): init (its own program,
-  ``runner.compiler_options("init")``), then every iteration in ONE program
+  ``programs.compiler_options("init")``), then every iteration in ONE program
   (``compiler_options("run")``) that hands a progress event to the host
   every ``num_iterations / chunks`` iterations; the init compiles on a
   worker thread while the loop is traced and lowered, as in the runner, so
@@ -53,18 +53,14 @@ def _returns(name: str, out: Any) -> np.ndarray:
 
 
 def dqn_training(
-    config: dqn.DQNConfig | None = None,
-    *,
-    seeds: int = 1,
-    reps: int = 3,
-    compile_reps: int = 3,
+    config: dqn.DQNConfig | None = None, *, seeds: int = 1, reps: int = 3, compile_reps: int = 3,
     chunks: int = 20,
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # fmt: skip
     """Compile and run ``train`` and ``reference_run`` (module docstring) side by side.
 
     Args:
       config: the DQN settings (default: ``DQNConfig()``, CartPole-v1, 5e5 steps).
-      seeds: runs under one ``vmap`` (one: none, ``runner.over_runs``).
+      seeds: runs under one ``vmap`` (one: none, ``programs.over_runs``).
       reps: interleaved timed runs of each program.
       compile_reps: interleaved from-scratch compiles of each program.
       chunks: progress events per ``train`` run.

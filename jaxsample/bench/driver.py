@@ -48,35 +48,26 @@ import jax
 import numpy as np
 
 import jaxsample.algos.drivers as jd
-from jaxsample.algos import dqn, ppo
+from jaxsample.algos import registry
+from jaxsample.algos.configs import DQNConfig, PPOConfig
 from jaxsample.bench import device_requests
 from jaxsample.bench.measure import Part, compile_parts, fresh_compiles, interleave, time_once
 from jaxsample.cli.base import UsageError
 
-#: name -> (algo, config, iterations per driver batch)
+#: name -> (algorithm, config, iterations per driver batch)
 WORKLOADS: dict[str, tuple[str, Any, int]] = {
     # CleanRL's CartPole PPO: 4 envs x 128 steps, 4 epochs x 4 minibatches
-    "ppo": ("ppo", ppo.PPOConfig(), 1),
+    "ppo": ("ppo", PPOConfig(), 1),
     # more envs per batch, one epoch: collection is a larger share
     "ppo-64x128": (
         "ppo",
-        ppo.PPOConfig(num_envs=64, num_steps=128, update_epochs=1, num_minibatches=4),
+        PPOConfig(num_envs=64, num_steps=128, update_epochs=1, num_minibatches=4),
         1,
     ),
     # the reference DQN (10 envs x 1 step, 1 update per iteration), 100 iterations
     # (1000 steps, 100 updates) per driver batch, learning from the first step
-    "dqn": ("dqn", dqn.DQNConfig(learning_starts=0), 100),
+    "dqn": ("dqn", DQNConfig(learning_starts=0), 100),
 }
-
-
-def _trainer(algo: str, config: Any) -> Any:
-    return ppo.make_train(config) if algo == "ppo" else dqn.make_train(config)
-
-
-def _driver(algo: str, trainer: Any, k: int, **kwargs: Any) -> jd.Driver:
-    if algo == "ppo":
-        return jd.ppo_driver(trainer, **kwargs)
-    return jd.dqn_driver(trainer, iterations_per_batch=k, **kwargs)
 
 
 def _fused_seconds(run: Callable, state: Any) -> float:
@@ -128,8 +119,9 @@ def speed(
     rows = []
     for name in names:
         algo, config, k = WORKLOADS[name]
-        trainer = _trainer(algo, config)
-        base = _driver(algo, trainer, k, actor_devices=[actor], learner_device=learner)
+        algorithm = registry.get(algo)
+        trainer = algorithm.make_train(config)
+        base = algorithm.make_driver(trainer, k, actor_devices=[actor], learner_device=learner)
         drivers = {
             "sync": base.replace(mode="sync", num_buffers=1),
             "sync-2buf": base.replace(mode="sync"),
@@ -156,8 +148,8 @@ def speed(
         staleness = max(r.staleness_max for r in results["async"])
         med = {m: statistics.median(v) for m, v in times.items()}
         c, lrn = statistics.median(collect_ms), statistics.median(learn_ms)
-        steps = batches * k * (config.batch_size if algo == "ppo" else config.steps_per_iteration)
-        updates = batches * (config.update_epochs * config.num_minibatches if algo == "ppo" else k)
+        steps = batches * k * config.steps_per_iteration
+        updates = batches * k * algorithm.updates_per_iteration(config)
         rows.append(
             {
                 "workload": name,
@@ -188,14 +180,86 @@ def speed(
 
 
 def _speed_line(r: dict[str, Any]) -> str:
-    s = r["seconds"]
+    modes = "  ".join(f"{mode} {seconds:.3f} s" for mode, seconds in r["seconds"].items())
     return (
         f"{r['workload']:<11} {r['env_steps']:>8,} steps {r['updates']:>6,} updates | "
-        f"fused {s['fused']:.3f} s  sync {s['sync']:.3f} s  sync-2buf {s['sync-2buf']:.3f} s  "
-        f"async {s['async']:.3f} s | sync/async {r['sync_over_async']:.2f} "
+        f"{modes} | sync/async {r['sync_over_async']:.2f} "
         f"(bound {r['async_bound']:.2f})  fused/async {r['fused_over_async']:.2f} | "
         f"collect {r['collect_ms_per_batch']:.2f} ms learn {r['learn_ms_per_batch']:.2f} ms "
         f"per batch"
+    )
+
+
+def _reference(algorithm: registry.Algorithm, config: Any, seeds: Sequence[int]) -> tuple:
+    """``(report, staged)``: ``reference_run`` of ``seeds`` (fused, under one
+    ``vmap``) and its program's compile by stage, size and run time; printed."""
+    staged: dict[str, Any] = {}
+    compiler = functools.partial(_compile_into, staged)
+    ref = algorithm.reference_run(config, seeds, compiler=compiler)
+    staged["run_s"] = ref["run_s"]
+    print(
+        f"{algorithm.name} sync reference, seeds {ref['seeds']} under one vmap: "
+        + _compile_line("program", staged["compile_s"], staged["size"])
+        + f"; run {ref['run_s']:.2f} s",
+        flush=True,
+    )
+    for i, seed in enumerate(ref["seeds"]):
+        extra = f", greedy eval {ref['eval_return'][i]:.1f}" if algorithm.greedy_eval else ""
+        print(
+            f"{algorithm.name} seed {seed} sync reference: final average_return "
+            f"{ref['final_return'][i]:.1f}{extra}",
+            flush=True,
+        )
+    return ref, staged
+
+
+def _score_row(
+    algorithm: registry.Algorithm, trainer: Any, seed: int, r: jd.DriverResult,
+    reference: tuple | None,
+) -> dict[str, Any]:  # fmt: skip
+    """One seed's driver run (``r``) as a row, beside its ``reference`` run."""
+    state, config = r.learner_state, trainer.config
+    row = {
+        "algo": algorithm.name,
+        "seed": int(seed),
+        "final_return": float(np.asarray(r.metrics["average_return"]).reshape(-1)[-1]),
+        "env_steps": r.env_steps,
+        "wall_seconds": r.wall_seconds,
+        "max_staleness": r.staleness_max,
+        "mean_staleness": float(np.mean(r.records["staleness"])),
+        "batches": len(r.records["index"]),
+    }
+    if reference is not None:
+        ref, staged = reference
+        i = ref["seeds"].index(int(seed))
+        row["sync_final_return"] = float(ref["final_return"][i])
+        # the reference program's (all seeds under one vmap)
+        row["sync_compile_s"] = staged["compile_s"]
+        row["sync_size"] = staged["size"]
+        row["sync_run_s"] = staged["run_s"]
+        if algorithm.greedy_eval:
+            row["sync_eval_return"] = float(ref["eval_return"][i])
+    if algorithm.greedy_eval:
+        evaluation = jax.jit(trainer.evaluate)(state, jax.random.fold_in(jax.random.key(seed), 1))
+        row["eval_return"] = float(evaluation["episode_return_mean"])
+    if algorithm.replay:
+        learning_steps = r.env_steps - config.learning_starts + config.steps_per_iteration
+        row["updates"] = int(state.updates)
+        row["replay_ratio"] = int(state.updates) / learning_steps
+        row["replay_ratio_setting"] = config.gradient_steps / config.steps_per_iteration
+    return row
+
+
+def _score_line(row: dict[str, Any]) -> str:
+    extra = f", greedy eval {row['eval_return']:.1f}" if "eval_return" in row else ""
+    if "replay_ratio" in row:
+        extra += (
+            f", replay ratio {row['replay_ratio']:.4f} (setting {row['replay_ratio_setting']:.4f})"
+        )
+    return (
+        f"{row['algo']} seed {row['seed']}: final average_return {row['final_return']:.1f}"
+        f"{extra}, staleness max {row['max_staleness']} mean {row['mean_staleness']:.2f}, "
+        f"{row['wall_seconds']:.1f} s"
     )
 
 
@@ -210,76 +274,21 @@ def scores(
 ) -> list[dict[str, Any]]:
     """Full-budget runs (default configs) through the async driver, one seed at a
     time, next to the synchronous reference (``reference_run``: the same seeds
-    under one ``vmap``, fused) when ``reference``."""
+    under one ``vmap``, fused) when ``reference``. ``dqn_iterations_per_batch``:
+    the trainer iterations of one driver batch, where the algorithm's driver
+    takes several (DQN's)."""
     rows = []
     for algo in algos:
-        config = ppo.PPOConfig() if algo == "ppo" else dqn.DQNConfig()
-        trainer = _trainer(algo, config)
-        ref = None
-        if reference:
-            staged: dict[str, Any] = {}
-            compiler = functools.partial(_compile_into, staged)
-            ref = (ppo if algo == "ppo" else dqn).reference_run(config, seeds, compiler=compiler)
-            staged["run_s"] = ref["run_s"]
-            print(
-                f"{algo} sync reference, seeds {ref['seeds']} under one vmap: "
-                + _compile_line("program", staged["compile_s"], staged["size"])
-                + f"; run {ref['run_s']:.2f} s",
-                flush=True,
-            )
-            for i, seed in enumerate(ref["seeds"]):
-                extra = f", greedy eval {ref['eval_return'][i]:.1f}" if algo == "dqn" else ""
-                print(
-                    f"{algo} seed {seed} sync reference: final average_return "
-                    f"{ref['final_return'][i]:.1f}{extra}",
-                    flush=True,
-                )
-        d = _driver(
-            algo, trainer, dqn_iterations_per_batch, actor_devices=[actor], learner_device=learner
+        algorithm = registry.get(algo)
+        config = algorithm.config()
+        trainer = algorithm.make_train(config)
+        ref = _reference(algorithm, config, seeds) if reference else None
+        d = algorithm.make_driver(
+            trainer, dqn_iterations_per_batch, actor_devices=[actor], learner_device=learner
         )
         for seed in seeds:
-            key = jax.random.key(seed)
-            r = d.train(key)
-            state = r.learner_state
-            row = {
-                "algo": algo,
-                "seed": int(seed),
-                "final_return": float(np.asarray(r.metrics["average_return"]).reshape(-1)[-1]),
-                "env_steps": r.env_steps,
-                "wall_seconds": r.wall_seconds,
-                "max_staleness": r.staleness_max,
-                "mean_staleness": float(np.mean(r.records["staleness"])),
-                "batches": len(r.records["index"]),
-            }
-            if ref is not None:
-                i = ref["seeds"].index(int(seed))
-                row["sync_final_return"] = float(ref["final_return"][i])
-                # the reference program's (all seeds under one vmap)
-                row["sync_compile_s"] = staged["compile_s"]
-                row["sync_size"] = staged["size"]
-                row["sync_run_s"] = staged["run_s"]
-                if algo == "dqn":
-                    row["sync_eval_return"] = float(ref["eval_return"][i])
-            if algo == "dqn":
-                evaluation = jax.jit(trainer.evaluate)(state, jax.random.fold_in(key, 1))
-                row["eval_return"] = float(evaluation["episode_return_mean"])
-                learning_steps = r.env_steps - config.learning_starts + config.steps_per_iteration
-                row["updates"] = int(state.updates)
-                row["replay_ratio"] = int(state.updates) / learning_steps
-                row["replay_ratio_setting"] = config.gradient_steps / config.steps_per_iteration
-            rows.append(row)
-            extra = (
-                f", greedy eval {row['eval_return']:.1f}, replay ratio {row['replay_ratio']:.4f} "
-                f"(setting {row['replay_ratio_setting']:.4f})"
-                if algo == "dqn"
-                else ""
-            )
-            print(
-                f"{algo} seed {seed}: final average_return {row['final_return']:.1f}{extra}, "
-                f"staleness max {row['max_staleness']} mean {row['mean_staleness']:.2f}, "
-                f"{row['wall_seconds']:.1f} s",
-                flush=True,
-            )
+            rows.append(_score_row(algorithm, trainer, seed, d.train(jax.random.key(seed)), ref))
+            print(_score_line(rows[-1]), flush=True)
     return rows
 
 
@@ -312,8 +321,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if unknown:
         raise UsageError(f"--workloads: unknown {unknown}; known: {list(WORKLOADS)}")
     algos = [a for a in args.algos.split(",") if a]
-    if any(a not in ("ppo", "dqn") for a in algos):
-        raise UsageError(f"--algos {args.algos!r}: ppo and/or dqn")
+    if any(a not in registry.ALGORITHMS for a in algos):
+        raise UsageError(f"--algos {args.algos!r}: some of {', '.join(registry.ALGORITHMS)}")
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s]
     except ValueError:

@@ -31,7 +31,7 @@ from jax.extend.core import ClosedJaxpr, Jaxpr
 from jaxsample._checks import check_int
 from jaxsample.agents.actor_critic import CategoricalActorCritic, GaussianActorCritic
 from jaxsample.agents.base import RandomAgent
-from jaxsample.algos.runner import in_background
+from jaxsample.algos.programs import in_background
 from jaxsample.sampler import make_sampler
 from jaxsample.types import AgentInputs, BatchSpec
 
@@ -148,7 +148,8 @@ class Part(NamedTuple):
     one's output (the first on the run's arguments): `call_parts`.
     ``overlap``: XLA compiles this part on a worker thread while the next one
     is traced and lowered for its abstract output, as the runner compiles a
-    run's init ([`jaxsample.algos.runner.in_background`][jaxsample.algos.runner.in_background])."""
+    run's init
+    ([`jaxsample.algos.programs.in_background`][jaxsample.algos.programs.in_background])."""
 
     fn: Any
     options: dict[str, Any]

@@ -3,12 +3,12 @@ and a PureJaxRL-equivalent program, side by side in one process.
 
 The three programs train the same [`PPOConfig`][jaxsample.algos.configs.PPOConfig]
 (CleanRL's and PureJaxRL's CartPole settings by default), ``seeds`` runs under
-one ``jax.vmap`` ([`over_runs`][jaxsample.algos.runner.over_runs]: one run is not
+one ``jax.vmap`` ([`over_runs`][jaxsample.algos.programs.over_runs]: one run is not
 vmapped, in all three programs):
 
 * ``train`` — what ``jaxsample train`` compiles and runs
   (``runner.run_training(..., one_program=True)``): init (its own program,
-  compiled with ``runner.compiler_options("init")``), then every iteration
+  compiled with ``programs.compiler_options("init")``), then every iteration
   in ONE program (``compiler_options("run")``) that hands a progress event
   to the host (an ordered ``io_callback``) every ``num_iterations / chunks``
   iterations (20 events, as the command gives); XLA compiles the init on a
@@ -31,14 +31,13 @@ interleaved runs of each compiled program
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
 
 from jaxsample._checks import check_int
-from jaxsample.algos import ppo, runner
+from jaxsample.algos import ppo, programs, runner
 from jaxsample.bench import purejaxrl
 from jaxsample.bench.measure import Part, compare_programs
 from jaxsample.bench.report import end_to_end_result, format_end_to_end, training_settings
@@ -54,21 +53,20 @@ def train_programs(trainer: Any, seeds: int, every: int) -> dict[str, tuple[list
     returns all it computes, as the real one does (the final state and every
     metric), so nothing is left out of the program."""
     keys, hparams = runner.run_inputs(trainer, jax.random.key(0), seeds)
-    holder: list[Callable[..., None]] = [lambda i, m: None]
-    loop = runner.one_program(trainer, trainer.num_iterations, every, holder)
+    loop = programs.one_program(trainer, trainer.num_iterations, every, programs.Hooks())
     return {
         "train": (
             [
                 Part(
-                    jax.jit(runner.over_runs(trainer.init)),
-                    runner.compiler_options("init"),
+                    jax.jit(programs.over_runs(trainer.init)),
+                    programs.compiler_options("init"),
                     overlap=True,
                 ),
-                Part(jax.jit(loop, donate_argnums=0), runner.compiler_options("run")),
+                Part(jax.jit(loop, donate_argnums=0), programs.compiler_options("run")),
             ],
             (keys, hparams),
         ),
-        "reference_run": ([Part(jax.jit(runner.over_runs(trainer.train)), {})], (keys, hparams)),
+        "reference_run": ([Part(jax.jit(programs.over_runs(trainer.train)), {})], (keys, hparams)),
     }
 
 
@@ -78,7 +76,7 @@ def _programs(config: ppo.PPOConfig, seeds: int, every: int) -> dict[str, tuple[
     programs = train_programs(trainer, seeds, every)
     keys = programs["train"][1][0]
     peer = purejaxrl.make_train(config, trainer.env, trainer.env_params)
-    return {**programs, "purejaxrl": ([Part(jax.jit(runner.over_runs(peer)), {})], (keys,))}
+    return {**programs, "purejaxrl": ([Part(jax.jit(programs.over_runs(peer)), {})], (keys,))}
 
 
 def _returns(name: str, out: Any) -> np.ndarray:
@@ -102,7 +100,7 @@ def training_comparison(
 
     Args:
       config: the PPO settings (default: ``PPOConfig()``, 5e5 steps).
-      seeds: runs under one ``vmap`` (one: none, ``runner.over_runs``).
+      seeds: runs under one ``vmap`` (one: none, ``programs.over_runs``).
       reps: interleaved timed runs of each program.
       compile_reps: interleaved from-scratch compiles of each program.
       chunks: progress events per ``train`` run.

@@ -15,6 +15,7 @@ import json
 import math
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from jaxsample.cli.base import UsageError, check_output, start_compiling
 
@@ -38,18 +39,12 @@ def envs(args: argparse.Namespace) -> int:
     return 0
 
 
-def collect(args: argparse.Namespace) -> int:
-    if args.batches < 1:
-        raise UsageError(f"--batches must be >= 1, got {args.batches}")
-    check_output(args.json, "--json")
-    start_compiling(args)
-    import jax
-
+def _sampler(args: argparse.Namespace) -> Any:
+    """``collect``'s sampler: a random agent on ``--env``, ``--T`` x ``--B``;
+    a bad setting is a `UsageError` naming its flag."""
     from jaxsample.agents.base import RandomAgent
-    from jaxsample.compile_cache import CompileWatch
     from jaxsample.envs import suites
     from jaxsample.sampler import make_sampler
-    from jaxsample.traj_info import summarize
     from jaxsample.types import BatchSpec
 
     try:
@@ -65,7 +60,7 @@ def collect(args: argparse.Namespace) -> int:
         "reset_mode": "--reset-mode",
     }
     try:
-        sampler = make_sampler(
+        return make_sampler(
             env,
             env_params,
             agent,
@@ -79,23 +74,13 @@ def collect(args: argparse.Namespace) -> int:
         for name, flag in flags.items():  # name the flag, not the Python argument
             message = message.replace(name, flag)
         raise UsageError(message) from None
-    print(
-        f"jaxsample collect: {args.env}, T={args.T} x B={args.B}, reset_mode={args.reset_mode}, "
-        f"backend={jax.default_backend()} ({jax.device_count()} device(s))",
-        flush=True,
-    )
-    init = jax.jit(sampler.init)
-    collect = jax.jit(sampler.collect, donate_argnums=0)
-    key = jax.random.key(args.seed)
 
-    t0 = time.perf_counter()
-    state = jax.block_until_ready(init(key, ()))
-    init_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    with CompileWatch() as watch:
-        compiled = collect.lower(state, ()).compile()
-    compile_s = time.perf_counter() - t0
-    print(f"  init (compile + decorrelation): {init_s:.2f} s, collect {watch.summary(compile_s)}")
+
+def _batches(args: argparse.Namespace, compiled: Any, state: Any) -> tuple[list, list[float]]:
+    """``(summaries, seconds)`` of ``--batches`` collects, one line each."""
+    import jax
+
+    from jaxsample.traj_info import summarize
 
     summarize_jit = jax.jit(summarize)
     stats = []
@@ -114,6 +99,13 @@ def collect(args: argparse.Namespace) -> int:
             f"length {summary['length_mean']:.1f}",
             flush=True,
         )
+    return stats, times
+
+
+def _collect_result(
+    args: argparse.Namespace, stats: list, times: list[float], compile_s: float
+) -> dict[str, Any]:
+    """``collect``'s figures: the median batch's speed and the episodes' means."""
     steady = sorted(times[1:] or times)[len(times[1:] or times) // 2]
     n = sum(float(s["n_trajectories"]) for s in stats)
 
@@ -125,7 +117,7 @@ def collect(args: argparse.Namespace) -> int:
         )
         return tot / n if n else math.nan
 
-    result = {
+    return {
         "env": args.env,
         "T": args.T,
         "B": args.B,
@@ -137,10 +129,41 @@ def collect(args: argparse.Namespace) -> int:
         "episode_return_mean": mean("episode_return"),
         "length_mean": mean("length"),
     }
+
+
+def collect(args: argparse.Namespace) -> int:
+    if args.batches < 1:
+        raise UsageError(f"--batches must be >= 1, got {args.batches}")
+    check_output(args.json, "--json")
+    start_compiling(args)
+    import jax
+
+    from jaxsample.compile_cache import CompileWatch
+
+    sampler = _sampler(args)
+    print(
+        f"jaxsample collect: {args.env}, T={args.T} x B={args.B}, reset_mode={args.reset_mode}, "
+        f"backend={jax.default_backend()} ({jax.device_count()} device(s))",
+        flush=True,
+    )
+    init = jax.jit(sampler.init)
+    collect = jax.jit(sampler.collect, donate_argnums=0)
+    key = jax.random.key(args.seed)
+
+    t0 = time.perf_counter()
+    state = jax.block_until_ready(init(key, ()))
+    init_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with CompileWatch() as watch:
+        compiled = collect.lower(state, ()).compile()
+    compile_s = time.perf_counter() - t0
+    print(f"  init (compile + decorrelation): {init_s:.2f} s, collect {watch.summary(compile_s)}")
+    result = _collect_result(args, *_batches(args, compiled, state), compile_s)
     print(
         f"done: {result['steps_per_second']:,.0f} steps/s (median batch), "
         f"compile {compile_s:.2f} s, "
-        f"{int(n)} trajectories, mean return {result['episode_return_mean']:.2f}, "
+        f"{int(result['trajectories'])} trajectories, "
+        f"mean return {result['episode_return_mean']:.2f}, "
         f"mean length {result['length_mean']:.1f}"
     )
     if args.json:
@@ -175,13 +198,9 @@ def sizes(tokens: Sequence[str] | None, flag: str) -> tuple[int, ...] | None:
     return tuple(out)
 
 
-def bench_grid(args: argparse.Namespace) -> int:
-    start_compiling(args)
-    import jax
-
+def _grid_spec(args: argparse.Namespace) -> Any:
+    """``bench``'s grid (``--quick``'s, with the flags given on top)."""
     from jaxsample import bench
-    from jaxsample.bench import dqn_training, training
-    from jaxsample.bench import ppo as ppo_bench
 
     overrides = {
         "envs": args.envs,
@@ -202,9 +221,38 @@ def bench_grid(args: argparse.Namespace) -> int:
     if args.max_call_seconds is not None and args.max_call_seconds <= 0:
         overrides["max_call_seconds"] = None  # 0: no limit
     try:
-        spec = bench.GridSpec.quick(**overrides) if args.quick else bench.GridSpec(**overrides)
+        return bench.GridSpec.quick(**overrides) if args.quick else bench.GridSpec(**overrides)
     except (TypeError, ValueError) as e:
         raise UsageError(str(e)) from None
+
+
+def _extras(args: argparse.Namespace) -> list[tuple[str, bool, str, Any, Any]]:
+    """``bench``'s measurements beside the grid: ``(result key, asked for,
+    headline, measure(), format(figures))`` each, in the order they run."""
+    from jaxsample import bench
+    from jaxsample.bench import dqn_training, training
+    from jaxsample.bench import ppo as ppo_bench
+
+    return [
+        ("training", args.quick if args.training is None else args.training,
+         "PPO end to end: train / reference_run / purejaxrl ...",
+         training.training_comparison, training.format_training),
+        ("dqn_training", args.dqn_training, "DQN end to end: train / reference_run ...",
+         dqn_training.dqn_training, dqn_training.format_dqn_training),
+        ("ppo_overhead", args.ppo_overhead, "PPO with jaxsample vs a hand-written rollout ...",
+         ppo_bench.ppo_overhead, ppo_bench.format_overhead),
+        ("sampler_compile", args.sampler_compile, "collect vs the bare scan, compile ...",
+         bench.sampler_compile, bench.format_sampler_compile),
+    ]  # fmt: skip
+
+
+def bench_grid(args: argparse.Namespace) -> int:
+    start_compiling(args)
+    import jax
+
+    from jaxsample import bench
+
+    spec = _grid_spec(args)
     check_output(args.json, "--json")
     check_output(args.plot, "--plot")
     print(
@@ -214,19 +262,12 @@ def bench_grid(args: argparse.Namespace) -> int:
         f"({jax.devices()[0].device_kind})",
         flush=True,
     )
+    extras = _extras(args)
     result = bench.run_grid(spec, progress=lambda line: print("  " + line, flush=True))
-    if args.quick if args.training is None else args.training:
-        print("PPO end to end: train / reference_run / purejaxrl ...", flush=True)
-        result["training"] = training.training_comparison()
-    if args.dqn_training:
-        print("DQN end to end: train / reference_run ...", flush=True)
-        result["dqn_training"] = dqn_training.dqn_training()
-    if args.ppo_overhead:
-        print("PPO with jaxsample vs a hand-written rollout ...", flush=True)
-        result["ppo_overhead"] = ppo_bench.ppo_overhead()
-    if args.sampler_compile:
-        print("collect vs the bare scan, compile ...", flush=True)
-        result["sampler_compile"] = bench.sampler_compile()
+    for key, asked, headline, measure, _ in extras:
+        if asked:
+            print(headline, flush=True)
+            result[key] = measure()
     if args.compile_scaling:
         scaling = bench.compile_scaling(Ts=(16, 1024))
         result["compile_scaling"] = {
@@ -235,19 +276,22 @@ def bench_grid(args: argparse.Namespace) -> int:
             "compile_s": {str(t): s for t, s in scaling.items()},
         }
     print(bench.format_table(result))
-    if "training" in result:
-        print(training.format_training(result["training"]))
-    if "dqn_training" in result:
-        print(dqn_training.format_dqn_training(result["dqn_training"]))
-    if "ppo_overhead" in result:
-        print(ppo_bench.format_overhead(result["ppo_overhead"]))
-    if "sampler_compile" in result:
-        print(bench.format_sampler_compile(result["sampler_compile"]))
+    for key, _, _, _, show in extras:
+        if key in result:
+            print(show(result[key]))
     if args.compile_scaling:
         print(
             "collect compile time vs T (CartPole-v1, B=64): "
             + ", ".join(f"T={t}: {s:.2f} s" for t, s in scaling.items())
         )
+    _bench_outputs(args, result)
+    return 0
+
+
+def _bench_outputs(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """``bench``'s README table, JSON and PNG, as asked."""
+    from jaxsample import bench
+
     if args.markdown:
         print(bench.markdown_table(result))
     print(f"measured in {result['wall_s']:.1f} s")
@@ -260,4 +304,3 @@ def bench_grid(args: argparse.Namespace) -> int:
             print(f"wrote {args.plot}")
         else:
             print(f"nothing measured: no plot written to {args.plot}")
-    return 0

@@ -23,6 +23,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
+from jaxsample.algos import registry
 from jaxsample.cli.base import UsageError
 from jaxsample.cli.flags import add_bool_flag, canonical_keys
 
@@ -46,16 +47,21 @@ _COMMAND_KEYS = (
 
 
 def file_algo(values: dict[str, Any]) -> str | None:
-    """The ``--algo`` a config file sets: its ``algo``, else ``ppo-rnn`` /
-    ``ppo`` from ``recurrent``, else ``dqn`` when it has a field only
-    ``DQNConfig`` has (a JSON's ``config`` written back as a file), else None."""
+    """The ``--algo`` a config file sets: its ``algo``, else the algorithm its
+    ``recurrent`` fixes (``ppo-rnn`` / ``ppo``), else the first whose config
+    has a field it sets that the default algorithm's lacks (a JSON's
+    ``config`` written back as a file), else None."""
     if values.get("algo") is not None:
         return values["algo"]
-    if isinstance(values.get("recurrent"), bool):
-        return "ppo-rnn" if values["recurrent"] else "ppo"
-    ppo = {f.name for f in dataclasses.fields(config_type("ppo"))}
-    dqn = {f.name for f in dataclasses.fields(config_type("dqn"))}
-    return "dqn" if set(values) & (dqn - ppo) else None
+    for algorithm in registry.ALGORITHMS.values():
+        fixed = algorithm.fixed.items()
+        if fixed and all(type(values.get(k)) is type(v) and values[k] == v for k, v in fixed):
+            return algorithm.name
+    known = {f.name for f in dataclasses.fields(registry.get(registry.DEFAULT).config_type)}
+    for algorithm in registry.ALGORITHMS.values():
+        if set(values) & ({f.name for f in dataclasses.fields(algorithm.config_type)} - known):
+            return algorithm.name
+    return None
 
 
 def file_env(values: dict[str, Any]) -> Any:
@@ -65,16 +71,12 @@ def file_env(values: dict[str, Any]) -> Any:
 
 def config_type(algo: str) -> type:
     """The config dataclass of ``--algo``."""
-    from jaxsample.algos.configs import DQNConfig, PPOConfig
-
-    return DQNConfig if algo == "dqn" else PPOConfig
+    return registry.get(algo).config_type
 
 
 def sweep_fields(algo: str) -> tuple[str, ...]:
     """The fields of the algorithm's ``HParams``: the ones a list may sweep."""
-    from jaxsample.algos.configs import HPARAMS_FIELDS
-
-    return HPARAMS_FIELDS["dqn" if algo == "dqn" else "ppo"]
+    return registry.get(algo).hparams_fields
 
 
 def _flag(name: str) -> str:
@@ -226,7 +228,7 @@ def choose_preset(name: Any, algo: str, env: str, mask_velocity: bool) -> Any:
     from jaxsample.algos import presets
 
     if name is None:
-        return None if algo != "ppo" or mask_velocity else presets.for_env(env)
+        return None if mask_velocity else presets.for_env(env, algo)
     if not isinstance(name, str):
         raise UsageError(f"--preset must be a name or none, got {name!r}")
     if name.lower() == "none":
@@ -235,11 +237,45 @@ def choose_preset(name: Any, algo: str, env: str, mask_velocity: bool) -> Any:
         preset = presets.get(name)
     except KeyError as e:
         raise UsageError(f"--preset: {e.args[0]}") from None
-    if algo.split("-")[0] != preset.algo:
+    if registry.get(algo).trainer != preset.algo:
         raise UsageError(f"--preset {name!r} is for --algo {preset.algo}, not {algo}")
     if mask_velocity:
         raise UsageError("--preset goes without --mask-velocity (which has its own preset)")
     return preset
+
+
+def _check_known(file_values: dict[str, Any], fields: set[str], algo: str, path: Any) -> None:
+    """A ``UsageError`` for the settings of a config file that are neither
+    ``algo``'s config fields nor the train command's keys (the closest named)."""
+    unknown = sorted(set(file_values) - fields - set(_COMMAND_KEYS))
+    if not unknown:
+        return
+    import difflib
+
+    known = sorted(fields | set(_COMMAND_KEYS))
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1)
+        if close:
+            hints.append(close[0] if len(unknown) == 1 else f"{close[0]} for {name}")
+    hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+    raise UsageError(
+        f"--config {path!r}: unknown setting(s) {', '.join(unknown)} for --algo {algo}"
+        f"{hint}; `jaxsample train --algo {algo} --help` lists them"
+    )
+
+
+def _named(error: Exception, env: str, fields: set[str], from_file: set[str], path: Any) -> str:
+    """A config's error message with the flag or config-file key of the field
+    it names (``env_name``: ``--env``)."""
+    message = str(error)
+    if message.startswith("env_name: "):  # the trainer's own check of the env
+        message = f"--env {env!r}: " + message[len("env_name: ") :]
+    for name in sorted(fields, key=len, reverse=True):  # name the flag or file key
+        if message.startswith(name + " "):
+            where = f"--config {path!r}: {name}" if name in from_file else _flag(name)
+            return where + message[len(name) :]
+    return message
 
 
 def resolve_config(
@@ -257,31 +293,16 @@ def resolve_config(
 
     Raises ``UsageError`` naming the flag or file key of a bad value.
     """
-    cls = config_type(algo)
-    hints = _field_types(cls)
-    sweep_names = sweep_fields(algo)
-    fields = {f.name for f in dataclasses.fields(cls)} - set(_OWN_FLAGS)
-    unknown = sorted(set(file_values) - fields - set(_COMMAND_KEYS))
-    if unknown:
-        import difflib
-
-        known = sorted(fields | set(_COMMAND_KEYS))
-        hints = []
-        for name in unknown:
-            close = difflib.get_close_matches(name, known, n=1)
-            if close:
-                hints.append(close[0] if len(unknown) == 1 else f"{close[0]} for {name}")
-        hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
-        raise UsageError(
-            f"--config {path!r}: unknown setting(s) {', '.join(unknown)} for --algo {algo}"
-            f"{hint}; `jaxsample train --algo {algo} --help` lists them"
-        )
+    algorithm = registry.get(algo)
+    hints = _field_types(algorithm.config_type)
+    fields = {f.name for f in dataclasses.fields(algorithm.config_type)} - set(_OWN_FLAGS)
+    _check_known(file_values, fields, algo, path)
     values = {} if preset is None else {
         k: _from_file(k, v, hints[k], False, f"preset {preset.name}")
         for k, v in preset.values.items()
     }  # fmt: skip
     values.update(
-        (k, _from_file(k, v, hints[k], k in sweep_names, str(path)))
+        (k, _from_file(k, v, hints[k], k in algorithm.hparams_fields, str(path)))
         for k, v in file_values.items()
         if k in fields
     )
@@ -292,36 +313,18 @@ def resolve_config(
             raise UsageError(f"{_flag(name)}: an empty list")
         values[name] = listed[0]  # the config holds the first; the sweep overrides it
     overrides = {"env_name": env, **values}
-    from_file = set(file_values) - set(flags)
-
-    def build(overrides: dict[str, Any]) -> Any:
-        if algo in ("ppo", "ppo-rnn"):
-            from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT
-
-            overrides = {**overrides, "recurrent": algo == "ppo-rnn"}
-            if mask_velocity:  # the POMDP preset (tuned for the recurrent agent)
-                return dataclasses.replace(MASKED_CARTPOLE_RECURRENT, **overrides)
-            return cls(**overrides)
-        if mask_velocity:
-            raise UsageError("--mask-velocity goes with --algo ppo or ppo-rnn")
-        return cls(**overrides)
-
-    try:
-        config = build(overrides)
+    if mask_velocity and algorithm.masked_config is None:
+        masked = [a.name for a in registry.ALGORITHMS.values() if a.masked_config is not None]
+        raise UsageError(f"--mask-velocity goes with --algo {' or '.join(masked)}")
+    try:  # with --mask-velocity: the POMDP preset (tuned for the recurrent agent)
+        config = algorithm.config(mask_velocity, **overrides)
         for name, listed in sweep.items():  # every swept value, not only the first
             for value in listed[1:]:
-                build({**overrides, name: value})
+                algorithm.config(mask_velocity, **{**overrides, name: value})
         return config, sweep
     except (TypeError, ValueError) as e:
-        message = str(e)
-        if message.startswith("env_name: "):  # the trainer's own check of the env
-            message = f"--env {env!r}: " + message[len("env_name: ") :]
-        for name in sorted(fields, key=len, reverse=True):  # name the flag or file key
-            if message.startswith(name + " "):
-                where = f"--config {path!r}: {name}" if name in from_file else _flag(name)
-                message = where + message[len(name) :]
-                break
-        raise UsageError(message) from None
+        from_file = set(file_values) - set(flags)
+        raise UsageError(_named(e, env, fields, from_file, path)) from None
 
 
 def sweep_runs(

@@ -16,6 +16,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
+from jaxsample.algos import registry
 from jaxsample.cli.base import UsageError
 from jaxsample.cli.commands import bench_grid, collect, envs
 from jaxsample.cli.config import config_flag_values
@@ -67,7 +68,7 @@ def _train_algo(argv: Sequence[str]) -> str:
     algo = known.algo
     if algo is None and known.config:
         algo = file_algo(load_config_file(known.config))
-    return algo if algo in ("ppo", "ppo-rnn", "dqn") else "ppo"
+    return algo if algo in registry.ALGORITHMS else registry.DEFAULT
 
 
 def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
@@ -84,7 +85,12 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
         "--help` shows DQN's.",
         formatter_class=_DefaultsShown,
     )
-    p.add_argument("--algo", default=None, choices=("ppo", "ppo-rnn", "dqn"), help="(default: ppo)")
+    p.add_argument(
+        "--algo",
+        default=None,
+        choices=tuple(registry.ALGORITHMS),
+        help=f"(default: {registry.DEFAULT})",
+    )
     p.add_argument("--env", default=None, help=ENV_HELP + " (default: CartPole-v1)")
     p.add_argument("--config", default=None, help="a TOML or YAML file of settings")
     p.add_argument(
@@ -130,6 +136,25 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
     p.epilog = cleanrl_epilog(p)
     p.set_defaults(func=_train)
 
+
+def _add_collect(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "collect", help="compile a sampler, collect a few batches, print speed and stats"
+    )
+    p.add_argument("--env", default="CartPole-v1", help=ENV_HELP)
+    p.add_argument("--B", type=int, default=1024, help="number of environments")
+    p.add_argument("--T", type=int, default=128, help="time steps per batch")
+    p.add_argument("--batches", type=int, default=5)
+    p.add_argument("--reset-mode", default="auto", choices=("auto", "wait", "episodic"))
+    p.add_argument("--decorrelation", type=int, default=0, help="max_decorrelation_steps")
+    p.add_argument("--discount", type=float, default=0.99)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="write the figures to this JSON file")
+    p.epilog = cleanrl_epilog(p)
+    p.set_defaults(func=collect)
+
+
+def _add_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval",
         help="evaluate the policy of a `train --checkpoint-dir` checkpoint (greedy and "
@@ -215,44 +240,7 @@ class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
-    """Parse ``argv`` and run the subcommand; ``signals``: the process's
-    `jaxsample.runs.signals.StopSignals` (`jaxsample.cli.main` installs it)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(
-        prog="jaxsample",
-        allow_abbrev=False,
-        description="jaxsample: RL experience collected inside XLA. Train an agent, evaluate "
-        "its checkpoint, time a sampler, or benchmark a grid (jaxsample COMMAND --help).",
-    )
-    parser.add_argument("--version", action="version", version=f"jaxsample {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
-    try:
-        algo = _train_algo(argv[1:]) if argv[:1] == ["train"] else "ppo"
-    except UsageError as e:
-        print(f"jaxsample train: error: {e}", file=sys.stderr)
-        raise
-
-    _add_train(sub, algo)
-
-    p = sub.add_parser("envs", help="list the env names of gymnax and the installed suites")
-    p.set_defaults(func=envs)
-
-    p = sub.add_parser(
-        "collect", help="compile a sampler, collect a few batches, print speed and stats"
-    )
-    p.add_argument("--env", default="CartPole-v1", help=ENV_HELP)
-    p.add_argument("--B", type=int, default=1024, help="number of environments")
-    p.add_argument("--T", type=int, default=128, help="time steps per batch")
-    p.add_argument("--batches", type=int, default=5)
-    p.add_argument("--reset-mode", default="auto", choices=("auto", "wait", "episodic"))
-    p.add_argument("--decorrelation", type=int, default=0, help="max_decorrelation_steps")
-    p.add_argument("--discount", type=float, default=0.99)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="write the figures to this JSON file")
-    p.epilog = cleanrl_epilog(p)
-    p.set_defaults(func=collect)
-
+def _add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
         help="throughput, compile time and memory over a grid of envs, B and T: "
@@ -283,6 +271,15 @@ def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
     )
     p.add_argument("--memory-budget-gb", type=float, default=None, help="skip cells needing more")
     p.add_argument("--seed", type=int, default=None)
+    _add_bench_parts(p)
+    p.add_argument("--json", default="bench.json", help="JSON output ('' to skip)")
+    p.add_argument("--plot", default="bench.png", help="PNG output ('' to skip)")
+    p.add_argument("--markdown", action="store_true", help="also print a README table")
+    p.set_defaults(func=bench_grid)
+
+
+def _add_bench_parts(p: argparse.ArgumentParser) -> None:
+    """``bench``'s flags of the measurements beside the grid."""
     p.add_argument(
         "--compile-scaling", action="store_true", help="also time compile at T=16 vs 1024"
     )
@@ -314,11 +311,10 @@ def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
         help="also time PPO with jaxsample against the same PPO with a hand-written "
         "rollout (1e5 steps), with the same columns as --training",
     )
-    p.add_argument("--json", default="bench.json", help="JSON output ('' to skip)")
-    p.add_argument("--plot", default="bench.png", help="PNG output ('' to skip)")
-    p.add_argument("--markdown", action="store_true", help="also print a README table")
-    p.set_defaults(func=bench_grid)
 
+
+def _add_compile_cache_flag(sub: argparse._SubParsersAction) -> None:
+    """``--no-compile-cache`` on every subcommand that compiles."""
     for name in _COMPILING:
         # the default as the parser's, not the flag's: help shows no "(default: True)"
         sub.choices[name].set_defaults(compile_cache=True)
@@ -330,6 +326,36 @@ def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
             help="compile every program again (default: JAX's persistent compilation cache, "
             "in the user's cache folder unless $JAX_COMPILATION_CACHE_DIR names one)",
         )
+
+
+def _parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, Any, str]:
+    """``(parser, its subparsers, the train command's --algo)``: the train
+    command's flags are the fields of its algorithm's config."""
+    parser = argparse.ArgumentParser(
+        prog="jaxsample",
+        allow_abbrev=False,
+        description="jaxsample: RL experience collected inside XLA. Train an agent, evaluate "
+        "its checkpoint, time a sampler, or benchmark a grid (jaxsample COMMAND --help).",
+    )
+    parser.add_argument("--version", action="version", version=f"jaxsample {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    try:
+        algo = _train_algo(argv[1:]) if argv[:1] == ["train"] else registry.DEFAULT
+    except UsageError as e:
+        print(f"jaxsample train: error: {e}", file=sys.stderr)
+        raise
+    _add_train(sub, algo)
+    _add_eval(sub)
+    p = sub.add_parser("envs", help="list the env names of gymnax and the installed suites")
+    p.set_defaults(func=envs)
+    _add_collect(sub)
+    _add_bench(sub)
+    _add_compile_cache_flag(sub)
+    return parser, sub, algo
+
+
+def _parse_args(parser: argparse.ArgumentParser, sub: Any, argv: list[str]) -> Any:
+    """The namespace of ``argv``; bad input is a `UsageError`, printed as one line."""
     if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         message = unknown_flags_message(argv[:1], parser)
         print(f"jaxsample: error: {message}", file=sys.stderr)
@@ -343,6 +369,15 @@ def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
     except UsageError as e:  # a bad value of a generated train flag
         print(f"jaxsample {argv[0]}: error: {e}", file=sys.stderr)
         raise
+    return args
+
+
+def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
+    """Parse ``argv`` and run the subcommand; ``signals``: the process's
+    `jaxsample.runs.signals.StopSignals` (`jaxsample.cli.main` installs it)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser, sub, algo = _parser(argv)
+    args = _parse_args(parser, sub, argv)
     if args.command in _COMPILING:  # run by the command after its own checks (no JAX before)
         args.compile_setup = functools.partial(_compile_setup, args.compile_cache)
     if args.command == "train":  # the config fields given as flags

@@ -14,6 +14,7 @@ import os
 import sys
 from typing import Any
 
+from jaxsample.algos import registry
 from jaxsample.cli.base import UsageError, check_output, start_compiling
 from jaxsample.cli.config import choose_preset, file_algo, file_env, resolve_config
 
@@ -34,7 +35,7 @@ def make_trainer(args: argparse.Namespace) -> tuple[Any, int]:
 
 def _settings(args: argparse.Namespace, file_values: dict[str, Any]) -> dict[str, Any]:
     """The train command's own settings: the flag, else the config file, else the default."""
-    defaults = {"algo": "ppo", "env": "CartPole-v1", "seed": 0, "seeds": 1, "chunks": 20}
+    defaults = {"algo": registry.DEFAULT, "env": "CartPole-v1", "seed": 0, "seeds": 1, "chunks": 20}
     defaults["mask_velocity"] = False
     defaults["preset"] = None  # the env's own, where there is one
     from_file = {**file_values, "algo": file_algo(file_values), "env": file_env(file_values)}
@@ -44,6 +45,9 @@ def _settings(args: argparse.Namespace, file_values: dict[str, Any]) -> dict[str
         if value is None:
             value = from_file.get(name)
         out[name] = default if value is None else value
+    if out["algo"] not in registry.ALGORITHMS:  # a config file's (the flag has choices)
+        known = ", ".join(registry.ALGORITHMS)
+        raise UsageError(f"--config {args.config!r}: algo {out['algo']!r} is not one of {known}")
     for name in ("seeds", "chunks"):
         if isinstance(out[name], bool) or not isinstance(out[name], int) or out[name] < 1:
             raise UsageError(f"--{name} must be >= 1, got {out[name]}")

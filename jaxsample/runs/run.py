@@ -29,6 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxsample.algos import registry
 from jaxsample.runs.files import replace_file
 from jaxsample.runs.folder import RunFolder
 from jaxsample.runs.logs import MetricLogs, run_names
@@ -58,32 +59,21 @@ def environment() -> dict[str, Any]:
 
 
 def config_type(algo: str) -> type:
-    """The config dataclass of an algorithm name (``ppo``, ``ppo-rnn``, ``dqn``)."""
-    from jaxsample.algos.configs import DQNConfig, PPOConfig
-
-    return DQNConfig if algo == "dqn" else PPOConfig
+    """The config dataclass of an algorithm name (``ppo``, ``ppo-rnn``, ``dqn``:
+    [`jaxsample.algos.registry`][jaxsample.algos.registry])."""
+    return registry.get(algo).config_type
 
 
 def algo_of(config: Any) -> str:
     """The algorithm name of a config: ``dqn``, ``ppo-rnn`` or ``ppo``."""
-    from jaxsample.algos.configs import DQNConfig
-
-    if isinstance(config, DQNConfig):
-        return "dqn"
-    return "ppo-rnn" if getattr(config, "recurrent", False) else "ppo"
+    return registry.of_config(config).name
 
 
 @functools.lru_cache(maxsize=8)
 def build_trainer(config: Any) -> Any:
     """The trainer of ``config`` (one per config in a process: its compiled
     programs are reused, `jaxsample.algos.runner`)."""
-    if algo_of(config) == "dqn":
-        from jaxsample.algos import dqn
-
-        return dqn.make_train(config)
-    from jaxsample.algos import ppo
-
-    return ppo.make_train(config)
+    return registry.of_config(config).make_train(config)
 
 
 def sweep_runs(
@@ -294,45 +284,55 @@ def train(
         disk): earlier files are as they were.
       TypeError, ValueError: a bad config or argument, named.
     """
-    from jaxsample.algos import runner
-
     plan = _Plan.of(config, seeds, seed, dict(sweep or {}), chunks, preset)
-    say = say or (lambda line: None)
     own_signals = signals is None
     signals = signals or StopSignals()
     run_folder = None
     if folder is not None:
         what = f"{folder_flag} {os.fspath(folder)!r}" if folder_flag else None
         run_folder = RunFolder(folder, what)
+    if csv is None and json:
+        csv = os.path.splitext(json)[0] + ".csv"
+    outputs = {"json": json, "csv": csv, "plot": plot, "tensorboard": tensorboard}
     try:
         if own_signals:
             signals.install()
-        resume = _start(plan, run_folder, signals, say)
-        if csv is None and json:
-            csv = os.path.splitext(json)[0] + ".csv"
-        logs = MetricLogs(
-            csv, plan.run_seeds, plan.settings, tensorboard=tensorboard,
-            wandb_project=wandb_project, config=plan.record["config"],
-        )  # fmt: skip
-        display = _display(progress)
-        try:
-            result, watch = _run(plan, resume, run_folder, signals, logs, display, runner)
-        finally:
-            logs.close()
-            if hasattr(display, "close"):
-                display.close()
-        outputs = _Outputs(plan, {"json": json, "plot": plot}, logs)
-        _finish(plan, result, watch, resume, run_folder is None, signals, outputs, say)
-        return RunResult(
-            training=result, record=plan.record, names=plan.names, seeds=plan.run_seeds,
-            settings=plan.settings, folder=None if folder is None else os.fspath(folder),
-            written=outputs.written, stopped_by=signals.name if result.interrupted else None,
-        )  # fmt: skip
+        return _train(
+            plan, run_folder, signals, say or (lambda line: None), outputs, wandb_project, progress
+        )
     finally:
         if own_signals:
             signals.uninstall()
         if run_folder is not None:
             run_folder.close()
+
+
+def _train(
+    plan: _Plan, run_folder: RunFolder | None, signals: StopSignals, say: Callable[[str], None],
+    paths: dict[str, str | None], wandb_project: str | None,
+    progress: bool | Callable[[dict[str, Any]], None],
+) -> RunResult:  # fmt: skip
+    """`train` once its folder and signals are set up: take the folder, train,
+    write the outputs (``paths``: ``json``, ``csv``, ``plot``, ``tensorboard``)."""
+    resume = _start(plan, run_folder, signals, say)
+    logs = MetricLogs(
+        paths["csv"], plan.run_seeds, plan.settings, tensorboard=paths["tensorboard"],
+        wandb_project=wandb_project, config=plan.record["config"],
+    )  # fmt: skip
+    display = _display(progress)
+    try:
+        result, watch = _run(plan, resume, run_folder, signals, logs, display)
+    finally:
+        logs.close()
+        if hasattr(display, "close"):
+            display.close()
+    outputs = _Outputs(plan, paths, logs)
+    _finish(plan, result, watch, resume, run_folder is None, signals, outputs, say)
+    return RunResult(
+        training=result, record=plan.record, names=plan.names, seeds=plan.run_seeds,
+        settings=plan.settings, folder=None if run_folder is None else run_folder.path,
+        written=outputs.written, stopped_by=signals.name if result.interrupted else None,
+    )  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -422,10 +422,11 @@ def _start(
 
 def _run(
     plan: _Plan, resume: Any, run_folder: RunFolder | None, signals: StopSignals, logs: Any,
-    display: Any, runner: Any,
+    display: Any,
 ) -> tuple[Any, Any]:  # fmt: skip
     """Train (one program without a folder, checkpointed chunks with one):
     ``(TrainingResult, CompileWatch)``."""
+    from jaxsample.algos import runner
     from jaxsample.compile_cache import CompileWatch
 
     per_iteration = plan.config.steps_per_iteration

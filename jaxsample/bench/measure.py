@@ -32,6 +32,8 @@ from jaxsample._checks import check_int
 from jaxsample.agents.actor_critic import CategoricalActorCritic, GaussianActorCritic
 from jaxsample.agents.base import RandomAgent
 from jaxsample.algos.runner import in_background
+from jaxsample.bench.schema import POOL_SIZE
+from jaxsample.core.resets import default_block
 from jaxsample.sampler import make_sampler
 from jaxsample.types import AgentInputs, BatchSpec
 
@@ -502,6 +504,12 @@ def sampler_plan(sampler: Any, params: Any) -> JaxPlan:
     return JaxPlan(lambda key: sampler.init(key, params), sampler.collect, (params,))
 
 
+def pool_size(B: int) -> int:
+    """The ``reset_pool`` of the ``"pool"`` method at ``B`` envs: `POOL_SIZE`,
+    at most the default block."""
+    return min(POOL_SIZE, default_block(B))
+
+
 def random_plan(
     env: Any,
     env_params: Any,
@@ -511,7 +519,7 @@ def random_plan(
     reset_pool: int = 0,
 ) -> JaxPlan:
     """``sampler.collect`` with a [`RandomAgent`][jaxsample.agents.RandomAgent] as a plan
-    (``reset_pool``: `pool_size`'s pool, 0 for gymnax's auto-reset)."""
+    (``reset_pool``: `pool_size`, 0 for gymnax's auto-reset)."""
     agent = RandomAgent(env.action_space(env_params))
     sampler = make_sampler(
         env,

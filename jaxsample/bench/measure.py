@@ -421,10 +421,6 @@ def bare_rollout(env: Any, env_params: Any, T: int, B: int) -> tuple[Callable, C
     space = env.action_space(env_params)
     step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
-    def init(key: jax.Array):
-        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, B), env_params)
-        return key, state, obs
-
     def run(carry):
         def body(c, _):
             key, state, obs = c
@@ -438,7 +434,17 @@ def bare_rollout(env: Any, env_params: Any, T: int, B: int) -> tuple[Callable, C
 
         return jax.lax.scan(body, carry, None, T)
 
-    return init, run
+    return _floor_init(env, env_params, B), run
+
+
+def _floor_init(env: Any, env_params: Any, B: int) -> Callable:
+    """The floors' ``init(key) -> (key, env state, observation)`` of ``B`` envs."""
+
+    def init(key: jax.Array):
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, B), env_params)
+        return key, state, obs
+
+    return init
 
 
 def bare_plan(env: Any, env_params: Any, T: int, B: int) -> JaxPlan:
@@ -465,10 +471,6 @@ def bare_mlp_rollout(
     act = jax.vmap(agent.step, in_axes=(None, per_env, None, 0))
     zero = jnp.zeros((), jnp.float32)
 
-    def init(key: jax.Array):
-        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, B), env_params)
-        return key, state, obs
-
     def run(carry, params):
         def body(c, _):
             key, state, obs = c
@@ -490,7 +492,7 @@ def bare_mlp_rollout(
 
         return jax.lax.scan(body, carry, None, T)
 
-    return init, run
+    return _floor_init(env, env_params, B), run
 
 
 def bare_mlp_plan(env: Any, env_params: Any, agent: Any, params: Any, T: int, B: int) -> JaxPlan:

@@ -611,6 +611,28 @@ def test_compile_summary_and_fresh_compiles() -> None:
     assert jax.config.jax_enable_compilation_cache == was
 
 
+def test_fresh_compiles_take_the_cache_out_after_a_cached_compile(tmp_path) -> None:
+    """JAX decides once per process whether it uses its persistent cache; once
+    a program was compiled with the cache on (the grid, before ``--training``),
+    ``fresh_compiles`` still takes it out: nothing is written (nor read)."""
+    from jax.experimental.compilation_cache import compilation_cache
+
+    was = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    compilation_cache.reset_cache()
+    try:
+        salt = float(os.getpid())  # programs no earlier run has cached
+        jax.jit(lambda x: x + salt).lower(1.0).compile()
+        entries = len(list(tmp_path.iterdir()))
+        assert entries >= 1, "the cache is on outside the block"
+        with measure.fresh_compiles():
+            jax.jit(lambda x: x * salt - 1.0).lower(1.0).compile()
+        assert len(list(tmp_path.iterdir())) == entries
+    finally:
+        jax.config.update("jax_compilation_cache_dir", was)
+        compilation_cache.reset_cache()
+
+
 def test_compile_row_has_every_column() -> None:
     from jaxsample.bench import report
 

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces
+from jax.experimental.compilation_cache import compilation_cache
 from jax.extend.core import ClosedJaxpr, Jaxpr
 
 from jaxsample._checks import check_int
@@ -309,13 +310,18 @@ def compare_programs(
 @contextlib.contextmanager
 def fresh_compiles() -> Iterator[None]:
     """Within the block JAX's persistent compilation cache is off (restored
-    after), so that a compile is XLA's work, not a cache read."""
+    after), so that a compile is XLA's work, not a cache read. JAX decides
+    once per process whether it uses the cache (at the first compile), so the
+    setting alone would not take it out once a program was compiled: the
+    cache is reset on the way in and out."""
     was = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
     try:
         yield
     finally:
         jax.config.update("jax_enable_compilation_cache", was)
+        compilation_cache.reset_cache()
 
 
 # ----------------------------------------------------------------------------

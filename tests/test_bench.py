@@ -17,6 +17,8 @@ import math
 import os
 import re
 import statistics
+import subprocess
+import sys
 
 import jax
 import jsonschema
@@ -35,17 +37,40 @@ CARTPOLE_STEP_BYTES = 4 * 4 + 4 + 4 + 1
 pytestmark = pytest.mark.xdist_group("bench_grid")
 
 
-def test_xdist_keeps_the_group_on_one_worker(request) -> None:
+def test_xdist_keeps_the_group_on_one_worker(request, tmp_path) -> None:
     """Under ``--dist loadgroup`` (addopts) xdist sends the tests marked
     ``xdist_group`` to one worker by a suffix on their node ids, so a module
     fixture is built once; a pytest that xdist does not support drops the
     suffix silently (pytest-xdist#1386: pytest 9.2 with xdist 3.8), and every
-    module fixture of the suite is then built on each worker."""
+    module fixture of the suite is then built on each worker. On an xdist
+    worker this test's own node id shows it; in a serial run (no worker, no
+    suffix) a one-test pytest run on one xdist worker does (~3 s)."""
     if getattr(request.config.option, "loadgroup", False):  # on an xdist worker
-        assert request.node.nodeid.endswith("@bench_grid"), (
-            f"pytest-xdist does not group tests under pytest {pytest.__version__}: "
-            "install the pytest that pyproject.toml's test extra asks for"
+        nodeid = request.node.nodeid
+        group = "bench_grid"
+    else:
+        out = tmp_path / "nodeid.txt"
+        (tmp_path / "test_grouped.py").write_text(
+            "import pathlib, pytest\n"
+            "@pytest.mark.xdist_group('g')\n"
+            "def test_a(request):\n"
+            f"    pathlib.Path({str(out)!r}).write_text(request.node.nodeid)\n"
         )
+        (tmp_path / "pytest.ini").write_text("[pytest]\n")  # not the repository's addopts
+        args = ["-q", "-n", "1", "--dist", "loadgroup", "-p", "no:cacheprovider"]
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", *args, "test_grouped.py"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        nodeid, group = out.read_text(), "g"
+    assert nodeid.endswith(f"@{group}"), (
+        f"pytest-xdist does not group tests under pytest {pytest.__version__}: "
+        "install the pytest that pyproject.toml's test extra asks for"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -584,6 +609,28 @@ def test_compile_summary_and_fresh_compiles() -> None:
         assert jax.config.jax_enable_compilation_cache is False
         raise RuntimeError
     assert jax.config.jax_enable_compilation_cache == was
+
+
+def test_fresh_compiles_take_the_cache_out_after_a_cached_compile(tmp_path) -> None:
+    """JAX decides once per process whether it uses its persistent cache; once
+    a program was compiled with the cache on (the grid, before ``--training``),
+    ``fresh_compiles`` still takes it out: nothing is written (nor read)."""
+    from jax.experimental.compilation_cache import compilation_cache
+
+    was = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    compilation_cache.reset_cache()
+    try:
+        salt = float(os.getpid())  # programs no earlier run has cached
+        jax.jit(lambda x: x + salt).lower(1.0).compile()
+        entries = len(list(tmp_path.iterdir()))
+        assert entries >= 1, "the cache is on outside the block"
+        with measure.fresh_compiles():
+            jax.jit(lambda x: x * salt - 1.0).lower(1.0).compile()
+        assert len(list(tmp_path.iterdir())) == entries
+    finally:
+        jax.config.update("jax_compilation_cache_dir", was)
+        compilation_cache.reset_cache()
 
 
 def test_compile_row_has_every_column() -> None:

@@ -356,7 +356,6 @@ def test_program_store_loads_what_it_stored_and_survives_a_damaged_file(tmp_path
     for out in (got, loaded(args)):
         np.testing.assert_array_equal(out["y"], want["y"])
         assert int(out["n"]) == 4 and jax.tree.structure(out) == jax.tree.structure(want)
-    assert jax.tree.map(lambda s: s.shape, loaded.out_shapes) == {"y": (4,), "n": ()}
     other = ProgramStore(tmp_path, "f v2")
     other.function("f", f, args)
     other.function("f", f, {"x": jnp.arange(5.0), "k": args["k"]})

@@ -86,12 +86,6 @@ class Stored:
             raise TypeError(f"arguments {tree} differ from the stored function's {self.in_tree}")
         return jax.tree.unflatten(self.out_tree, self.exported.call(*leaves))
 
-    @property
-    def out_shapes(self) -> Any:
-        """``jax.ShapeDtypeStruct`` s of the outputs, in their pytree."""
-        shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self.exported.out_avals]
-        return jax.tree.unflatten(self.out_tree, shapes)
-
 
 class ProgramStore:
     """Exported functions on disk under ``folder``, for one ``identity``.

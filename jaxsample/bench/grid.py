@@ -79,6 +79,7 @@ import numpy as np
 from jaxsample._checks import check_int as _check_int
 from jaxsample.bench.measure import (
     DEFAULT_MIN_REP_SECONDS,
+    JaxPlan,
     Program,
     bare_mlp_plan,
     bare_plan,
@@ -86,6 +87,7 @@ from jaxsample.bench.measure import (
     measure,
     mlp_agent,
     mlp_params,
+    pool_size,
     quartiles,
     random_plan,
     ratio,
@@ -98,12 +100,10 @@ from jaxsample.bench.schema import (
     JAX_METHODS,
     METHODS,
     PEER_METHODS,
-    POOL_SIZE,
     SCHEMA_VERSION,
     floor_of,
 )
 from jaxsample.bench.system import import_optional, system_info
-from jaxsample.core.resets import default_block
 from jaxsample.envs import suites
 from jaxsample.sampler import make_sampler
 from jaxsample.types import BatchSpec
@@ -301,31 +301,57 @@ def _method_row(
     return row
 
 
-def run_grid(
-    spec: GridSpec | None = None, *, progress: Callable[[str], None] | None = None
-) -> dict[str, Any]:
-    """Measure every cell of ``spec`` (default [`GridSpec`][jaxsample.bench.GridSpec]); see the
-    module doc.
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """One run of the grid: its spec, its key, the JAX methods' memory budget,
+    and the lists the cells' skips go to."""
 
-    Args:
-      spec: the grid.
-      progress: called with one line of text per measured cell.
+    spec: GridSpec
+    key: jax.Array
+    budget: int | None
+    skipped: list[dict[str, Any]]
 
-    Returns:
-      A JSON-ready dict following `RESULT_SCHEMA`: ``schema_version``,
-      ``system`` ([`system_info`][jaxsample.bench.system_info]), ``settings``, ``cells`` (one per
-      measured
-      ``(env, B, T)``, with a row per method), ``skipped`` (what was not
-      measured and why), ``notes`` and ``wall_s``.
-    """
-    spec = GridSpec() if spec is None else spec
-    if not isinstance(spec, GridSpec):
-        raise TypeError(f"spec must be a GridSpec, got {type(spec).__name__}")
-    say = progress or (lambda line: None)
-    start = time.perf_counter()
-    system = system_info()
-    notes: list[str] = []
-    skipped: list[dict[str, Any]] = []
+    def skip(self, where: tuple[str, int, int], methods: Sequence[str], reason: str) -> None:
+        env_name, B, T = where
+        for m in methods:
+            self.skipped.append({"env": env_name, "B": B, "T": T, "method": m, "reason": reason})
+
+    def gib(self, n: float) -> str:
+        return f"{n / 2**30:.2f} GiB"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Env:
+    """One env of the grid and what its cells build from: the JAX methods it
+    runs, the MLP agent and its parameters (None without ``mlp`` methods) and
+    the host peers' modules."""
+
+    name: str
+    env: Any
+    env_params: Any
+    methods: tuple[str, ...]
+    agent: Any
+    params: Any
+    peers: dict[str, Any]
+
+    def plan(self, method: str, T: int, B: int) -> JaxPlan:
+        """The JAX ``method``'s program at ``[T, B]``, before anything is allocated."""
+        env, env_params = self.env, self.env_params
+        if method == "bare":
+            return bare_plan(env, env_params, T, B)
+        if method == "random":
+            return random_plan(env, env_params, T, B)
+        if method == "pool":
+            return random_plan(env, env_params, T, B, reset_pool=pool_size(B))
+        if method == "bare_mlp":
+            return bare_mlp_plan(env, env_params, self.agent, self.params, T, B)
+        sampler = make_sampler(env, env_params, self.agent, BatchSpec(T, B))
+        return sampler_plan(sampler, self.params)
+
+
+def _peers(spec: GridSpec, cpu_count: int | None, notes: list[str]) -> dict[str, Any]:
+    """The host peers of ``spec.methods`` that import, a note for each that
+    does not and for what the others are."""
     peers: dict[str, Any] = {}
     for m in spec.methods:
         if m in PEER_METHODS:
@@ -339,7 +365,7 @@ def run_grid(
                 peers[m] = module
     if peers:
         notes.append(
-            f"host peers ({', '.join(peers)}) run on the host CPU ({system['cpu_count']} "
+            f"host peers ({', '.join(peers)}) run on the host CPU ({cpu_count} "
             f"cores) whatever the JAX backend, with numpy random actions, only at "
             f"B <= {spec.peer_max_B} (peer_max_B), and only for {sorted(PEER_ENVS)}"
         )
@@ -348,137 +374,169 @@ def run_grid(
             "envpool resets an env on the step after it ends (that step's action is "
             "ignored); gymnax and the gymnasium peer reset within the ending step"
         )
+    return peers
+
+
+def _budget(spec: GridSpec, system: dict[str, Any], notes: list[str]) -> int | None:
+    """``spec.memory_budget_bytes``, or half the device's memory (the host's)."""
     budget = spec.memory_budget_bytes
     if budget is None:
         total = system["device_memory_bytes"] or system["host_memory_bytes"]
         budget = total // 2 if total else None
     if budget is not None:
         notes.append(f"memory budget for the JAX methods: {budget / 2**30:.2f} GiB")
-    key = jax.random.key(spec.seed)
-    jax_methods = [m for m in spec.methods if m in JAX_METHODS]
+    return budget
+
+
+def _env(name: str, run: _Run, peers: dict[str, Any], notes: list[str]) -> _Env:
+    """The env ``name`` made, with the methods and peers it runs."""
+    env, env_params = suites.make(name)
+    methods = [m for m in run.spec.methods if m in JAX_METHODS]
+    uses_mlp = {"mlp", "bare_mlp"} & set(methods)
+    agent = mlp_agent(env, env_params) if uses_mlp else None
+    if uses_mlp and agent is None:
+        methods = [m for m in methods if m not in uses_mlp]
+        notes.append(f"mlp: no actor-critic for {name}'s action space; skipped")
+    params = None if agent is None else mlp_params(agent, env, env_params, run.key)
+    env_peers = peers if name in PEER_ENVS else {}
+    if peers and not env_peers:
+        notes.append(f"no host peer for {name}")
+    return _Env(name, env, env_params, tuple(methods), agent, params, env_peers)
+
+
+def _plans(run: _Run, env: _Env, T: int, B: int) -> tuple[dict[str, JaxPlan], str | None]:
+    """The JAX methods' plans of a cell, or none (skips) and the reason to
+    stop growing ``B`` when their shapes alone exceed the budget."""
+    plans = {m: env.plan(m, T, B) for m in env.methods}
+    if plans and run.budget is not None:
+        sizes = [p.estimate_bytes(run.key) for p in plans.values()]
+        need = sum(s for s, _ in sizes) + max(o for _, o in sizes)
+        if need > run.budget:
+            stop = f"needs about {run.gib(need)} > budget {run.gib(run.budget)} at B={B}"
+            run.skip((env.name, B, T), list(plans), stop)
+            return {}, stop
+    return plans, None
+
+
+def _build(
+    run: _Run,
+    env: _Env,
+    T: int,
+    B: int,
+    plans: dict[str, JaxPlan],
+    peers: dict[str, Any],
+    programs: dict[str, Program],
+) -> str | None:
+    """Compile ``plans`` and make ``peers``' host programs into ``programs``.
+    A compiled peak over the budget drops the JAX methods (skips) and returns
+    the reason to stop growing ``B``; a peer that fails is a skip."""
+    stop = None
+    for m, plan in plans.items():
+        programs[m] = p = plan.build(run.key)
+        if run.budget is not None and p.peak_bytes is not None and p.peak_bytes > run.budget:
+            stop = (
+                f"{m}'s compiled peak {run.gib(p.peak_bytes)} > budget {run.gib(run.budget)} "
+                f"at B={B}"
+            )
+            run.skip((env.name, B, T), list(plans), stop)
+            for built in list(programs):
+                programs.pop(built).close()
+            break
+    for m, module in peers.items():
+        maker = PEER_MAKERS[m](module, PEER_ENVS[env.name], B, run.spec.seed)
+        try:
+            programs[m] = host_program(maker, T, B, run.spec.seed)
+        except Exception as e:  # an installed peer that fails: a skip
+            run.skip((env.name, B, T), [m], f"{m} failed: {type(e).__name__}: {str(e)[:200]}")
+    return stop
+
+
+def _cell(
+    run: _Run, env: _Env, T: int, B: int, stop: str | None
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Measure the cell ``(env, B, T)``: ``(the cell, or None where nothing
+    ran; the reason to stop growing B, or None)``. ``stop`` from a smaller
+    ``B`` skips the JAX methods."""
+    spec, where = run.spec, (env.name, B, T)
+    if stop is not None:
+        run.skip(where, env.methods, stop)
+    peers = env.peers
+    if spec.peer_max_B < B:
+        run.skip(where, list(peers), f"B > peer_max_B={spec.peer_max_B}")
+        peers = {}
+    plans, stop = ({}, stop) if stop is not None else _plans(run, env, T, B)
+    if not plans and not peers:
+        return None, stop
+    programs: dict[str, Program] = {}
+    try:
+        stop = _build(run, env, T, B, plans, peers, programs) or stop
+        if not programs:
+            return None, stop
+        times, calls = measure(
+            programs, reps=spec.reps, warmup=spec.warmup, min_rep_seconds=spec.min_rep_seconds
+        )
+    except Exception as e:  # out of device memory: stop growing B
+        if not is_oom(e):
+            raise
+        stop = f"out of memory at B={B}: {str(e).splitlines()[0][:200]}"
+        run.skip(where, list(plans) + list(peers), stop)
+        return None, stop
+    finally:
+        for p in programs.values():
+            p.close()
+    rows = {  # each method against its own floor (mlp: bare_mlp)
+        m: _method_row(programs[m], times[m], calls[m], times.get(floor_of(m)), T * B)
+        | {"floor": floor_of(m)}
+        for m in programs
+    }
+    cell = {"env": env.name, "B": B, "T": T, "steps_per_call": T * B, "methods": rows}
+    slowest = max((r["run_s"]["median"] for r in rows.values() if not r["host"]), default=0.0)
+    if spec.max_call_seconds is not None and slowest > spec.max_call_seconds:
+        stop = f"a call took {slowest:.2f} s > max_call_seconds={spec.max_call_seconds} at B={B}"
+    return cell, stop
+
+
+def run_grid(
+    spec: GridSpec | None = None, *, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Measure every cell of ``spec`` (default [`GridSpec`][jaxsample.bench.GridSpec]); see the
+    module doc.
+
+    Args:
+      spec: the grid.
+      progress: called with one line of text per measured cell.
+
+    Returns:
+      A JSON-ready dict following `RESULT_SCHEMA`: ``schema_version``,
+      ``system`` ([`system_info`][jaxsample.bench.system_info]), ``settings``, ``cells`` (one per
+      measured ``(env, B, T)``, with a row per method), ``skipped`` (what was
+      not measured and why), ``notes`` and ``wall_s``.
+    """
+    spec = GridSpec() if spec is None else spec
+    if not isinstance(spec, GridSpec):
+        raise TypeError(f"spec must be a GridSpec, got {type(spec).__name__}")
+    say = progress or (lambda line: None)
+    start = time.perf_counter()
+    system = system_info()
+    notes: list[str] = []
+    peers = _peers(spec, system["cpu_count"], notes)
+    run = _Run(spec, jax.random.key(spec.seed), _budget(spec, system, notes), [])
     cells: list[dict[str, Any]] = []
-
-    def skip(env_name: str, B: int, T: int, methods: Sequence[str], reason: str) -> None:
-        for m in methods:
-            skipped.append({"env": env_name, "B": B, "T": T, "method": m, "reason": reason})
-
     for env_name in spec.envs:
-        env, env_params = suites.make(env_name)
-        methods = list(jax_methods)
-        uses_mlp = {"mlp", "bare_mlp"} & set(methods)
-        agent = mlp_agent(env, env_params) if uses_mlp else None
-        if uses_mlp and agent is None:
-            methods = [m for m in methods if m not in uses_mlp]
-            notes.append(f"mlp: no actor-critic for {env_name}'s action space; skipped")
-        params = None if agent is None else mlp_params(agent, env, env_params, key)
-        env_peers = {m: mod for m, mod in peers.items() if env_name in PEER_ENVS}
-        if peers and not env_peers:
-            notes.append(f"no host peer for {env_name}")
+        env = _env(env_name, run, peers, notes)
         for T in spec.Ts:
-            stop_reason: str | None = None
+            stop: str | None = None  # once set, the larger B of (env, T) are skipped
             for B in spec.Bs:
-                cell_jax = list(methods)
-                if stop_reason is not None:
-                    skip(env_name, B, T, cell_jax, stop_reason)
-                    cell_jax = []
-                cell_peers = dict(env_peers)
-                if spec.peer_max_B < B:
-                    skip(env_name, B, T, list(cell_peers), f"B > peer_max_B={spec.peer_max_B}")
-                    cell_peers = {}
-                plans = {}
-                for m in cell_jax:
-                    if m == "bare":
-                        plans[m] = bare_plan(env, env_params, T, B)
-                    elif m == "random":
-                        plans[m] = random_plan(env, env_params, T, B)
-                    elif m == "pool":
-                        pool = min(POOL_SIZE, default_block(B))
-                        plans[m] = random_plan(env, env_params, T, B, reset_pool=pool)
-                    elif m == "bare_mlp":
-                        plans[m] = bare_mlp_plan(env, env_params, agent, params, T, B)
-                    else:
-                        sampler = make_sampler(env, env_params, agent, BatchSpec(T, B))
-                        plans[m] = sampler_plan(sampler, params)
-                if plans and budget is not None:
-                    sizes = [p.estimate_bytes(key) for p in plans.values()]
-                    need = sum(s for s, _ in sizes) + max(o for _, o in sizes)
-                    if need > budget:
-                        stop_reason = (
-                            f"needs about {need / 2**30:.2f} GiB > budget "
-                            f"{budget / 2**30:.2f} GiB at B={B}"
-                        )
-                        skip(env_name, B, T, list(plans), stop_reason)
-                        plans = {}
-                if not plans and not cell_peers:
-                    continue
-                programs: dict[str, Program] = {}
-                try:
-                    for m, plan in plans.items():
-                        p = plan.build(key)
-                        peak = p.peak_bytes
-                        if budget is not None and peak is not None and peak > budget:
-                            stop_reason = (
-                                f"{m}'s compiled peak {peak / 2**30:.2f} GiB > budget "
-                                f"{budget / 2**30:.2f} GiB at B={B}"
-                            )
-                            skip(env_name, B, T, list(plans), stop_reason)
-                            programs = {}
-                            break
-                        programs[m] = p
-                    for m, module in cell_peers.items():
-                        maker = PEER_MAKERS[m](module, PEER_ENVS[env_name], B, spec.seed)
-                        try:
-                            programs[m] = host_program(maker, T, B, spec.seed)
-                        except Exception as e:  # an installed peer that fails: a skip
-                            reason = f"{m} failed: {type(e).__name__}: {str(e)[:200]}"
-                            skip(env_name, B, T, [m], reason)
-                    if not programs:
-                        continue
-                    times, calls = measure(
-                        programs,
-                        reps=spec.reps,
-                        warmup=spec.warmup,
-                        min_rep_seconds=spec.min_rep_seconds,
-                    )
-                except Exception as e:  # out of device memory: stop growing B
-                    if not is_oom(e):
-                        raise
-                    stop_reason = f"out of memory at B={B}: {str(e).splitlines()[0][:200]}"
-                    skip(env_name, B, T, list(plans) + list(cell_peers), stop_reason)
-                    continue
-                finally:
-                    for p in programs.values():
-                        p.close()
-                rows = {  # each method against its own floor (mlp: bare_mlp)
-                    m: _method_row(programs[m], times[m], calls[m], times.get(floor_of(m)), T * B)
-                    | {"floor": floor_of(m)}
-                    for m in programs
-                }
-                del programs
-                cells.append(
-                    {
-                        "env": env_name,
-                        "B": B,
-                        "T": T,
-                        "steps_per_call": T * B,
-                        "methods": rows,
-                    }
-                )
-                say(cell_line(cells[-1]))
-                slowest = max(
-                    (r["run_s"]["median"] for r in rows.values() if not r["host"]), default=0.0
-                )
-                if spec.max_call_seconds is not None and slowest > spec.max_call_seconds:
-                    stop_reason = (
-                        f"a call took {slowest:.2f} s > max_call_seconds="
-                        f"{spec.max_call_seconds} at B={B}"
-                    )
+                cell, stop = _cell(run, env, T, B, stop)
+                if cell is not None:
+                    cells.append(cell)
+                    say(cell_line(cell))
     return {
         "schema_version": SCHEMA_VERSION,
         "system": system,
-        "settings": {**spec.as_dict(), "floor": FLOOR, "memory_budget_bytes": budget},
+        "settings": {**spec.as_dict(), "floor": FLOOR, "memory_budget_bytes": run.budget},
         "cells": cells,
-        "skipped": skipped,
+        "skipped": run.skipped,
         "notes": notes,
         "wall_s": time.perf_counter() - start,
     }

@@ -95,15 +95,21 @@ def _host_method(kind, agent, params, B, T, key) -> Method:
     return Method(f"host:{kind}", run, lambda: box["state"].env.close())
 
 
+def _act(agent, params, obs, keys, t):
+    """The vmapped ``agent.step`` at step ``t`` (keys as the sampler's), no
+    previous action or reward."""
+    k = jax.vmap(lambda key: jax.random.fold_in(key, 3 * t))(keys)
+    prev_action = jnp.zeros(obs.shape[:1], jnp.int32)
+    inputs = js.AgentInputs(obs, prev_action, jnp.zeros(obs.shape[:1], jnp.float32))
+    return jax.vmap(agent.step, in_axes=(None, 0, None, 0))(params, inputs, (), k)[0]
+
+
 def _policy(agent):
-    """The jitted, vmapped ``agent.step`` of a plain loop (keys as the sampler's)."""
+    """The jitted `_act` of a plain loop: ``(action, agent_info)``."""
 
     @jax.jit
     def policy(params, obs, keys, t):
-        k = jax.vmap(lambda key: jax.random.fold_in(key, 3 * t))(keys)
-        prev_action = jnp.zeros(obs.shape[:1], jnp.int32)
-        inputs = js.AgentInputs(obs, prev_action, jnp.zeros(obs.shape[:1], jnp.float32))
-        step, _ = jax.vmap(agent.step, in_axes=(None, 0, None, 0))(params, inputs, (), k)
+        step = _act(agent, params, obs, keys, t)
         return step.action, step.agent_info
 
     return policy
@@ -156,9 +162,7 @@ def _bridge_method(kind, agent, params, B, T, key) -> Method:
     @jax.jit
     def rollout(params, obs, t0):
         def body(obs, t):
-            k = jax.vmap(lambda key: jax.random.fold_in(key, 3 * t))(keys)
-            inputs = js.AgentInputs(obs, jnp.zeros((B,), jnp.int32), jnp.zeros((B,), jnp.float32))
-            step, _ = jax.vmap(agent.step, in_axes=(None, 0, None, 0))(params, inputs, (), k)
+            step = _act(agent, params, obs, keys, t)
             out = bridge.step(step.action)
             return out.observation, (obs, step.action, out.reward, out.terminated, out.truncated)
 

@@ -26,12 +26,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces
+from jax.experimental.compilation_cache import compilation_cache
 from jax.extend.core import ClosedJaxpr, Jaxpr
 
 from jaxsample._checks import check_int
 from jaxsample.agents.actor_critic import CategoricalActorCritic, GaussianActorCritic
 from jaxsample.agents.base import RandomAgent
 from jaxsample.algos.programs import in_background
+from jaxsample.bench.schema import POOL_SIZE
+from jaxsample.core.resets import default_block
 from jaxsample.sampler import make_sampler
 from jaxsample.types import AgentInputs, BatchSpec
 
@@ -308,13 +311,18 @@ def compare_programs(
 @contextlib.contextmanager
 def fresh_compiles() -> Iterator[None]:
     """Within the block JAX's persistent compilation cache is off (restored
-    after), so that a compile is XLA's work, not a cache read."""
+    after), so that a compile is XLA's work, not a cache read. JAX decides
+    once per process whether it uses the cache (at the first compile), so the
+    setting alone would not take it out once a program was compiled: the
+    cache is reset on the way in and out."""
     was = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
     try:
         yield
     finally:
         jax.config.update("jax_enable_compilation_cache", was)
+        compilation_cache.reset_cache()
 
 
 # ----------------------------------------------------------------------------
@@ -420,10 +428,6 @@ def bare_rollout(env: Any, env_params: Any, T: int, B: int) -> tuple[Callable, C
     space = env.action_space(env_params)
     step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
-    def init(key: jax.Array):
-        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, B), env_params)
-        return key, state, obs
-
     def run(carry):
         def body(c, _):
             key, state, obs = c
@@ -437,7 +441,17 @@ def bare_rollout(env: Any, env_params: Any, T: int, B: int) -> tuple[Callable, C
 
         return jax.lax.scan(body, carry, None, T)
 
-    return init, run
+    return _floor_init(env, env_params, B), run
+
+
+def _floor_init(env: Any, env_params: Any, B: int) -> Callable:
+    """The floors' ``init(key) -> (key, env state, observation)`` of ``B`` envs."""
+
+    def init(key: jax.Array):
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, B), env_params)
+        return key, state, obs
+
+    return init
 
 
 def bare_plan(env: Any, env_params: Any, T: int, B: int) -> JaxPlan:
@@ -464,10 +478,6 @@ def bare_mlp_rollout(
     act = jax.vmap(agent.step, in_axes=(None, per_env, None, 0))
     zero = jnp.zeros((), jnp.float32)
 
-    def init(key: jax.Array):
-        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, B), env_params)
-        return key, state, obs
-
     def run(carry, params):
         def body(c, _):
             key, state, obs = c
@@ -489,7 +499,7 @@ def bare_mlp_rollout(
 
         return jax.lax.scan(body, carry, None, T)
 
-    return init, run
+    return _floor_init(env, env_params, B), run
 
 
 def bare_mlp_plan(env: Any, env_params: Any, agent: Any, params: Any, T: int, B: int) -> JaxPlan:
@@ -503,6 +513,12 @@ def sampler_plan(sampler: Any, params: Any) -> JaxPlan:
     return JaxPlan(lambda key: sampler.init(key, params), sampler.collect, (params,))
 
 
+def pool_size(B: int) -> int:
+    """The ``reset_pool`` of the ``"pool"`` method at ``B`` envs: `POOL_SIZE`,
+    at most the default block."""
+    return min(POOL_SIZE, default_block(B))
+
+
 def random_plan(
     env: Any,
     env_params: Any,
@@ -512,7 +528,7 @@ def random_plan(
     reset_pool: int = 0,
 ) -> JaxPlan:
     """``sampler.collect`` with a [`RandomAgent`][jaxsample.agents.RandomAgent] as a plan
-    (``reset_pool``: `pool_size`'s pool, 0 for gymnax's auto-reset)."""
+    (``reset_pool``: `pool_size`, 0 for gymnax's auto-reset)."""
     agent = RandomAgent(env.action_space(env_params))
     sampler = make_sampler(
         env,

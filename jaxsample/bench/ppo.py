@@ -22,7 +22,7 @@ from flax import struct
 
 import jaxsample as js
 from jaxsample._checks import check_int
-from jaxsample.algos import ppo
+from jaxsample.algos import ppo, runner
 from jaxsample.bench.measure import Part, compare_programs
 from jaxsample.bench.report import format_programs
 
@@ -186,8 +186,8 @@ def ppo_overhead(
       "final_return": {program: [seeds]}}``: ``ratio`` is jaxsample's run
       time over inline's (lower is better; the target is <= 1.05),
       ``compile_ratio`` the same of the total compile times; the final
-      returns (mean of the last 10 iterations) are a check that both train
-      alike.
+      returns (`runner.final_returns`: the mean of the last 10 iterations
+      that ended an episode) are a check that both train alike.
     """
     check_int("seeds", seeds, 1)
     if config is None:
@@ -202,11 +202,6 @@ def ppo_overhead(
 
     out = compare_programs(build, reps=reps, compile_reps=compile_reps)
     compile_s, run_s = out["compile_s"], out["run_s"]
-
-    def tail(r: jax.Array) -> list[float]:
-        r = jnp.asarray(r)[:, -10:]
-        return [float(x) for x in jnp.nanmean(r, axis=1)]
-
     return {
         "env": config.env_name,
         "seeds": seeds,
@@ -218,7 +213,7 @@ def ppo_overhead(
         "run_s": run_s,
         "ratio": run_s["jaxsample"]["median"] / run_s["inline"]["median"],
         "compile_ratio": compile_s["jaxsample"]["total"] / compile_s["inline"]["total"],
-        "final_return": {k: tail(v) for k, v in out["outputs"].items()},
+        "final_return": {k: runner.final_returns(v).tolist() for k, v in out["outputs"].items()},
     }
 
 

@@ -36,11 +36,6 @@ from jaxsample.types import BatchSpec
 __all__ = ["main", "prioritized_throughput"]
 
 
-def _timed(fns: dict[str, Any], reps: int, calls: int) -> dict[str, float]:
-    times = interleave(fns, reps=reps, calls=calls)
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 def _jaxsample_fns(examples: Any, B: int, capacity: int, N: int) -> dict[str, Any]:
     rep = prioritized(examples, B, capacity)
     steps = jax.tree.map(
@@ -112,7 +107,8 @@ def prioritized_throughput(
     fns = _jaxsample_fns(sampler.examples, B, capacity, batch_size)
     with contextlib.suppress(ImportError):  # flashbax not installed: jaxsample only
         fns.update(_flashbax_fns(sampler.examples, B, capacity, batch_size))
-    seconds = _timed(fns, reps, calls)
+    times = interleave(fns, reps=reps, calls=calls)
+    seconds = {name: statistics.median(t) for name, t in times.items()}
     return {name: {"seconds": s, "steps_per_second": batch_size / s} for name, s in seconds.items()}
 
 

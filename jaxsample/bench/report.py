@@ -51,10 +51,10 @@ def key_ratios(result: dict[str, Any]) -> list[str]:
     for cell in result["cells"]:
         rows = cell["methods"]
         parts = []
-        for m, floor in KEY_RATIOS.items():
-            if m in rows and floor in rows:
-                r = rows[floor]["run_s"]["median"] / rows[m]["run_s"]["median"]
-                parts.append(f"{m}/{floor} {r:.2f}x")
+        for m in KEY_RATIOS:
+            ratio = rows[m]["ratio_to_floor"] if m in rows else None
+            if ratio is not None:
+                parts.append(f"{m}/{floor_of(m)} {ratio:.2f}x")
         if parts:
             lines.append(f"{cell['env']} B={cell['B']} T={cell['T']}: " + ", ".join(parts))
     return lines

@@ -26,8 +26,6 @@ from jaxsample.bench.measure import (
     time_once,
 )
 from jaxsample.bench.report import end_to_end_result, format_programs
-from jaxsample.sampler import make_sampler
-from jaxsample.types import BatchSpec
 
 #: [`sampler_compile`][jaxsample.bench.sampler_compile]'s envs: a classic-control env, a MinAtar
 #: env, a Brax env.
@@ -129,13 +127,10 @@ def format_sampler_compile(result: dict[str, Any]) -> str:
 def compile_scaling(env_name: str = "CartPole-v1", B: int = 64, Ts: Sequence[int] = (16, 1024)):
     """Compile seconds of ``collect`` for each ``T`` (flat: it is a scan, not unrolled)."""
     env, env_params = gymnax.make(env_name)
-    agent = RandomAgent(env.action_space(env_params))
     out = {}
     for T in Ts:
-        sampler = make_sampler(env, env_params, agent, BatchSpec(T, B))
-        state = sampler.init(jax.random.key(0), ())
-        fn = jax.jit(lambda s, sampler=sampler: sampler.collect(s, ()))
-        out[T] = compile_timed(fn, state)[1]
+        plan = random_plan(env, env_params, T, B)
+        out[T] = compile_timed(jax.jit(plan.fn), plan.init(jax.random.key(0)), *plan.args)[1]
     return out
 
 

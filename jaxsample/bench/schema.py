@@ -17,9 +17,9 @@ METHODS = JAX_METHODS + PEER_METHODS
 FLOOR = "bare"
 #: The pool of the ``"pool"`` method: ``reset_pool`` (at most the block).
 POOL_SIZE = 8
-#: ``method: its own floor`` for the ratios that answer a user's question
+#: The methods whose ratio to their own floor answers a user's question
 #: (`key_ratios`).
-KEY_RATIOS = {"random": "bare", "pool": "bare", "mlp": "bare_mlp"}
+KEY_RATIOS = ("random", "pool", "mlp")
 #: The floor each method's ``ratio_to_floor`` is relative to: its own
 #: hand-written floor (a learning agent's: ``bare_mlp``), else ``bare``.
 OWN_FLOOR = {"mlp": "bare_mlp", "bare_mlp": "bare_mlp"}

@@ -33,9 +33,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxsample.bench.measure import JaxPlan, measure, random_plan
-from jaxsample.bench.schema import POOL_SIZE
-from jaxsample.core.resets import default_block
+from jaxsample.bench.measure import JaxPlan, measure, pool_size, random_plan
 from jaxsample.envs import suites
 
 __all__ = ["DEFAULT_ENVS", "own_rollout", "suite_overhead"]
@@ -210,7 +208,7 @@ def suite_overhead(name: str, *, T: int, B: int, reps: int = 5, seed: int = 0) -
     ``ratio`` (sampler / own throughput) and ``pool_ratio`` (pooled / own)."""
     env, params = suites.make(name)
     key = jax.random.key(seed)
-    pool = min(POOL_SIZE, default_block(B))
+    pool = pool_size(B)
     programs = {
         "sampler": random_plan(env, params, T, B).build(key),
         "pool": random_plan(env, params, T, B, reset_pool=pool).build(key),

@@ -3,16 +3,17 @@
 ``reset_mode`` decides what a host batch does at its start, with each step's
 action and with each step's outputs; `choose` picks one small frozen object
 once, and the host loop (`jaxsample.host.sampler.HostSampler`) calls its
-methods without asking which mode it is (the JAX sampler's store of final
-observations is chosen the same way, `jaxsample.core.finals.choose`):
+methods without asking which mode it is. The JAX sampler's modes are chosen
+the same way, with the same names (`jaxsample.core.modes`), as is its store of
+final observations (`jaxsample.core.finals.choose`):
 
-* `AutoMode` (``"auto"``): every env steps at every step; a done env goes on
+* `AutoReset` (``"auto"``): every env steps at every step; a done env goes on
   from its reset observation;
-* `WaitMode` (``"wait"``): an env that ended idles for the rest of the batch
+* `WaitReset` (``"wait"``): an env that ended idles for the rest of the batch
   (it still steps, with the null action, and its outputs are dropped), holding
   the reset observation it reached; the envs stepped while idle are reset when
   the next batch starts;
-* `EpisodicMode` (``"episodic"``): as ``"wait"``, but every batch starts with
+* `EpisodicReset` (``"episodic"``): as ``"wait"``, but every batch starts with
   a reset of every env (and new episodes of the agents), and its last step
   truncates the envs still running: every batch is one ``T``-step episode.
 
@@ -37,7 +38,7 @@ Fresh = Callable[[], tuple[AgentCarry, TrajAccumulator]]
 
 
 @dataclasses.dataclass(frozen=True)
-class AutoMode:
+class AutoReset:
     """``reset_mode="auto"``; the interface every mode has (``T``: the
     batch's steps)."""
 
@@ -102,7 +103,7 @@ class AutoMode:
 
 
 @dataclasses.dataclass(frozen=True)
-class WaitMode(AutoMode):
+class WaitReset(AutoReset):
     """``reset_mode="wait"``: an env that ended idles until the next batch."""
 
     idles: ClassVar[bool] = True
@@ -159,7 +160,7 @@ class WaitMode(AutoMode):
 
 
 @dataclasses.dataclass(frozen=True)
-class EpisodicMode(WaitMode):
+class EpisodicReset(WaitReset):
     """``reset_mode="episodic"``: every batch is one ``T``-step episode."""
 
     def start(
@@ -181,9 +182,13 @@ class EpisodicMode(WaitMode):
         return np.zeros_like(buf.stale)
 
 
-MODES: dict[str, type[AutoMode]] = {"auto": AutoMode, "wait": WaitMode, "episodic": EpisodicMode}
+MODES: dict[str, type[AutoReset]] = {
+    "auto": AutoReset,
+    "wait": WaitReset,
+    "episodic": EpisodicReset,
+}
 
 
-def choose(reset_mode: str, T: int) -> AutoMode:
+def choose(reset_mode: str, T: int) -> AutoReset:
     """The strategy of ``reset_mode`` for batches of ``T`` steps."""
     return MODES[reset_mode](T)

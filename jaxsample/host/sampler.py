@@ -91,7 +91,7 @@ from jaxsample.host.envs import (
     require_gymnasium,
 )
 from jaxsample.host.envs import write_info as _write_info
-from jaxsample.host.modes import AutoMode, choose
+from jaxsample.host.modes import AutoReset, choose
 from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import Batch, BatchSpec, PyTree, Samples
 
@@ -164,7 +164,7 @@ class HostSampler:
     _obs_spec: jax.ShapeDtypeStruct
     _act_spec: PyTree
     _slots: int  # K of the sparse final-observation store
-    _mode: AutoMode  # the reset mode's strategy (jaxsample.host.modes.choose)
+    _mode: AutoReset  # the reset mode's strategy (jaxsample.host.modes.choose)
     _zero_t: Any
     # (examples, the device functions of jaxsample.host.device, each jitted
     # once), derived once the agent's parameters are known.

@@ -89,6 +89,15 @@ def test_stale_state_and_no_retrace():
         sampler_of("auto-nextstep").collect(new, params(1.0))
 
 
+def test_check_params_as_the_jax_sampler():
+    """``check_params`` (the JAX Sampler's name): the known parameters pass,
+    others of another structure raise a TypeError naming agent_params."""
+    sampler = sampler_of("wait-samestep")
+    sampler.check_params(params(3.0))
+    with pytest.raises(TypeError, match="agent_params"):
+        sampler.check_params({"other": jnp.zeros((3,))})
+
+
 def _leaves_equal(a, b) -> None:
     def raw(x):
         return jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x

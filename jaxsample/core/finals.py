@@ -22,7 +22,7 @@ the sampler, so `choose` picks one strategy once, and the scan body reads
 
 ``K`` is `final_slots` (``ceil(T / limit)`` only for an env whose time
 limit is known for sure, else ``T``), so the store is exact for any env. The
-host sampler stores in numpy buffers (`write_host_finals`) and makes the
+host sampler stores in numpy buffers (`jaxsample.host.buffers`) and makes the
 batch's store with the same `as_batch`.
 """
 
@@ -34,7 +34,6 @@ from typing import Any, ClassVar, Protocol
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxsample.core.batched import any_in_batch
 from jaxsample.core.options import SamplerOptions
@@ -237,46 +236,3 @@ def choose(
     if recompute_finals(stepper.env_spec, time_limit):
         return RecomputeStore(slots, stepper)
     return InfoStore(slots)
-
-
-def write_host_finals(
-    final: np.ndarray,
-    n_truncated: np.ndarray,
-    dense: bool,
-    t: int,
-    res: Any,
-    truncated: np.ndarray,
-    active: np.ndarray,
-    next_obs: np.ndarray,
-) -> None:
-    """The host sampler's store: record the true final observations of step
-    ``t`` in the numpy buffer ``final`` (dense ``[T, B, *obs]``, sparse slots
-    ``[B, K, *obs]`` with ``n_truncated`` ``[B]`` slots used). ``res`` is the
-    host env's step (its ``final_rows`` of the envs in ``final_mask``),
-    ``truncated`` the step's truncations (forced ones included), ``active`` the
-    envs not idle, ``next_obs`` the observations after the step."""
-    if dense:  # res.final_mask is res.done
-        final[t] = next_obs
-        if res.any_done:
-            final[t][res.done] = res.final_rows
-        final[t][~active] = 0
-        return
-    which = truncated & active
-    if not which.any():
-        return
-    rows = next_obs[which]  # a forced (episodic) truncation: the env goes on
-    if res.any_done:  # res.final_mask is res.truncated: the env's own
-        own = res.truncated[which]
-        position = np.cumsum(res.truncated) - 1  # row of each env in final_rows
-        rows[own] = res.final_rows[position[which & res.truncated]]
-    envs = np.flatnonzero(which)
-    slot = n_truncated[envs]
-    slots = final.shape[1]
-    if (slot >= slots).any():
-        raise RuntimeError(
-            f"an env truncated more than {slots} times in one batch, more than the sparse "
-            "final-observation store holds (its bound comes from the env's time limit); "
-            "build the sampler with final_observation='dense'"
-        )
-    final[envs, slot] = rows
-    n_truncated[envs] += 1

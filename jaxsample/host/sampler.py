@@ -71,7 +71,7 @@ from jaxsample._checks import check_key as _check_key
 from jaxsample.agents.base import Agent, action_spec, null_action
 from jaxsample.core import keys as K
 from jaxsample.core.acting import AgentCarry, AgentFields, AgentStepper
-from jaxsample.core.finals import final_slots, write_host_finals
+from jaxsample.core.finals import final_slots
 from jaxsample.core.options import SamplerOptions, check_agent, sampler_options
 from jaxsample.core.specs import (
     FromParams,
@@ -81,6 +81,7 @@ from jaxsample.core.specs import (
     step_examples,
 )
 from jaxsample.host import device as host_device
+from jaxsample.host.buffers import HostBuffers, np_zeros, write_host_finals
 from jaxsample.host.device import CompiledDevice, HostBatch, compile_device, make_device
 from jaxsample.host.envs import (
     EnvHandle,
@@ -90,6 +91,7 @@ from jaxsample.host.envs import (
     require_gymnasium,
 )
 from jaxsample.host.envs import write_info as _write_info
+from jaxsample.host.modes import AutoReset, choose
 from jaxsample.traj_info import TrajAccumulator
 from jaxsample.types import Batch, BatchSpec, PyTree, Samples
 
@@ -141,10 +143,6 @@ class HostSamplerState(AgentFields):
         return self.handle.env
 
 
-def _np_zeros(spec: Any, lead: tuple[int, ...]) -> np.ndarray:
-    return np.zeros((*lead, *spec.shape), spec.dtype)
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class HostSampler:
     """A sampler of a host vector env; build it with
@@ -166,6 +164,7 @@ class HostSampler:
     _obs_spec: jax.ShapeDtypeStruct
     _act_spec: PyTree
     _slots: int  # K of the sparse final-observation store
+    _mode: AutoReset  # the reset mode's strategy (jaxsample.host.modes.choose)
     _zero_t: Any
     # (examples, the device functions of jaxsample.host.device, each jitted
     # once), derived once the agent's parameters are known.
@@ -182,6 +181,12 @@ class HostSampler:
         (a ``ValueError`` naming ``agent_params=`` until the agent's parameters
         are known)."""
         return self._derived.get()[0]
+
+    def check_params(self, agent_params: PyTree) -> None:
+        """Check the agent with ``agent_params`` if it has not been checked yet
+        (an agent without ``init``, built without ``agent_params=``), as
+        [`Sampler.check_params`][jaxsample.sampler.Sampler.check_params]."""
+        self._derived.of(agent_params)
 
     @property
     def _device(self) -> CompiledDevice:
@@ -203,11 +208,11 @@ class HostSampler:
           state of the same env becomes invalid.
         """
         _check_key(key)
-        self._derived.of(agent_params)  # checks an agent first seen here
+        self.check_params(agent_params)  # checks an agent first seen here
         B = self.options.batch_spec.B
         dev = self._device.start(key)
         seeds = [int(s) for s in np.asarray(dev["seed"])]
-        obs = _np_zeros(self._obs_spec, (B,))
+        obs = np_zeros(self._obs_spec, (B,))
         adapter = self._handle.start(seeds, obs)
         agent, traj = dev["agent"], dev["traj"]
         n = self.options.max_decorrelation_steps
@@ -276,151 +281,88 @@ class HostSampler:
         self, state: HostSamplerState, agent_params: PyTree
     ) -> tuple[HostSamplerState, Batch]:
         """[`collect`][jaxsample.host.HostSampler.collect] after its checks. ``handle.generation``
-        is bumped
-        just before the envs first move (a reset at the start of the batch, else
-        the first ``env.step``): an error before that (e.g. in the agent's first
-        step) leaves ``state`` valid, and a retry continues its stream."""
-        T, B = self.options.batch_spec
-        handle = self._handle
-        adapter = handle.adapter
-        assert adapter is not None
-        auto = self.options.reset_mode == "auto"
-        obs_buf = _np_zeros(self._obs_spec, (T + 1, B))
-        reward = np.zeros((T, B), np.float32)
-        terminated = np.zeros((T, B), bool)
-        truncated = np.zeros((T, B), bool)
-        valid = np.ones((T, B), bool)
-        env_info = {k: _np_zeros(s, (T, B)) for k, s in self._info_spec.items()}
-        dense = self.options.final_observation == "dense"
-        final = _np_zeros(self._obs_spec, (T, B) if dense else (B, self._slots))
-        n_truncated = np.zeros((B,), np.int64)
-
-        agent, traj = state.agent, state.traj
-        obs_buf[0] = state.observation
-        resets = self.options.reset_mode == "episodic" or (
-            self.options.reset_mode == "wait" and bool(state.stale.any())
+        is bumped just before the envs first move (a reset at the start of the
+        batch, else the first ``env.step``): an error before that (e.g. in the
+        agent's first step) leaves ``state`` valid, and a retry continues its
+        stream. What ``reset_mode`` decides is the strategy ``_mode``
+        (`jaxsample.host.modes`), chosen when the sampler was built."""
+        handle, mode, device = self._handle, self._mode, self._device
+        buf = HostBuffers.zeros(
+            self.options, self._obs_spec, self._info_spec, self._slots, mode.idles
         )
-        if resets:  # the envs move now: older states are stale
-            handle.generation += 1
-        if self.options.reset_mode == "episodic":
-            adapter.reset(None, obs_buf[0])
-            agent, traj = self._device.fresh()
-        elif resets:
-            adapter.reset_where(state.stale, obs_buf[0])
-        packed, agent_keys = self._device.begin(state.epoch_keys)
-        carry = (agent, self._zero_t)
-
-        stale = np.zeros((B,), bool)  # stepped while idle
-        held = None if auto else np.zeros_like(obs_buf[0])  # reset obs of idle envs
-        lead = (B,) + (1,) * len(self._act_spec.shape)
-        episodic = self.options.reset_mode == "episodic"
-        act, step, mode = self._device.act, adapter.step, adapter.mode
-
-        def flags_of(done: np.ndarray, active: np.ndarray) -> np.ndarray:
-            """A step's done and active flags as one uint8 array (bit 0, bit 1;
-            in "auto" mode every env is active and the device ignores bit 1)."""
-            flags = done.view(np.uint8)
-            return flags if auto else flags | (active.view(np.uint8) << 1)
-
-        # Step 0's inputs: the state's prev_reward, nothing done, all active.
-        active = np.ones((B,), bool)  # not idle at this step ("wait"/"episodic")
-        flags = flags_of(np.zeros((B,), bool), active)
-        carry, packed, action_dev = act(
-            carry,
-            packed,
-            agent_keys,
-            agent_params,
-            obs_buf[0],
-            np.asarray(agent.prev_reward),
-            flags,
-            agent.prev_action,
+        buf.observation[0] = state.observation
+        moved, agent, traj = mode.start(handle, state, buf.observation[0], device.fresh)
+        packed, agent_keys = device.begin(state.epoch_keys)
+        carry, packed, last_action, host = self._steps(
+            buf, agent, moved, packed, agent_keys, agent_params
         )
-        if not resets:  # the envs move at the first step: older states are stale
-            handle.generation += 1
-        for t in range(T):
-            action = np.asarray(action_dev)  # waits for the device step t
-            if not auto:  # idle envs step with the null action; their outputs are dropped
-                action = np.where(active.reshape(lead), action, np.zeros_like(action))
-            res = step(action, obs_buf[t + 1], dense)
-            trunc, done = res.truncated, res.done
-            if episodic and t == T - 1:
-                trunc = trunc | ~res.terminated  # every batch is one T-step episode
-                done = res.terminated | trunc
-            if auto:
-                reward[t] = res.reward
-                goes_on = active
-            else:
-                reward[t] = np.where(active, res.reward, 0)
-                ended = done & active
-                held[ended] = obs_buf[t + 1][ended]
-                goes_on = active & ~done
-                if t + 1 < T:
-                    obs_buf[t + 1][~goes_on] = 0
-            if t + 1 < T:  # dispatch step t + 1; the bookkeeping below overlaps it
-                carry, packed, action_dev = act(
-                    carry,
-                    packed,
-                    agent_keys,
-                    agent_params,
-                    obs_buf[t + 1],
-                    reward[t],
-                    flags_of(done, active),
-                    action_dev,
-                )
-            if dense or (res.any_done and trunc.any()) or (episodic and t == T - 1):
-                write_host_finals(final, n_truncated, dense, t, res, trunc, active, obs_buf[t + 1])
-            if env_info:
-                for name, buf in env_info.items():
-                    _write_info(res.info, name, res.done, mode, buf[t])
-                    if not auto:
-                        buf[t][~active] = 0
-            if auto:
-                terminated[t], truncated[t] = res.terminated, trunc
-            else:
-                terminated[t] = res.terminated & active
-                truncated[t] = trunc & active
-                valid[t] = active
-                stale |= ~active
-            last_done, last_active = done, active
-            active = goes_on
-        next_observation = obs_buf[T]
-        if not auto:  # an idle env holds the reset observation it reached
-            next_observation[~active] = held[~active]
-        host = HostBatch(
-            observation=obs_buf[:T],
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            valid=valid,
-            env_info=env_info,
-            final=final,
-            next_observation=next_observation,
-            last_reward=reward[T - 1],
-            last_done=last_done,
-            last_active=last_active,
-        )
-        out = self._device.finish(
-            packed,
-            action_dev,
-            host,
-            state.epoch_keys,
-            traj,
-            carry,
-            agent,
-            agent_params,
-        )
-        new_state = HostSamplerState(
-            observation=next_observation,
+        keys = state.epoch_keys
+        out = device.finish(packed, last_action, host, keys, traj, carry, agent, agent_params)
+        new_state = state.replace(
+            observation=host.next_observation,
             agent=out["agent"],
-            key=state.key,
             epoch=out["epoch"],
             step=out["step"],
             traj=out["traj"],
-            stale=stale if self.options.reset_mode == "wait" else np.zeros((B,), bool),
-            handle=handle,
+            stale=mode.stale(buf),
             generation=handle.generation,
         )
         return new_state, out["batch"]
+
+    def _steps(
+        self,
+        buf: HostBuffers,
+        agent: AgentCarry,
+        moved: bool,
+        packed: jax.Array,
+        agent_keys: jax.Array,
+        agent_params: PyTree,
+    ) -> tuple[Any, jax.Array, jax.Array, HostBatch]:
+        """The ``T`` steps of a batch, written into ``buf`` (its row 0 holds
+        the first observations): the agent acts on the device from the
+        agents' carry ``agent`` (with ``agent_keys`` ``[T, B]``, written into
+        the packed record ``packed``), the env steps on the host. ``moved``:
+        the envs were reset at the batch start. Returns the device's carry,
+        packed record and last action, and the host's `HostBatch`."""
+        T, B = self.options.batch_spec
+        handle, mode = self._handle, self._mode
+        adapter = handle.adapter
+        assert adapter is not None
+        dense = self.options.final_observation == "dense"
+        obs = buf.observation
+        act, step, autoreset = self._device.act, adapter.step, adapter.mode
+
+        # Step 0's inputs: the state's prev_reward, nothing done, all active.
+        active = np.ones((B,), bool)  # not idle at this step ("wait"/"episodic")
+        flags = mode.flags(np.zeros((B,), bool), active)
+        prev_reward = np.asarray(agent.prev_reward)
+        carry = (agent, self._zero_t)
+        carry, packed, action_dev = act(
+            carry, packed, agent_keys, agent_params, obs[0], prev_reward, flags, agent.prev_action
+        )
+        if not moved:  # the envs move at the first step: older states are stale
+            handle.generation += 1
+        for t in range(T):
+            action = mode.action(np.asarray(action_dev), active)  # waits for the device step t
+            res = step(action, obs[t + 1], dense)
+            truncated, done, any_truncated = mode.ends(t, res)
+            goes_on = mode.observe(buf, t, res, done, active)
+            if t + 1 < T:  # dispatch step t + 1; the bookkeeping below overlaps it
+                flags = mode.flags(done, active)
+                carry, packed, action_dev = act(
+                    carry, packed, agent_keys, agent_params, obs[t + 1], buf.reward[t], flags,
+                    action_dev,
+                )  # fmt: skip
+            if dense or any_truncated:
+                final, n = buf.final, buf.n_truncated
+                write_host_finals(final, n, dense, t, res, truncated, active, obs[t + 1])
+            for name, info in buf.env_info.items():
+                _write_info(res.info, name, res.done, autoreset, info[t])
+            mode.record(buf, t, res, truncated, active)
+            last_done, last_active = done, active
+            active = goes_on
+        next_observation = mode.next_observation(buf, active)
+        return carry, packed, action_dev, buf.batch(next_observation, last_done, last_active)
 
     # --------------------------------------------------------------- helpers
     def _check_state(self, state: Any) -> None:
@@ -506,32 +448,44 @@ def make_host_sampler(
     require_gymnasium()
     opts = sampler_options("make_host_sampler", batch_spec, options)
     check_agent(agent)
-    T, B = opts.batch_spec
-    reset_mode, bootstrap_value = opts.reset_mode, opts.bootstrap_value
-    store_agent_state = opts.store_agent_state
-    specs: dict[str, jax.ShapeDtypeStruct] = {}
-    if info_spec is not None:
-        if not isinstance(info_spec, Mapping):
-            raise TypeError(
-                f"info_spec must be a mapping name -> ShapeDtypeStruct, got {info_spec!r}"
-            )
-        for name, spec in info_spec.items():
-            if not (isinstance(name, str) and hasattr(spec, "shape") and hasattr(spec, "dtype")):
-                raise TypeError(
-                    f"info_spec[{name!r}] must be a jax.ShapeDtypeStruct(shape, dtype), "
-                    f"got {spec!r}"
-                )
-            specs[name] = jax.ShapeDtypeStruct(
-                tuple(spec.shape), jax.dtypes.canonicalize_dtype(spec.dtype)
-            )
-
+    specs = _info_specs(info_spec)
     host_device.check_host_traj(opts, specs)
-    handle = EnvHandle(env, B, autoreset_mode)
+    handle = EnvHandle(env, opts.batch_spec.B, autoreset_mode)
+    return _sampler(handle, agent, opts, specs, agent_params)
+
+
+def _info_specs(info_spec: Mapping[str, Any] | None) -> dict[str, jax.ShapeDtypeStruct]:
+    """``make_host_sampler``'s ``info_spec``, checked, with canonical dtypes."""
+    specs: dict[str, jax.ShapeDtypeStruct] = {}
+    if info_spec is None:
+        return specs
+    if not isinstance(info_spec, Mapping):
+        raise TypeError(f"info_spec must be a mapping name -> ShapeDtypeStruct, got {info_spec!r}")
+    for name, spec in info_spec.items():
+        if not (isinstance(name, str) and hasattr(spec, "shape") and hasattr(spec, "dtype")):
+            raise TypeError(
+                f"info_spec[{name!r}] must be a jax.ShapeDtypeStruct(shape, dtype), got {spec!r}"
+            )
+        specs[name] = jax.ShapeDtypeStruct(
+            tuple(spec.shape), jax.dtypes.canonicalize_dtype(spec.dtype)
+        )
+    return specs
+
+
+def _sampler(
+    handle: EnvHandle,
+    agent: Agent,
+    opts: SamplerOptions,
+    specs: dict[str, jax.ShapeDtypeStruct],
+    agent_params: PyTree,
+) -> HostSampler:
+    """The `HostSampler` of ``handle``'s env (the rest of ``make_host_sampler``)."""
+    T = opts.batch_spec.T
     space = gymnax_space(handle.action_space)
     obs_spec = observation_spec(handle.observation_space)
     act_spec = action_spec(space)
     state_spec = agent_state_spec(agent)
-    slots = final_slots(reset_mode, T, handle.time_limit)
+    bootstrap_value = opts.bootstrap_value
 
     def derive(params: PyTree) -> tuple[Samples, CompiledDevice]:
         info_spec = agent_spec(agent, params, obs_spec, space, value=bootstrap_value).info
@@ -541,14 +495,14 @@ def make_host_sampler(
             dict(specs),
             info_spec,
             state_spec,
-            store_agent_state=store_agent_state,
+            store_agent_state=opts.store_agent_state,
             bootstrap_value=bootstrap_value,
         )
         stepper = AgentStepper(agent, space, null_action(space), obs_spec, state_spec)
         device = make_device(opts, stepper, info_spec)
         return examples, compile_device(device)
 
-    sampler = HostSampler(
+    return HostSampler(
         agent=agent,
         options=opts,
         action_space=space,
@@ -557,7 +511,8 @@ def make_host_sampler(
         _info_spec=specs,
         _obs_spec=obs_spec,
         _act_spec=act_spec,
-        _slots=slots,
+        _slots=final_slots(opts.reset_mode, T, handle.time_limit),
+        _mode=choose(opts.reset_mode, T),
         _zero_t=jnp.zeros((), jnp.int32),
         _derived=FromParams(
             derive,
@@ -566,4 +521,3 @@ def make_host_sampler(
             factory="make_host_sampler",
         ),
     )
-    return sampler

@@ -16,6 +16,7 @@ from jaxsample.agents.epsilon_greedy import (
     EpsilonGreedyInfo,
     EpsilonGreedyParams,
 )
+from jaxsample.agents.held_noise import HeldNoise, NoiseState
 from jaxsample.agents.masks import masked_argmax, masked_logits, masked_max, uniform_legal
 from jaxsample.agents.recurrent import RecurrentActorCritic
 from jaxsample.agents.shared import SharedAgent
@@ -29,6 +30,8 @@ __all__ = [
     "EpsilonGreedyInfo",
     "EpsilonGreedyParams",
     "GaussianActorCritic",
+    "HeldNoise",
+    "NoiseState",
     "RandomAgent",
     "RecurrentActorCritic",
     "SharedAgent",

@@ -33,7 +33,7 @@ __all__ = [
 _CELLS = ("gru", "lstm")
 _ACTIVATIONS = ("tanh", "relu")
 _NEGAMAX = ("auto", "on", "off")
-_PPO_POSITIVE_INTS = ("update_epochs", "num_minibatches", "rnn_hidden_size")
+_PPO_POSITIVE_INTS = ("update_epochs", "num_minibatches", "rnn_hidden_size", "noise_repeat")
 _PPO_NON_NEGATIVE_FLOATS = ("clip_eps", "ent_coef", "vf_coef", "adam_eps")
 _LOSSES = ("mse", "huber")
 _MAX_TIMESTEPS = 2**31 - 1  # env steps are counted in int32
@@ -183,6 +183,9 @@ class PPOConfig(_RunLength):
       log_std_init: a Gaussian policy's initial ``log_std`` (its learned,
         state-independent log standard deviation; 0: a standard deviation of 1
         in the action's units).
+      noise_repeat: a Gaussian policy's exploration noise is drawn every
+        ``noise_repeat`` steps and held in between
+        ([`HeldNoise`][jaxsample.agents.HeldNoise]; 1: every step).
       rnn_hidden_size, rnn_cell, rnn_encoder_sizes: the recurrent agent's cell
         width, cell (``"gru"`` / ``"lstm"``) and the MLP before the cell.
       mask_velocity: wrap the env with
@@ -227,6 +230,7 @@ class PPOConfig(_RunLength):
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     log_std_init: float = 0.0
+    noise_repeat: int = 1
     rnn_hidden_size: int = 128
     rnn_cell: str = "gru"
     rnn_encoder_sizes: tuple[int, ...] = ()

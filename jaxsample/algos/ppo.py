@@ -67,6 +67,7 @@ from jax.sharding import PartitionSpec as P
 from jaxsample.agents import (
     CategoricalActorCritic,
     GaussianActorCritic,
+    HeldNoise,
     RecurrentActorCritic,
     SharedAgent,
 )
@@ -455,6 +456,8 @@ def _make_agent(config: PPOConfig, space: Any) -> Any:
             activation=act,
             log_std_init=config.log_std_init,
         )
+        if config.noise_repeat > 1:
+            agent = HeldNoise(agent, config.noise_repeat)
     else:
         raise TypeError(f"PPO needs a Discrete or Box action space, got {type(space).__name__}")
     return SharedAgent(agent, team.num_agents) if team else agent
@@ -499,8 +502,10 @@ def make_train(
 
     The sampler is ``make_sampler(env, env_params, agent, BatchSpec(num_steps,
     num_envs), reset_mode="auto", bootstrap_value=True)`` with the default sparse
-    final-observation store, and ``store_agent_state=True`` for the recurrent
-    agent (see [`final_values`][jaxsample.algos.ppo.final_values]). The optimizer is
+    final-observation store, and ``store_agent_state=True`` for an agent with
+    state (the recurrent one, a [`HeldNoise`][jaxsample.agents.HeldNoise]
+    policy; see [`final_values`][jaxsample.algos.ppo.final_values]). The
+    optimizer is
     ``chain(clip_by_global_norm(max_grad_norm), scale_by_adam(eps=adam_eps))``;
     the step is scaled by ``-hparams.lr`` times the annealing factor.
     """
@@ -516,7 +521,7 @@ def make_train(
         agent,
         config,
         bootstrap_value=True,
-        store_agent_state=config.recurrent,
+        store_agent_state=config.recurrent or config.noise_repeat > 1,
         mesh=mesh,
         mesh_axis=mesh_axis,
     )

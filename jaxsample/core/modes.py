@@ -16,7 +16,7 @@ batch (`jaxsample.core.rollout`); `choose` picks the strategy of
 
 Per-env methods are unbatched (``begin``, ``truncate``, ``hold``); ``valid``
 and ``last_done`` read the batched outputs of the scan. The host sampler's
-loop has its own, numpy, form of the modes (`jaxsample.host.sampler`).
+loop has its own, numpy, form of the modes (`jaxsample.host.modes`).
 """
 
 from __future__ import annotations

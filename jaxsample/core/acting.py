@@ -89,25 +89,6 @@ def restart(
     )
 
 
-class AgentFields:
-    """Read-only views of a sampler state's `AgentCarry`
-    (``agent_carry``), for a state that nests it: ``prev_action`` (``[B,
-    *act]``, null after a reset), ``prev_reward`` (``[B]`` float32),
-    ``agent_state`` (the recurrent state) and ``env_rank`` (``[B]`` int32
-    global ranks). Only ``HostSamplerState`` still uses it (the JAX
-    ``SamplerState`` names each field once, ``state.env.agent.agent_state``);
-    it goes once that state does not."""
-
-    @property
-    def agent_carry(self) -> AgentCarry:
-        raise NotImplementedError
-
-    prev_action = property(lambda self: self.agent_carry.prev_action)
-    prev_reward = property(lambda self: self.agent_carry.prev_reward)
-    agent_state = property(lambda self: self.agent_carry.agent_state)
-    env_rank = property(lambda self: self.agent_carry.env_rank)
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class AgentStepper:
     """One agent, stepped unbatched.

@@ -70,7 +70,7 @@ from flax import struct
 from jaxsample._checks import check_key as _check_key
 from jaxsample.agents.base import Agent, action_spec, null_action
 from jaxsample.core import keys as K
-from jaxsample.core.acting import AgentCarry, AgentFields, AgentStepper
+from jaxsample.core.acting import AgentCarry, AgentStepper
 from jaxsample.core.finals import final_slots
 from jaxsample.core.options import SamplerOptions, check_agent, sampler_options
 from jaxsample.core.specs import (
@@ -97,7 +97,7 @@ from jaxsample.types import Batch, BatchSpec, PyTree, Samples
 
 
 @struct.dataclass
-class HostSamplerState(AgentFields):
+class HostSamplerState:
     """What carries over between ``collect`` calls; leaves ``[B, ...]``.
 
     Host (numpy) leaves: ``observation`` (``[B, *obs]``, what the agent sees
@@ -105,8 +105,8 @@ class HostSamplerState(AgentFields):
     idled, so it is reset when the next batch starts). Device leaves:
     ``agent``, the agents' `AgentCarry` (the
     JAX samplers' agent half of their carry: ``prev_action``, ``prev_reward``
-    float32, ``agent_state``, ``env_rank``; read them as
-    ``state.prev_action``, ... too), ``key`` (``[B]`` run keys), ``epoch``
+    float32, ``agent_state``, ``env_rank``; each has one name, e.g.
+    ``state.agent.agent_state``), ``key`` (``[B]`` run keys), ``epoch``
     and ``step`` (``[B]`` uint32: the key epoch and the steps taken in it,
     `jaxsample.core.keys`) and ``traj``
     ([`TrajAccumulator`][jaxsample.traj_info.TrajAccumulator]). There is no env state:
@@ -126,11 +126,6 @@ class HostSamplerState(AgentFields):
     stale: np.ndarray
     handle: EnvHandle = struct.field(pytree_node=False)
     generation: int = struct.field(pytree_node=False)
-
-    @property
-    def agent_carry(self) -> AgentCarry:
-        """The agents' carry, ``agent``."""
-        return self.agent
 
     @property
     def epoch_keys(self) -> K.EpochKeys:

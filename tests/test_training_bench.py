@@ -50,6 +50,18 @@ def check_stages(compile_s: dict, compile_reps: int, overlapped: bool = False) -
             assert compile_s["total"] == pytest.approx(stage_sum)
 
 
+def test_the_three_programs_are_built_with_their_inputs() -> None:
+    """What the slow comparison compiles: ``train`` (init, then the loop),
+    ``reference_run`` and the PureJaxRL peer, each a jitted callable with the
+    same keys (built, not compiled: the default set's check of the wiring)."""
+    built = training._programs(TINY, 2, 1)
+    assert list(built) == list(training.PROGRAMS)
+    keys = built["train"][1][0]
+    assert [len(parts) for parts, _ in built.values()] == [2, 1, 1]
+    assert all(callable(part.fn) for parts, _ in built.values() for part in parts)
+    assert built["reference_run"][1][0] is keys and built["purejaxrl"][1] == (keys,)
+
+
 @pytest.mark.slow
 def test_the_comparison_times_three_programs_and_train_equals_reference_run() -> None:
     result = training.training_comparison(TINY, seeds=2, reps=2, compile_reps=1, chunks=2)

@@ -73,10 +73,10 @@ def train_programs(trainer: Any, seeds: int, every: int) -> dict[str, tuple[list
 def _programs(config: ppo.PPOConfig, seeds: int, every: int) -> dict[str, tuple[list[Part], tuple]]:
     """`train_programs` of a fresh PPO trainer, and the PureJaxRL peer's."""
     trainer = ppo.make_train(config)
-    programs = train_programs(trainer, seeds, every)
-    keys = programs["train"][1][0]
+    ours = train_programs(trainer, seeds, every)
+    keys = ours["train"][1][0]
     peer = purejaxrl.make_train(config, trainer.env, trainer.env_params)
-    return {**programs, "purejaxrl": ([Part(jax.jit(programs.over_runs(peer)), {})], (keys,))}
+    return {**ours, "purejaxrl": ([Part(jax.jit(programs.over_runs(peer)), {})], (keys,))}
 
 
 def _returns(name: str, out: Any) -> np.ndarray:

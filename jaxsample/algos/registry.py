@@ -61,7 +61,7 @@ class Algorithm:
     hparams_fields: tuple[str, ...]
     updates_per_iteration: Callable[[Any], int]
     driver: str
-    fixed: Mapping[str, Any] = MappingProxyType({})
+    fixed: Mapping[str, Any] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     masked_config: Any = None
     batch_iterations: bool = False
     greedy_eval: bool = False

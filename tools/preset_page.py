@@ -84,9 +84,9 @@ def plot(env: str, lines: list[tuple[str, dict[str, Any]]], path: Path) -> None:
     target = lines[0][1].get("target")
     if target is not None:
         ax.axhline(target, color="k", linestyle="--", linewidth=1, label=f"published: {target:g}")
-    ax.set_title(f"PPO on {env}: training return (episodes ending in each bin)")
+    ax.set_title(f"PPO on {env}")
     ax.set_xlabel("env steps (one seed)")
-    ax.set_ylabel("return")
+    ax.set_ylabel("training return (sampled actions)")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,9 +3,10 @@
 The gymnax environments: the preset, trained as tools/preset_results.py
 measures it (4 seeds in one program, each seed's greedy policy over 164
 episodes, the median over seeds), reaches gymnax's published return within
-gymnax-blines' step budget. MinAtar (no published return): the preset at the
-page's budget beats the plain defaults' median recorded on the page
-(docs/presets/results.jsonl) at the same budget.
+gymnax-blines' step budget (Pendulum-v1: a floor instead; its published
+return lies beyond the optimum, see BEYOND_OPTIMUM). MinAtar (no published
+return): the preset at the page's budget beats the plain defaults' median
+recorded on the page (docs/presets/results.jsonl) at the same budget.
 """
 
 from __future__ import annotations
@@ -24,27 +25,24 @@ import preset_results  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-#: Published returns the presets do not reach yet (docs/presets.md says how far
-#: they are): strict, so reaching one fails the test until it is taken off here.
-NOT_YET = {"Pendulum-v1": "the best preset found reaches about -145; published: -130"}
+#: Published returns that no policy reaches in expectation, and the floor the
+#: preset is held to instead, so that a change that breaks learning still
+#: fails. Pendulum-v1: the optimum from gymnax's start distribution is about
+#: -137 (tools/pendulum_optimum.py; docs/presets.md), and the checkpoint behind
+#: the published -130 returns -145.6 over 9,840 episodes; the preset's seeds
+#: land near -150 (about +-7 over 164 episodes).
+BEYOND_OPTIMUM = {"Pendulum-v1": -160.0}
 
 
-@pytest.mark.parametrize(
-    "env",
-    [
-        pytest.param(env, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[env]))
-        if env in NOT_YET
-        else env
-        for env in preset_results.TARGETS
-    ],
-)
+@pytest.mark.parametrize("env", list(preset_results.TARGETS))
 def test_the_preset_reaches_the_published_return(env: str) -> None:
     line = preset_results.result_line(env, None, {}, seeds=4, episodes=164)
-    target, budget = preset_results.TARGETS[env]
+    published, budget = preset_results.TARGETS[env]
+    target = BEYOND_OPTIMUM.get(env, published)
     assert line["steps"] <= budget
     assert line["median"] >= target, (
         f"{env}: median greedy return {line['median']:.1f} (seeds {line['returns']}), "
-        f"published {target}"
+        f"wanted {target} (published {published})"
     )
 
 

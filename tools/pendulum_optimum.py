@@ -31,6 +31,7 @@ import json
 import pickle
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import gymnax
 import jax
@@ -102,7 +103,8 @@ class Grid:
         return jnp.stack(rows[::-1])
 
 
-Policy = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]  # (obs, state, t) -> action [1]
+#: ``(observation [3], gymnax EnvState, step index t) -> torque [1]``
+Policy = Callable[[jax.Array, Any, jax.Array], jax.Array]
 
 
 def play(

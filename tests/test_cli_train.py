@@ -370,6 +370,20 @@ def test_one_program_reports_from_inside_and_matches_the_chunked_run() -> None:
             assert x[r, i] == pytest.approx(value, rel=1e-6)
 
 
+def test_run_training_reads_the_trainers_episode_return_mean_by_default() -> None:
+    """Without ``returns_of``: the metric both trainers report (PPO's and DQN's
+    ``episode_return_mean``); it read a metric no trainer has before."""
+    from jaxsample.algos import runner
+
+    trainer = _ToyTrainer()
+    run = runner.run_training(
+        trainer, jax.random.key(3), seeds=2, num_iterations=4, steps_per_iteration=10, chunks=2
+    )
+    np.testing.assert_array_equal(
+        run.returns, np.asarray(run.metrics["episode_return_mean"], np.float64)
+    )
+
+
 def test_over_runs_vmaps_several_runs_and_traces_one_run_unbatched() -> None:
     """``programs.over_runs``: several runs are ``jax.vmap`` (the same values);
     one run is ``fn`` of the run's own arguments with the axis added back (its

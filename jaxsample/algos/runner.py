@@ -221,7 +221,7 @@ def run_training(
     num_iterations: int,
     steps_per_iteration: int,
     chunks: int = 20,
-    returns_of: Callable[[Any], Any] = lambda m: m["episode_return"],
+    returns_of: Callable[[Any], Any] = lambda m: m["episode_return_mean"],
     progress: Callable[[dict[str, Any]], None] | None = None,
     hparams: Any = None,
     resume: tuple[Any, dict[str, np.ndarray]] | None = None,

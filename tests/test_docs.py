@@ -182,3 +182,21 @@ def test_readme_is_a_front_page() -> None:
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
         if "://" not in target:
             assert (ROOT / target).exists(), target
+
+
+def test_every_image_a_page_shows_is_in_the_repository() -> None:
+    """mkdocs builds a page whose image is missing (no warning, even strict):
+    every ``![...](path)`` of the README and of docs/ names a file git tracks,
+    so a clean checkout shows it (a ``.gitignore`` rule once hid the presets'
+    figures)."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    tracked_paths = {(ROOT / t).resolve() for t in tracked}
+    image = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
+    for page in [README, *DOCS.rglob("*.md")]:
+        for target in image.findall(page.read_text()):
+            if "://" in target:
+                continue
+            path = (page.parent / target).resolve()
+            assert path in tracked_paths, f"{page.relative_to(ROOT)}: {target} is not tracked"

@@ -101,3 +101,35 @@ def test_a_gymnax_blines_checkpoint_loads_without_dotmap(tmp_path: Path) -> None
     h = np.maximum(h @ layers["Dense_1"]["kernel"] + layers["Dense_1"]["bias"], 0)
     mean = h @ layers["Dense_2"]["kernel"] + layers["Dense_2"]["bias"]
     np.testing.assert_allclose(policy(jnp.asarray(obs), None, 0), mean, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--grid", "3", "50"], "--grid"),
+        (["--torques", "1"], "--torques"),
+        (["--episodes", "100"], "--episodes"),
+        (["--checkpoint", "/nonexistent/es.pkl"], "--checkpoint: no file"),
+    ],
+)
+def test_bad_arguments_are_one_line_naming_the_flag(
+    argv: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        po.main(argv)
+    assert stop.value.code == 2
+    assert named in capsys.readouterr().err
+
+
+def test_a_checkpoint_of_another_shape_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a.pkl").write_bytes(pickle.dumps({"weights": [1, 2]}))
+    (tmp_path / "b.pkl").write_bytes(pickle.dumps({"network": {"params": {"Dense_0": {}}}}))
+    (tmp_path / "c.pkl").write_bytes(b"not a pickle")
+    for name, named in (("a", "['network']['params']"), ("b", "Dense_1, Dense_2"), ("c", "")):
+        with pytest.raises(SystemExit) as stop:
+            po.main(["--checkpoint", str(tmp_path / f"{name}.pkl")])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert "--checkpoint:" in err and named in err, err

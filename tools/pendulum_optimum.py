@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pickle
 import sys
 from collections.abc import Callable
@@ -153,15 +154,22 @@ def blines_policy(path: str) -> Policy:
             return Config if module.startswith("dotmap") else super().find_class(module, name)
 
     with open(path, "rb") as f:
-        net = Unpickler(f).load()["network"]["params"]
+        saved = Unpickler(f).load()
+    try:
+        net = saved["network"]["params"]
+    except (KeyError, TypeError):
+        why = f"checkpoint {path}: no ['network']['params'] (not gymnax-blines')"
+        raise ValueError(why) from None
     names = (
         ["actor_fc_1", "actor_fc_2", "actor_fc_mu"]
         if "actor_fc_1" in net
         else ["Dense_0", "Dense_1", "Dense_2"]
     )
+    if missing := [n for n in names if n not in net]:
+        raise ValueError(f"checkpoint {path}: no layer {', '.join(missing)} (a Pendulum MLP's)")
     layers = [(jnp.asarray(net[n]["kernel"]), jnp.asarray(net[n]["bias"])) for n in names]
 
-    def policy(obs: jax.Array, state: jax.Array, t: jax.Array) -> jax.Array:
+    def policy(obs: jax.Array, state: Any, t: jax.Array) -> jax.Array:
         h = obs
         for i, (w, b) in enumerate(layers):
             h = h @ w + b
@@ -193,13 +201,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkpoint", help="a gymnax-blines Pendulum-v1 .pkl instead of the DP")
     args = parser.parse_args(argv)
-    if min(args.grid) < 4 or args.torques < 2 or args.episodes < BLOCK:
-        parser.error(f"--grid >= 4 4, --torques >= 2, --episodes >= {BLOCK}")
+    if min(args.grid) < 4:
+        parser.error(f"--grid: both sizes must be >= 4, got {args.grid[0]} {args.grid[1]}")
+    if args.torques < 2:
+        parser.error(f"--torques must be >= 2, got {args.torques}")
+    if args.episodes < BLOCK:
+        parser.error(f"--episodes must be >= {BLOCK} (one block), got {args.episodes}")
+    if args.checkpoint and not os.path.isfile(args.checkpoint):
+        parser.error(f"--checkpoint: no file {args.checkpoint}")
     env, params = gymnax.make("Pendulum-v1")
     key = jax.random.PRNGKey(args.seed)
     if args.checkpoint:
         line = {"checkpoint": args.checkpoint}
-        returns, _ = play(env, params, blines_policy(args.checkpoint), args.episodes, key)
+        try:
+            policy = blines_policy(args.checkpoint)
+        except (ValueError, pickle.UnpicklingError, EOFError) as e:
+            parser.error(f"--checkpoint: {e}")
+        returns, _ = play(env, params, policy, args.episodes, key)
     else:
         grid = Grid(params, *args.grid, args.torques)
         values = grid.values()

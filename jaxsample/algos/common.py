@@ -31,6 +31,7 @@ import optax
 
 from jaxsample._checks import check_int
 from jaxsample.algos import programs
+from jaxsample.algos.trainer import Reports
 from jaxsample.envs import suites
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import SamplerProtocol, make_sampler
@@ -129,6 +130,19 @@ class TrainerBase:
     def num_iterations(self) -> int:
         """Iterations of a full run (``config.num_iterations``)."""
         return self.config.num_iterations
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Environment steps of one run per iteration."""
+        return self.config.steps_per_iteration
+
+    @property
+    def reports(self) -> Reports:
+        """What its metrics are: a game's evaluations against a random opponent
+        where it has them."""
+        from jaxsample.algos import games
+
+        return Reports(evaluation=games.METRICS if getattr(self, "games", None) else ())
 
     def hparams(self, **overrides: Any) -> Any:
         """``HParams`` from the config, with ``overrides`` (e.g. ``lr=[...]``).

@@ -1,9 +1,10 @@
-"""DQN compiled whole, built only on jaxsample's public API.
+"""DQN, top-down in one module: purejaxrl's and CleanRL's DQN on the sampler.
 
-``make_train(config)`` returns a [`Trainer`][jaxsample.algos.dqn.Trainer], a frozen object of pure
-functions. ``trainer.train(key, hparams)`` is the whole run inside one
-``lax.scan``: jit it, and ``jax.vmap`` it over seeds and over hyperparameters
-([`HParams`][jaxsample.algos.dqn.HParams]: learning rate and discount) at once::
+``make_train(config)`` returns a [`DQN`][jaxsample.algos.dqn.DQN] trainer, a
+frozen object of pure functions (the
+[`Trainer`][jaxsample.algos.trainer.Trainer] protocol). Jit it, and vmap it
+over seeds and hyperparameters ([`HParams`][jaxsample.algos.dqn.HParams]:
+learning rate and discount) at once::
 
     import jax, jax.numpy as jnp
     from jaxsample.algos import dqn
@@ -14,52 +15,34 @@ functions. ``trainer.train(key, hparams)`` is the whole run inside one
     state, metrics = jax.jit(jax.vmap(trainer.train))(keys, hp)
     metrics["average_return"][:, -1]                       # [4] final returns
 
-The pieces, all public jaxsample API:
-
-* [`jaxsample.make_sampler`][jaxsample.sampler.make_sampler] collects ``[num_steps, num_envs]``
-  batches with
-  an [`EpsilonGreedyAgent`][jaxsample.agents.EpsilonGreedyAgent]. Its epsilons are rlpyt's
-  vector epsilon: env rank ``b`` anneals from ``epsilon_init`` to its own final
-  epsilon, log-spaced over ranks from ``epsilon_final_min`` to
-  ``epsilon_final`` (``agent.initial_state(env_rank)``). The annealing is by
-  iteration: each collect sets ``params.decay`` (no retrace).
-* `jaxsample.replay.uniform` keeps a ring of ``buffer_capacity`` steps per
-  env; minibatches are ``batch_size`` single steps (sequences of length 1)
-  sampled uniformly over (env, position). With ``prioritized_replay=True``,
-  `jaxsample.replay.prioritized` instead (Schaul et al.'s PER): steps
-  drawn by priority, the loss weighted by the importance weights, and after
-  each gradient step the sampled steps' priorities set to ``|td| + priority_eps``.
-* [`jaxsample.StepMetrics`][jaxsample.metrics.StepMetrics] counts env steps and episodes exactly and
-  averages the returns of the last ``metrics_window`` episodes;
-  [`jaxsample.make_evaluator`][jaxsample.evaluation.make_evaluator] runs the greedy policy
-  ([`Trainer.evaluate`][jaxsample.algos.dqn.Trainer.evaluate]).
-
-One [`Trainer.iteration`][jaxsample.algos.dqn.Trainer.iteration]: set the epsilon decay, collect,
-add to the replay
-buffer, then (once ``learning_starts`` env steps are in) ``gradient_steps``
-Adam steps, then the target update every ``target_update_interval`` env steps.
+One iteration ([`DQN.iteration`][jaxsample.algos.dqn.DQN.iteration]): set the
+epsilon decay, collect ``[num_steps, num_envs]`` with an
+[`EpsilonGreedyAgent`][jaxsample.agents.EpsilonGreedyAgent] (rlpyt's vector
+epsilon: env rank ``b`` anneals to its own final epsilon, log-spaced from
+``epsilon_final_min`` to ``epsilon_final``; the decay is data, no retrace), add
+the batch to the replay buffer (`jaxsample.replay.uniform`, or Schaul et al.'s
+`jaxsample.replay.prioritized` with ``prioritized_replay``: steps drawn by
+priority, the loss weighted by the importance weights, the priorities set to
+``|td| + priority_eps``), then (once ``learning_starts`` env steps are in)
+``gradient_steps`` Adam steps, then the target update every
+``target_update_interval`` env steps.
 
 The TD target bootstraps through truncation and not through termination
-([`td_target`][jaxsample.algos.dqn.td_target])::
+([`td_target`][jaxsample.algos.returns.td_target])::
 
     y = r + gamma * (1 - terminated) * max_a Q_target(s', a)
     y = r + gamma * (1 - terminated) * Q_target(s', argmax_a Q(s', a))   # double DQN
 
 where ``s'`` is the step's true next observation,
-``samples.env.final_observation``: at a time-limit truncation it is the state
-the env really reached, not the reset observation gymnax's auto-reset returns
-(bootstrapping from that, or not at all, is what most JAX DQN code does).
-
-The trainer is pure (callers jit); [`reference_run`][jaxsample.algos.dqn.reference_run], the
-reference benchmark, is a runner and jits. From the command line, ``jaxsample
-train --algo dqn --seeds 4`` trains the same settings.
+``samples.env.final_observation``: at a time-limit truncation the state the env
+really reached, not the reset observation an auto-reset returns (bootstrapping
+from that, or not at all, is what most JAX DQN code does).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -71,31 +54,23 @@ from gymnax.environments import spaces
 
 from jaxsample.agents import EpsilonGreedyAgent, EpsilonGreedyParams
 from jaxsample.algos import common
-from jaxsample.algos.common import TrainerBase, episode_metrics, make_env, make_trainer_sampler
 from jaxsample.algos.configs import DQNConfig
 from jaxsample.algos.returns import td_target
+from jaxsample.algos.trainer import Reports, run, train
 from jaxsample.core.batched import cond_any
 from jaxsample.evaluation import Evaluator, make_evaluator
 from jaxsample.metrics import StepMetrics
 from jaxsample.replay import Replayer, ReplayState, prioritized, uniform
-from jaxsample.sampler import SamplerState
+from jaxsample.sampler import SamplerProtocol, SamplerState
 from jaxsample.traj_info import summarize
 from jaxsample.types import Batch, PyTree, Samples
 
-__all__ = [
-    "DQNConfig",
-    "HParams",
-    "TrainState",
-    "Trainer",
-    "make_train",
-    "reference_run",
-    "td_target",
-]
+__all__ = ["DQN", "DQNConfig", "HParams", "TrainState", "make_train", "td_target"]
 
 
 @struct.dataclass
 class HParams:
-    """DQN's hyperparameters as data (`Trainer.hparams`, defaults from the
+    """DQN's hyperparameters as data (`DQN.hparams`, defaults from the
     config): float32 ``[]`` for one run, ``[N]`` to vmap ``N`` runs.
 
     Attributes:
@@ -118,7 +93,7 @@ class TrainState:
         schedule of the last collect).
       target_params: the target Q-network's flax variables (the tree of
         ``params.network``).
-      opt_state: optax state of the optimizer (`Trainer.optimizer`).
+      opt_state: optax state of the optimizer (`DQN.optimizer`).
       sampler_state: [`jaxsample.SamplerState`][jaxsample.sampler.SamplerState] (envs and per-env
         key
         chains; its ``agent_state`` ``[B]`` is each env's final epsilon).
@@ -144,30 +119,17 @@ class TrainState:
 
 
 # ----------------------------------------------------------------------------
-# Trainer
+# The trainer
 # ----------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Trainer(TrainerBase):
+class DQN:
     """DQN as pure functions; build it with [`make_train`][jaxsample.algos.dqn.make_train].
 
-    * ``init(key, hparams=None) -> TrainState``
-    * ``iteration(state) -> (state, metrics)``: set the epsilon decay
-      (``acting_params``), collect ``[num_steps, num_envs]``, then ``learn``.
-    * ``learn(state, batch) -> (state, metrics)``: add the batch to the replay
-      buffer, ``gradient_steps`` gradient steps (once ``learning_starts`` env
-      steps are in), target update.
-    * ``run(state, num_iterations) -> (state, metrics)``: ``lax.scan`` of
-      ``iteration``; ``num_iterations`` is static (``static_argnums=1``).
-    * ``train(key, hparams=None) -> (state, metrics)``: ``init`` then ``run``
-      for ``config.num_iterations``.
-    * ``evaluate(state, key) -> dict``: the greedy policy's episode statistics.
-
-    All are jittable and vmappable (over keys and [`HParams`][jaxsample.algos.dqn.HParams]).
-    ``metrics``
-    is a dict of scalars per iteration (stacked ``[num_iterations]`` by
-    ``run``), float32 unless noted: ``env_steps`` (after the iteration, from
+    All methods are jittable and vmappable (over keys and `HParams`);
+    ``evaluate(state, key)`` is the greedy policy's episode statistics.
+    ``metrics`` of an iteration, float32 scalars unless noted: ``env_steps`` (after the iteration, from
     ``StepMetrics``), ``episode_return_mean``, ``episode_length_mean``,
     ``n_episodes`` (episodes completed in this batch; the means are NaN when
     none did), ``average_return``, ``average_episode_length`` (over the last
@@ -178,32 +140,39 @@ class Trainer(TrainerBase):
     far).
 
     Attributes:
-      config: the [`DQNConfig`][jaxsample.algos.dqn.DQNConfig].
-      env, env_params: the gymnax environment.
-      agent: the [`EpsilonGreedyAgent`][jaxsample.agents.EpsilonGreedyAgent].
-      sampler: the [`Sampler`][jaxsample.sampler.Sampler] (``"auto"`` resets, sparse final
-        observations).
       replayer: the `uniform` replayer, or the
         `prioritized` one with ``prioritized_replay``.
       evaluator: the [`Evaluator`][jaxsample.evaluation.Evaluator] of ``agent.as_eval()``
         (``eval_episodes`` envs, one episode each).
-      optimizer: ``clip_by_global_norm(max_grad_norm)`` (if set) then
-        ``scale_by_adam(eps=adam_eps)``; the step is ``-lr`` times its output,
-        so the learning rate can be traced (vmapped).
+      optimizer: `common.make_optimizer`, stepped by ``-lr`` times its output.
     """
 
+    config: DQNConfig
+    env: Any
+    env_params: Any
+    agent: EpsilonGreedyAgent
+    sampler: SamplerProtocol
     replayer: Replayer
     evaluator: Evaluator
     optimizer: optax.GradientTransformation
-    hparams_type = HParams
+    reports = Reports()
 
-    # -- pure functions ------------------------------------------------------
+    @property
+    def num_iterations(self) -> int:
+        return self.config.num_iterations
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.config.steps_per_iteration
+
+    def hparams(self, **overrides: Any) -> HParams:
+        """`HParams` from the config, with ``overrides`` (e.g. ``lr=[...]``)."""
+        return common.hparams_of(HParams, self.config, **overrides)
 
     def init(self, key: jax.Array, hparams: HParams | None = None) -> TrainState:
         """A fresh run from ``key`` (a ``jax.random.key``): network, target copy,
-        optimizer, envs and an empty buffer; ``hparams`` default to the config's
-        (`hparams`)."""
-        hparams, params, k_sampler, k_train = self._start(key, hparams)
+        optimizer, envs and an empty buffer; ``hparams`` default to the config's."""
+        hparams, params, k_sampler, k_train = common.start(self, HParams, key, hparams)
         return TrainState(
             params=params,
             target_params=params.network,
@@ -327,7 +296,7 @@ class Trainer(TrainerBase):
         metrics = state.metrics.update(batch)
         env_steps = (state.iteration + 1) * c.steps_per_iteration  # int32, < 2**31
         learn = env_steps >= c.learning_starts
-        lr = self._lr(state.iteration, state.hparams.lr)
+        lr = common.annealed_lr(c, state.iteration, state.hparams.lr)
         # One hash for the next key and every gradient step's (not a split of a split).
         keys = jax.random.split(state.key, c.gradient_steps + 1)
         key, k_steps = keys[0], keys[1:]
@@ -383,7 +352,7 @@ class Trainer(TrainerBase):
             metrics=metrics,
         )
         out = {
-            **episode_metrics(batch, metrics),
+            **common.episode_metrics(batch, metrics),
             "epsilon_mean": jnp.mean(batch.samples.agent.agent_info.epsilon),
             "lr": lr,
             "loss": loss,
@@ -397,9 +366,17 @@ class Trainer(TrainerBase):
         Q-network (one per env, all from fresh resets); jittable, vmappable."""
         return summarize(self.evaluator.run(key, state.params))
 
+    def run(self, state: TrainState, num_iterations: int) -> tuple[TrainState, dict]:
+        """`jaxsample.algos.trainer.run`: ``num_iterations`` (static) iterations."""
+        return run(self, state, num_iterations)
 
-def make_train(config: DQNConfig, *, env: Any = None, env_params: Any = None) -> Trainer:
-    """Build DQN for ``config``: a [`Trainer`][jaxsample.algos.dqn.Trainer] of pure functions.
+    def train(self, key: jax.Array, hparams: HParams | None = None) -> tuple[TrainState, dict]:
+        """`jaxsample.algos.trainer.train`: ``init`` and the whole run."""
+        return train(self, key, hparams)
+
+
+def make_train(config: DQNConfig, *, env: Any = None, env_params: Any = None) -> DQN:
+    """Build DQN for ``config``: a [`DQN`][jaxsample.algos.dqn.DQN] of pure functions.
 
     Args:
       config: a [`DQNConfig`][jaxsample.algos.dqn.DQNConfig].
@@ -417,7 +394,7 @@ def make_train(config: DQNConfig, *, env: Any = None, env_params: Any = None) ->
     """
     if not isinstance(config, DQNConfig):
         raise TypeError(f"config must be a DQNConfig, got {type(config).__name__}")
-    env, env_params = make_env(config, env, env_params)
+    env, env_params = common.make_env(config, env, env_params)
     space = env.action_space(env_params)
     if not isinstance(space, spaces.Discrete):
         raise TypeError(f"DQN needs a Discrete action space, got {type(space).__name__}")
@@ -429,7 +406,7 @@ def make_train(config: DQNConfig, *, env: Any = None, env_params: Any = None) ->
         epsilon_final=config.epsilon_final,
         epsilon_final_min=config.epsilon_final_min,
     )
-    sampler = make_trainer_sampler(env, env_params, agent, config)
+    sampler = common.make_trainer_sampler(env, env_params, agent, config)
     if config.prioritized_replay:
         replayer: Replayer = prioritized(
             sampler.examples,
@@ -453,26 +430,5 @@ def make_train(config: DQNConfig, *, env: Any = None, env_params: Any = None) ->
         discount=config.gamma,
     )
     optimizer = common.make_optimizer(config)
-    return Trainer(config, env, env_params, agent, sampler, replayer, evaluator, optimizer)
+    return DQN(config, env, env_params, agent, sampler, replayer, evaluator, optimizer)
 
-
-def reference_run(
-    config: DQNConfig | None = None,
-    seeds: Sequence[int] = tuple(range(4)),
-    *,
-    tail_iterations: int = 5_000,
-    lrs: Sequence[float] | None = None,
-    compiler: Callable[[Any, tuple], Any] | None = None,
-) -> dict[str, Any]:
-    """The reference benchmark (a runner: it jits): CartPole-v1, 5e5 env steps,
-    4 seeds by default; ``len(seeds)`` x ``len(lrs)`` runs under one ``jax.vmap``.
-
-    Returns the report of `jaxsample.algos.common.reference_run` (which
-    ``compiler`` is passed to): the returns are those of the epsilon-greedy
-    training episodes, and ``eval_return`` is the greedy policy's
-    ([`Trainer.evaluate`][jaxsample.algos.dqn.Trainer.evaluate]).
-    """
-    trainer = make_train(DQNConfig() if config is None else config)
-    return common.reference_run(
-        trainer, seeds, lrs=lrs, tail_iterations=tail_iterations, compiler=compiler
-    )[1]

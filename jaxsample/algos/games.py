@@ -11,11 +11,13 @@ even env rank, the opponent in the others: half the games each) and reports
 the win, draw and loss rates of the policy's finished games
 (`METRICS`), as docs/guides/masks-and-games.md does by hand.
 
-PPO's trainer ([`jaxsample.algos.ppo.make_train`][jaxsample.algos.ppo.make_train]) evaluates so
-inside its compiled iteration, every ``eval_every`` iterations and at the
-last one, when its env is a zero-sum two-player game (`is_game`); the
-other iterations report NaN. [`jaxsample.algos.runner`][jaxsample.algos.runner] carries the
-latest evaluation in its progress events and summary.
+It plugs into a trainer as its evaluation hook: ``ppo.make_train(config,
+evaluation=games.evaluation(config))`` (what ``jaxsample train`` and
+``jaxsample.runs.train`` do for PPO, through the algorithm registry) evaluates
+inside the compiled iteration, every ``eval_every`` iterations and at the last
+one, when the env is a zero-sum two-player game (`is_game`); the other
+iterations report NaN. The trainer names the hook's metrics in its
+``reports``; whatever runs it shows them without knowing they are a game's.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from jaxsample.evaluation import Evaluator, make_evaluator
 from jaxsample.types import PyTree
 
 __all__ = [
-    "KEY_SALT", "MAX_MOVES", "METRICS", "VsRandom", "is_game", "latest", "vs_random", "when",
+    "KEY_SALT", "MAX_MOVES", "METRICS", "VsRandom", "evaluation", "is_game", "latest", "vs_random",
+    "when",
 ]  # fmt: skip
 
 #: The metrics of an evaluation, in order: the fractions of the policy's
@@ -71,6 +74,7 @@ class VsRandom:
     evaluator: Evaluator
     every: int
     last: int
+    names = METRICS
 
     def rates(self, params: PyTree, key: jax.Array) -> dict[str, jax.Array]:
         """`METRICS` of one evaluation of the agent with ``params`` (float32
@@ -85,7 +89,7 @@ class VsRandom:
         )
         return dict(zip(METRICS, (win + draw, win, draw, loss), strict=True))
 
-    def metrics(self, params: PyTree, key: jax.Array, done: jax.Array) -> dict[str, jax.Array]:
+    def __call__(self, params: PyTree, key: jax.Array, done: jax.Array) -> dict[str, jax.Array]:
         """`rates` after iteration ``done`` (int32, iterations done) when it is
         due, with key ``fold_in(key, KEY_SALT)``; NaN otherwise."""
         due = (done % self.every == 0) | (done == self.last)
@@ -132,6 +136,21 @@ def vs_random(
         env, env_params, match, n_envs=games, max_steps=games * moves, traj_fields=seat_returns()
     )
     return VsRandom(evaluator, every, last)
+
+
+def evaluation(config: Any) -> Callable[..., VsRandom | None]:
+    """The evaluation hook factory of a trainer's ``config`` (its ``eval_games``
+    and ``eval_every``; 0: the run's iterations over 20, rounded up), for
+    ``make_train(config, evaluation=...)``: `vs_random` of the trainer's env
+    and agent, None where the env is not a game."""
+
+    def make(env: Any, env_params: Any, agent: Any, num_iterations: int) -> VsRandom | None:
+        every = config.eval_every or math.ceil(num_iterations / 20)
+        return vs_random(
+            env, env_params, agent, games=config.eval_games, every=every, last=num_iterations
+        )
+
+    return make
 
 
 def latest(values: Any) -> np.ndarray:

@@ -33,7 +33,7 @@ class Algorithm:
     Attributes:
       name: its ``--algo`` name (``"ppo-rnn"``), recorded in ``run.json``.
       trainer: its trainer module in ``jaxsample.algos`` (``"ppo"``), which
-        has ``make_train``, ``reference_run`` and ``HParams``; also the
+        has ``make_train`` and ``HParams``; also the
         ``algo`` of its presets (`jaxsample.algos.presets`).
       config_type: its config dataclass.
       hparams_fields: the fields of the trainer's ``HParams`` (those a list
@@ -53,6 +53,9 @@ class Algorithm:
         policy's episodes, reported beside the training returns.
       replay: the trainer learns from a replay buffer (its state counts
         ``updates``; the config has ``learning_starts`` and ``gradient_steps``).
+      evaluation: a module of ``jaxsample.algos`` whose ``evaluation(config)``
+        is the trainer's evaluation hook factory (``games``: PPO's match
+        against a random opponent in a game), or None.
     """
 
     name: str
@@ -66,6 +69,7 @@ class Algorithm:
     batch_iterations: bool = False
     greedy_eval: bool = False
     replay: bool = False
+    evaluation: str | None = None
 
     def module(self) -> ModuleType:
         """The trainer's module (imports JAX)."""
@@ -82,12 +86,12 @@ class Algorithm:
         return self.config_type(**fields)
 
     def make_train(self, config: Any, **kwargs: Any) -> Any:
-        """The trainer's ``make_train(config, **kwargs)``: a frozen ``Trainer``."""
+        """The trainer's ``make_train(config, **kwargs)`` (with its `evaluation`
+        hook): a frozen trainer of the Trainer protocol."""
+        if self.evaluation is not None and "evaluation" not in kwargs:
+            hooks = importlib.import_module(f"jaxsample.algos.{self.evaluation}")
+            kwargs["evaluation"] = hooks.evaluation(config)
         return self.module().make_train(config, **kwargs)
-
-    def reference_run(self, config: Any, seeds: Any, **kwargs: Any) -> dict[str, Any]:
-        """The trainer's ``reference_run(config, seeds, **kwargs)`` (a runner: it jits)."""
-        return self.module().reference_run(config, seeds, **kwargs)
 
     def make_driver(self, trainer: Any, iterations_per_batch: int = 1, **kwargs: Any) -> Any:
         """Its actor/learner [`Driver`][jaxsample.driver.Driver] of ``trainer``;
@@ -108,6 +112,7 @@ _PPO = Algorithm(
     driver="ppo_driver",
     fixed=MappingProxyType({"recurrent": False}),
     masked_config=MASKED_CARTPOLE_RECURRENT,
+    evaluation="games",
 )
 
 #: Every algorithm by name, the default first (the order of ``--algo``'s choices).

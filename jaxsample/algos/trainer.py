@@ -8,6 +8,7 @@ optax's ``GradientTransformation`` closes over its hyperparameters::
     state = trainer.init(key, trainer.hparams(lr=1e-3))     # one run
     state, metrics = trainer.iteration(state)               # one collect + learn
     state, metrics = train(trainer, key)                     # the whole run (a scan)
+    state, metrics = run(trainer, state, 10)                 # 10 more iterations
 
 ``init`` and ``iteration`` are jittable and vmappable (over keys and
 ``hparams``); ``metrics`` is a flat dict of float32 scalars per iteration.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Reports", "Trainer", "train"]
+__all__ = ["Reports", "Trainer", "run", "train"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,16 +90,21 @@ class Trainer(Protocol):
         ...
 
 
+def run(trainer: Trainer, state: Any, num_iterations: int) -> tuple[Any, dict[str, Any]]:
+    """``num_iterations`` (static, >= 1) iterations of ``trainer`` from ``state`` in
+    a ``lax.scan``; metrics stacked ``[num_iterations]``. Pure: jit it."""
+    import jax
+
+    n = int(num_iterations)
+    if n < 1:
+        raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
+    return jax.lax.scan(lambda s, _: trainer.iteration(s), state, None, length=n)
+
+
 def train(
     trainer: Trainer, key: Any, hparams: Any = None, num_iterations: int | None = None
 ) -> tuple[Any, dict[str, Any]]:
-    """``init`` then ``num_iterations`` (default: the trainer's) iterations in a
-    ``lax.scan``; metrics stacked ``[num_iterations]``. Pure: jit it, vmap it
-    over keys and hparams."""
-    import jax
-
-    n = trainer.num_iterations if num_iterations is None else int(num_iterations)
-    if n < 1:
-        raise ValueError(f"num_iterations must be >= 1, got {n}")
-    state = trainer.init(key, hparams)
-    return jax.lax.scan(lambda s, _: trainer.iteration(s), state, None, length=n)
+    """``init`` then ``num_iterations`` (default: the trainer's) iterations
+    (`run`). Pure: jit it, vmap it over keys and hparams."""
+    n = trainer.num_iterations if num_iterations is None else num_iterations
+    return run(trainer, trainer.init(key, hparams), n)

@@ -51,6 +51,7 @@ import jaxsample.algos.drivers as jd
 from jaxsample.algos import registry
 from jaxsample.algos.configs import DQNConfig, PPOConfig
 from jaxsample.bench import device_requests
+from jaxsample.bench.reference import reference_run
 from jaxsample.bench.measure import Part, compile_parts, fresh_compiles, interleave, time_once
 from jaxsample.cli.base import UsageError
 
@@ -195,7 +196,7 @@ def _reference(algorithm: registry.Algorithm, config: Any, seeds: Sequence[int])
     ``vmap``) and its program's compile by stage, size and run time; printed."""
     staged: dict[str, Any] = {}
     compiler = functools.partial(_compile_into, staged)
-    ref = algorithm.reference_run(config, seeds, compiler=compiler)
+    ref = reference_run(algorithm.make_train(config), seeds, compiler=compiler)
     staged["run_s"] = ref["run_s"]
     print(
         f"{algorithm.name} sync reference, seeds {ref['seeds']} under one vmap: "

@@ -44,13 +44,13 @@ def short_cartpole():
 
 
 @pytest.fixture(scope="module")
-def tiny() -> dqn.Trainer:
+def tiny() -> dqn.DQN:
     env, env_params = short_cartpole()
     return dqn.make_train(TINY, env=env, env_params=env_params)
 
 
 @pytest.fixture(scope="module")
-def tiny_train(tiny: dqn.Trainer):
+def tiny_train(tiny: dqn.DQN):
     return jax.jit(tiny.train)
 
 
@@ -157,7 +157,7 @@ def test_td_target_checks_shapes():
 
 @pytest.mark.parametrize("double", [False, True])
 def test_trainer_targets_bootstrap_truncation_not_termination(
-    double: bool, tiny: dqn.Trainer, tiny_run
+    double: bool, tiny: dqn.DQN, tiny_run
 ):
     """Targets of replayed CartPole steps (time limit 12, so many truncations)
     against numpy: the true next state from CartPole's physics, the Q-networks
@@ -210,7 +210,7 @@ def test_trainer_targets_bootstrap_truncation_not_termination(
 # ----------------------------------------------------------------------------
 
 
-def test_epsilons_per_env_from_env_rank_decayed_by_iteration(tiny: dqn.Trainer, tiny_run):
+def test_epsilons_per_env_from_env_rank_decayed_by_iteration(tiny: dqn.DQN, tiny_run):
     """What the envs acted with (stored in the replay buffer): every env anneals
     linearly from epsilon_init to its own final epsilon, log-spaced over env
     ranks (rlpyt's vector epsilon), by iteration."""
@@ -236,7 +236,7 @@ def test_epsilons_per_env_from_env_rank_decayed_by_iteration(tiny: dqn.Trainer, 
 
 
 @pytest.mark.slow
-def test_train_vmaps_over_seeds_and_learning_rates(tiny: dqn.Trainer, tiny_train):
+def test_train_vmaps_over_seeds_and_learning_rates(tiny: dqn.DQN, tiny_train):
     keys = jax.random.split(jax.random.key(0), 2)
     hparams = tiny.hparams(lr=jnp.array([1e-3, 3e-3]))
     state, metrics = jax.jit(jax.vmap(tiny.train))(keys, hparams)
@@ -264,7 +264,7 @@ def test_train_vmaps_over_seeds_and_learning_rates(tiny: dqn.Trainer, tiny_train
     assert np.all(np.asarray(evaluation["n_trajectories"]) == TINY.eval_episodes)
 
 
-def test_same_key_same_result(tiny: dqn.Trainer, tiny_train, tiny_run):
+def test_same_key_same_result(tiny: dqn.DQN, tiny_train, tiny_run):
     a = tiny_run
     b = tiny_train(jax.random.key(7))
     c = tiny_train(jax.random.key(8))
@@ -273,7 +273,7 @@ def test_same_key_same_result(tiny: dqn.Trainer, tiny_train, tiny_run):
 
 
 @pytest.mark.slow  # op by op: every primitive of an iteration compiles (~18 s)
-def test_eager_iteration_matches_jit_and_does_not_retrace(tiny: dqn.Trainer):
+def test_eager_iteration_matches_jit_and_does_not_retrace(tiny: dqn.DQN):
     iteration = jax.jit(chex.assert_max_traces(tiny.iteration, n=1))
     state = jax.jit(tiny.init)(jax.random.key(1))  # one program, not op by op
     for _ in range(3):  # 48 env steps, with the jitted iteration tested below
@@ -320,7 +320,7 @@ def test_config_validation_names_the_field(field, value, error):
         dataclasses.replace(TINY, **{field: value})
 
 
-def test_make_train_and_hparams_validation(tiny: dqn.Trainer):
+def test_make_train_and_hparams_validation(tiny: dqn.DQN):
     with pytest.raises(ValueError, match="env_name"):
         dqn.make_train(dataclasses.replace(TINY, env_name="NoSuchEnv-v0"))
     with pytest.raises(TypeError, match="Discrete"):

@@ -13,7 +13,7 @@ import pytest
 import jaxsample as js
 from jaxsample.algos import ppo
 from jaxsample.algos.games import when
-from jaxsample.algos.returns import truncation_values
+from jaxsample.algos.returns import final_values, gae, truncation_values
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -50,7 +50,7 @@ def numpy_gae(reward, value, final_value, bootstrap_value, terminated, truncated
 
 
 def run_gae(reward, value, final_value, bootstrap_value, terminated, truncated, valid=None):
-    f = functools.partial(ppo.gae, gamma=GAMMA, lam=LAM)
+    f = functools.partial(gae, gamma=GAMMA, lam=LAM)
     args = (
         jnp.asarray(reward, jnp.float32),
         jnp.asarray(value, jnp.float32),
@@ -147,9 +147,9 @@ def test_gae_shape_errors():
     z = jnp.zeros((4, 2))
     b = jnp.zeros((4, 2), bool)
     with pytest.raises(ValueError, match="bootstrap_value"):
-        ppo.gae(z, z, z, jnp.zeros(3), b, b, gamma=0.9, lam=0.9)
+        gae(z, z, z, jnp.zeros(3), b, b, gamma=0.9, lam=0.9)
     with pytest.raises(ValueError, match="final_value"):
-        ppo.gae(z, z, jnp.zeros((4, 3)), jnp.zeros(2), b, b, gamma=0.9, lam=0.9)
+        gae(z, z, jnp.zeros((4, 3)), jnp.zeros(2), b, b, gamma=0.9, lam=0.9)
 
 
 # ----------------------------------------------------------------------------
@@ -171,7 +171,7 @@ def tiny_config(**kw) -> ppo.PPOConfig:
 
 
 @functools.cache
-def short_cartpole_trainer(recurrent: bool) -> ppo.Trainer:
+def short_cartpole_trainer(recurrent: bool) -> ppo.PPO:
     """CartPole with a 10-step time limit, so batches hold truncations."""
     env, params = gymnax.make("CartPole-v1")
     params = params.replace(max_steps_in_episode=10)
@@ -193,7 +193,7 @@ def collected(recurrent: bool):
 
 
 # One jitted final_values for the file (compiled once per agent).
-jit_final_values = jax.jit(ppo.final_values, static_argnums=0)
+jit_final_values = jax.jit(final_values, static_argnums=0)
 jit_truncation_values = jax.jit(truncation_values, static_argnums=0)
 
 
@@ -249,7 +249,7 @@ def test_final_values_needs_stored_state_for_recurrent_agent():
     trainer, state, batch = collected(True)
     samples = batch.samples.replace(agent=batch.samples.agent.replace(state=None))
     with pytest.raises(ValueError, match="store_agent_state"):
-        ppo.final_values(trainer.agent, state.params, samples)
+        final_values(trainer.agent, state.params, samples)
 
 
 @pytest.mark.parametrize(
@@ -261,11 +261,13 @@ def test_loss_inputs_reproduce_the_behaviour_policy(recurrent):
     """At the collection params, the re-evaluated log-probs and values are the
     sampler's (ratio 1): the recurrent re-unroll resets exactly where the sampler did."""
     trainer, state, batch = collected(recurrent)
-    rollout = trainer._rollout(state.params, batch.samples)
-    mbs = trainer._minibatches(rollout, jax.random.key(5))
+    rollout = trainer.rollout(state.params, batch.samples)
+    mbs = trainer.minibatches(
+        rollout, jax.random.key(5), trainer.config.num_minibatches, trainer.shard
+    )
     for i in range(trainer.config.num_minibatches):
         mb = jax.tree.map(lambda x, i=i: x[i], mbs)
-        log_prob, _, value = trainer._evaluate(state.params, mb)
+        log_prob, _, value = trainer.evaluate_minibatch(trainer.agent, state.params, mb)
         np.testing.assert_allclose(log_prob, mb.log_prob, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(value, mb.value, rtol=1e-5, atol=1e-5)
     if recurrent:
@@ -284,7 +286,7 @@ def test_loss_inputs_reproduce_the_behaviour_policy(recurrent):
 
 
 @functools.cache
-def tiny_trainer(recurrent: bool) -> ppo.Trainer:
+def tiny_trainer(recurrent: bool) -> ppo.PPO:
     return ppo.make_train(tiny_config(recurrent=recurrent))
 
 

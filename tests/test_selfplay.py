@@ -20,10 +20,15 @@ import pytest
 from helpers import load_tool
 
 import jaxsample as js
-from jaxsample.algos import configs, games, ppo, returns
+from jaxsample.algos import configs, games, ppo, registry, returns
 from jaxsample.envs import suites
 
 pytest.importorskip("pgx")
+
+
+def make_train(config):
+    """PPO of ``config`` as runs build it: with the games' evaluation hook."""
+    return registry.of_config(config).make_train(config)
 
 
 def _tool():
@@ -35,9 +40,9 @@ def test_self_play_ppo_machinery_on_tic_tac_toe() -> None:
     config = dataclasses.replace(
         configs.SELF_PLAY_TIC_TAC_TOE, num_envs=8, num_steps=16, total_timesteps=8 * 16 * 2
     )
-    trainer = ppo.make_train(config)
-    assert trainer.negamax  # chosen by the env: a zero-sum two-player game
-    assert not ppo.make_train(dataclasses.replace(config, negamax="off")).negamax
+    trainer = make_train(config)
+    assert trainer.next_sign is returns.turn_signs  # the env is a zero-sum two-player game
+    assert ppo.make_train(dataclasses.replace(config, negamax="off")).next_sign is None
     state, metrics = jax.jit(trainer.train)(jax.random.key(0))
     assert np.isfinite(np.asarray(metrics["loss"])).all()
     _, batch = jax.jit(trainer.sampler.collect)(state.sampler_state, state.params)
@@ -199,8 +204,9 @@ def test_ppo_reports_win_or_draw_vs_random_at_its_evaluations() -> None:
     iterations (every ``eval_every`` and the last), NaN elsewhere, and equal
     an independent evaluation of the parameters after that iteration (key
     ``fold_in(state.key, 0x5EA7)``, the documented one)."""
-    trainer = ppo.make_train(TINY_GAME)
-    assert trainer.games is not None and trainer.games.every == 2
+    trainer = make_train(TINY_GAME)
+    assert trainer.evaluation is not None and trainer.evaluation.every == 2
+    assert trainer.reports.evaluation == games.METRICS
     state = jax.jit(trainer.init)(jax.random.key(0))
     iteration = jax.jit(trainer.iteration)
     for i in range(TINY_GAME.num_iterations):
@@ -218,9 +224,9 @@ def test_evaluations_leave_the_training_bit_for_bit() -> None:
     """A game trains the same with and without its evaluations (their key is
     folded from the state's, never split from it): equal metrics and
     parameters after every iteration of ``train``."""
-    trainer = ppo.make_train(TINY_GAME)
-    plain = ppo.make_train(dataclasses.replace(TINY_GAME, eval_games=0))
-    assert plain.games is None
+    trainer = make_train(TINY_GAME)
+    plain = make_train(dataclasses.replace(TINY_GAME, eval_games=0))
+    assert plain.evaluation is None and plain.reports.evaluation == ()
     state, metrics = jax.jit(trainer.train)(jax.random.key(0))
     plain_state, plain_metrics = jax.jit(plain.train)(jax.random.key(0))
     assert set(metrics) - set(plain_metrics) == set(games.METRICS)
@@ -282,8 +288,8 @@ def test_train_run_shows_writes_and_summarises_win_or_draw(tmp_path) -> None:
     assert "win-or-draw vs random" in table[0]
     assert table[1].split()[-1] == f"{wd[0, -1]:.3f}"
     # CartPole: not a game, no evaluation, no such metric anywhere
-    cartpole = ppo.make_train(ppo.PPOConfig(total_timesteps=4 * 128 * 2))
-    assert cartpole.games is None
+    cartpole = make_train(ppo.PPOConfig(total_timesteps=4 * 128 * 2))
+    assert cartpole.evaluation is None
     shapes = jax.eval_shape(cartpole.train, jax.random.key(0))[1]
     assert not set(games.METRICS) & set(shapes)
     plain = {"phase": "running", "steps": 1, "total_steps": 2, "fraction": 0.5,
@@ -291,7 +297,6 @@ def test_train_run_shows_writes_and_summarises_win_or_draw(tmp_path) -> None:
     shown = io.StringIO()
     LiveDisplay(shown, live=False)(plain)
     assert "recent return 12.0" in shown.getvalue() and "win-or-draw" not in shown.getvalue()
-
 
 
 @pytest.mark.parametrize("width", [80, 160])

@@ -13,6 +13,7 @@ import pytest
 from jaxsample.algos import dqn, ppo, runner
 from jaxsample.bench import dqn_training, driver, measure, purejaxrl, training
 from jaxsample.bench import ppo as ppo_bench
+from jaxsample.bench.reference import reference_run
 
 TINY = ppo.PPOConfig(
     num_envs=2, num_steps=8, total_timesteps=64, hidden_sizes=(8,), update_epochs=1,
@@ -160,11 +161,13 @@ def test_dqn_training_times_its_programs_and_train_equals_reference_run() -> Non
         assert len(parts) == (2 if name == "train" else 1)
         total = fresh_size(parts, args)
         assert total == result["size"][name] and min(total.values()) > 0, name
-    # dqn.reference_run compiles that same reference_run program: through the
+    # reference_run compiles that same reference_run program: through the
     # driver benchmark's compiler, its stages and size (which the bench prints).
     staged: dict = {}
-    report = dqn.reference_run(
-        TINY_DQN, seeds=(0, 1), compiler=functools.partial(driver._compile_into, staged)
+    report = reference_run(
+        dqn.make_train(TINY_DQN),
+        seeds=(0, 1),
+        compiler=functools.partial(driver._compile_into, staged),
     )
     assert staged["size"] == result["size"]["reference_run"]
     assert staged["compile_s"]["total"] == pytest.approx(

@@ -327,9 +327,9 @@ class DQNConfig(_RunLength):
     """Static configuration of a DQN run (validated when constructed).
 
     The defaults train CartPole-v1 to a return of ~500 within 5e5 env steps
-    (the reference benchmark, [`reference_run`][jaxsample.algos.dqn.reference_run]). They follow
-    purejaxrl's
-    and CleanRL's CartPole DQN: 10 envs x 1 step per iteration and one gradient
+    (the reference benchmark,
+    [`reference_run`][jaxsample.bench.reference.reference_run]). They follow
+    purejaxrl's and CleanRL's CartPole DQN: 10 envs x 1 step per iteration and one gradient
     step per iteration (one per 10 env steps), minibatches of 128, a 10k-step
     buffer, Adam 2.5e-4, MSE loss, target copied every 500 env steps, learning
     from 10k steps on, epsilon from 1 down to 0.05 over half the run; here the
@@ -381,7 +381,7 @@ class DQNConfig(_RunLength):
       hidden_sizes: the Q-network's MLP widths.
       max_decorrelation_steps: the sampler's start-state decorrelation.
       metrics_window: episodes averaged by ``StepMetrics`` (``average_return``).
-      eval_episodes: episodes of [`evaluate`][jaxsample.algos.dqn.Trainer.evaluate] (one per env).
+      eval_episodes: episodes of [`evaluate`][jaxsample.algos.dqn.DQN.evaluate] (one per env).
       prioritized_replay: use `prioritized` (Schaul et
         al.'s prioritized replay) instead of the uniform buffer.
       priority_alpha: its priority exponent, in ``[0, 1]``.

@@ -129,8 +129,8 @@ class DQN:
 
     All methods are jittable and vmappable (over keys and `HParams`);
     ``evaluate(state, key)`` is the greedy policy's episode statistics.
-    ``metrics`` of an iteration, float32 scalars unless noted: ``env_steps`` (after the iteration, from
-    ``StepMetrics``), ``episode_return_mean``, ``episode_length_mean``,
+    ``metrics`` of an iteration, float32 scalars unless noted: ``env_steps``
+    (after the iteration, from ``StepMetrics``), ``episode_return_mean``, ``episode_length_mean``,
     ``n_episodes`` (episodes completed in this batch; the means are NaN when
     none did), ``average_return``, ``average_episode_length`` (over the last
     ``metrics_window`` episodes, NaN before the first), ``epsilon_mean`` (the
@@ -431,4 +431,3 @@ def make_train(config: DQNConfig, *, env: Any = None, env_params: Any = None) ->
     )
     optimizer = common.make_optimizer(config)
     return DQN(config, env, env_params, agent, sampler, replayer, evaluator, optimizer)
-

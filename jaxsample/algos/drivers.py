@@ -86,7 +86,7 @@ def _trainer_driver(
 
 def refresh_behaviour(trainer: Any, params: PyTree, batch: Any) -> Any:
     """``batch`` with its log-probabilities, values and bootstrap values
-    re-evaluated under ``params`` (a PPO ``Trainer``'s agent; leaves ``[T, B]``).
+    re-evaluated under ``params`` (a ``ppo.PPO`` trainer's agent; leaves ``[T, B]``).
 
     ``agent_info.log_prob`` and ``agent_info.value`` become those of the
     batch's actions and inputs under ``params`` (``agent.evaluate``, or
@@ -119,7 +119,7 @@ def refresh_behaviour(trainer: Any, params: PyTree, batch: Any) -> Any:
 
 
 def ppo_driver(trainer: Any, *, refresh: bool = True, **driver_kwargs: Any) -> Driver:
-    """A [`Driver`][jaxsample.driver.Driver] for a PPO ``Trainer``
+    """A [`Driver`][jaxsample.driver.Driver] for a ``ppo.PPO`` trainer
     ([`make_train`][jaxsample.algos.ppo.make_train]).
 
     On-policy with bounded staleness (IMPALA's setting, with PPO's clip in
@@ -151,7 +151,7 @@ def ppo_driver(trainer: Any, *, refresh: bool = True, **driver_kwargs: Any) -> D
     ``train(key)`` runs ``trainer.num_iterations`` batches.
     """
     if not (hasattr(trainer, "learn") and hasattr(trainer, "sampler")):
-        raise TypeError(f"trainer must be a ppo.Trainer, got {type(trainer).__name__}")
+        raise TypeError(f"trainer must be a ppo.PPO, got {type(trainer).__name__}")
     if not isinstance(refresh, bool):
         raise TypeError(f"refresh must be a bool, got {refresh!r}")
 
@@ -173,7 +173,7 @@ def ppo_driver(trainer: Any, *, refresh: bool = True, **driver_kwargs: Any) -> D
 
 
 def dqn_driver(trainer: Any, *, iterations_per_batch: int = 1, **driver_kwargs: Any) -> Driver:
-    """A [`Driver`][jaxsample.driver.Driver] for a DQN ``Trainer``
+    """A [`Driver`][jaxsample.driver.Driver] for a ``dqn.DQN`` trainer
     ([`make_train`][jaxsample.algos.dqn.make_train]).
 
     One driver batch is ``iterations_per_batch`` (``K``) DQN iterations: the
@@ -202,7 +202,7 @@ def dqn_driver(trainer: Any, *, iterations_per_batch: int = 1, **driver_kwargs: 
     ``max_staleness=sync_every``.
     """
     if not (hasattr(trainer, "learn") and hasattr(trainer, "decay")):
-        raise TypeError(f"trainer must be a dqn.Trainer, got {type(trainer).__name__}")
+        raise TypeError(f"trainer must be a dqn.DQN, got {type(trainer).__name__}")
     K = check_int("iterations_per_batch", iterations_per_batch, 1)
     if trainer.num_iterations < K:
         raise ValueError(

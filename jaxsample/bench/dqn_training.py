@@ -1,5 +1,5 @@
 """DQN end to end: ``jaxsample train --algo dqn``'s programs and
-``dqn.reference_run``'s program, side by side in one process.
+``reference_run``'s program (`jaxsample.bench.reference`), side by side in one process.
 
 The DQN counterpart of `jaxsample.bench.training` (which has no DQN
 peer to compare against: these are DQN's own figures, kept so that a change
@@ -16,7 +16,7 @@ of its compile cost shows). The two programs train the same
   its compile time is the wall time of both (its stages: the two programs'
   sums);
 * ``reference_run`` — ``jit(over_runs(trainer.train))`` (``vmap``, but
-  for one run), the program ``dqn.reference_run`` compiles (XLA's default
+  for one run), the program ``reference_run`` compiles (XLA's default
   options).
 
 Compile time is measured from scratch ``compile_reps`` times per program,

@@ -18,7 +18,7 @@ Two parts, each in one process:
 * ``scores``: full-budget PPO and DQN CartPole runs through the async driver,
   one seed at a time (final average return, greedy evaluation for DQN,
   staleness, replay ratio), next to the synchronous reference of the same
-  seeds (``ppo.reference_run`` / ``dqn.reference_run``: its compile by
+  seeds (``bench.reference.reference_run`` of the trainer: its compile by
   stage, size and run time too).
 
 ``python -m jaxsample.bench.driver``: actor and learner default to devices 0
@@ -51,8 +51,8 @@ import jaxsample.algos.drivers as jd
 from jaxsample.algos import registry
 from jaxsample.algos.configs import DQNConfig, PPOConfig
 from jaxsample.bench import device_requests
-from jaxsample.bench.reference import reference_run
 from jaxsample.bench.measure import Part, compile_parts, fresh_compiles, interleave, time_once
+from jaxsample.bench.reference import reference_run
 from jaxsample.cli.base import UsageError
 
 #: name -> (algorithm, config, iterations per driver batch)

@@ -1,7 +1,7 @@
 """PPO with jaxsample against the same PPO with a hand-written rollout.
 
 The inline trainer replaces exactly one thing in
-[`jaxsample.algos.ppo.Trainer`][jaxsample.algos.ppo.Trainer]:
+[`jaxsample.algos.ppo.PPO`][jaxsample.algos.ppo.PPO]:
 the collection. Its rollout is what one writes by hand without jaxsample, a
 ``lax.scan`` over ``vmap(env.step)`` with the agent's forward pass, keeping
 gymnax's ``info["final_observation"]`` densely so that truncations can be
@@ -23,6 +23,7 @@ from flax import struct
 import jaxsample as js
 from jaxsample._checks import check_int
 from jaxsample.algos import ppo, runner
+from jaxsample.algos.returns import gae
 from jaxsample.bench.measure import Part, compare_programs
 from jaxsample.bench.report import format_programs
 
@@ -41,10 +42,10 @@ class _InlineState(struct.PyTreeNode):
 
 
 class InlinePPO:
-    """``ppo.Trainer`` with its sampler swapped for a hand-written rollout
+    """``ppo.PPO`` with its sampler swapped for a hand-written rollout
     (feedforward agents only)."""
 
-    def __init__(self, trainer: ppo.Trainer) -> None:
+    def __init__(self, trainer: ppo.PPO) -> None:
         if trainer.config.recurrent:
             raise ValueError("the inline comparison covers the feedforward PPO only")
         self.t = trainer
@@ -112,10 +113,10 @@ class InlinePPO:
         final_inputs = js.AgentInputs(final_obs, null, null)
         final_value = jax.vmap(value_of, in_axes=(None, per_env, None))(params, final_inputs, ())
         c = self.t.config
-        advantage, target = ppo.gae(
+        advantage, target = gae(
             reward, value, final_value, bootstrap, term, trunc, gamma=c.gamma, lam=c.gae_lambda
         )
-        rollout = ppo._Rollout(
+        rollout = ppo.Rollout(
             inputs=js.AgentInputs(obs, jnp.zeros_like(action), jnp.zeros_like(reward)),
             action=action,
             log_prob=log_prob,
@@ -138,7 +139,8 @@ class InlinePPO:
         key, k_epochs = jax.random.split(state.key)
 
         def epoch(carry, k_epoch):
-            return jax.lax.scan(self.t._update, carry, self.t._minibatches(rollout, k_epoch))
+            minibatches = self.t.minibatches(rollout, k_epoch, c.num_minibatches, self.t.shard)
+            return jax.lax.scan(self.t.update, carry, minibatches)
 
         (params, opt_state, _, _), _ = jax.lax.scan(
             epoch,

@@ -16,7 +16,7 @@ vmapped, in all three programs):
   its compile time is the wall time of both, and its stages (the two
   programs' sums) add up to more;
 * ``reference_run`` — ``jit(vmap(trainer.train))``, the program
-  ``ppo.reference_run`` times;
+  ``bench.reference.reference_run`` times;
 * ``purejaxrl`` — `jaxsample.bench.purejaxrl`, PureJaxRL's ``ppo.py``
   written inline.
 

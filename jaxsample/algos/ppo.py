@@ -1,52 +1,32 @@
 """PPO, top-down in one module: CleanRL's and PureJaxRL's clipped PPO on the sampler.
 
-``make_train(config)`` returns a [`PPO`][jaxsample.algos.ppo.PPO] trainer, a
-frozen object of pure functions (the
-[`Trainer`][jaxsample.algos.trainer.Trainer] protocol). Jit it, and vmap it
-over seeds and over hyperparameters ([`HParams`][jaxsample.algos.ppo.HParams])
-at once::
-
-    import jax, jax.numpy as jnp
-    from jaxsample.algos import ppo
+``make_train(config)`` returns a [`PPO`][jaxsample.algos.ppo.PPO] trainer of
+pure functions (the [`Trainer`][jaxsample.algos.trainer.Trainer] protocol);
+jit it, and vmap it over seeds and [`HParams`][jaxsample.algos.ppo.HParams]::
 
     trainer = ppo.make_train(ppo.PPOConfig())              # CleanRL's CartPole setup
     keys = jax.random.split(jax.random.key(0), 4)          # 2 seeds x 2 lrs
     hp = trainer.hparams(lr=jnp.array([2.5e-4, 2.5e-4, 1e-3, 1e-3]))
     state, metrics = jax.jit(jax.vmap(trainer.train))(keys, hp)
-    metrics["average_return"][:, -1]                       # [4] final returns
 
-One iteration: collect ``[T, B]`` with
-[`jaxsample.make_sampler`][jaxsample.sampler.make_sampler]; advantages and
-value targets by [`gae`][jaxsample.algos.returns.gae]; then ``update_epochs``
-passes of ``num_minibatches`` Adam steps on the clipped loss
-([`ppo_loss`][jaxsample.algos.ppo.ppo_loss]).
+One iteration: collect ``[T, B]`` with the sampler; advantages and value
+targets by [`gae`][jaxsample.algos.returns.gae], which bootstraps a step cut
+by the time limit from the value of its true final observation
+([`truncation_values`][jaxsample.algos.returns.truncation_values]) and a
+terminated step from nothing (most JAX PPO code, left with the reset
+observation after an auto-reset, teaches the critic that CartPole's 500th step
+is worth ``r``); then ``update_epochs`` passes of ``num_minibatches`` Adam
+steps on the clipped loss (`ppo_loss`).
 
-Value targets bootstrap through truncation, not through termination: at a step
-cut by the time limit the TD target is ``r + gamma * V(final_observation)``,
-the value of the true next observation the sampler kept
-([`truncation_values`][jaxsample.algos.returns.truncation_values]); at a
-terminated step it is ``r``. Treating truncations as terminations (what most
-JAX PPO code does: after an auto-reset the only next observation it has is the
-reset one) teaches the critic that CartPole's 500th step is worth ``r``.
-
-The variants are named pieces chosen once, in `make_train`:
-
-* **recurrent** (``config.recurrent``):
-  [`RecurrentActorCritic`][jaxsample.agents.RecurrentActorCritic];
-  minibatches of whole env sequences (`shuffled_sequences`), re-unrolled from
-  the batch's initial state with the state reset where the sampler reset it
-  (`evaluate_sequences`);
-* **a team of agents** (an action space
-  [`PerAgent`][jaxsample.envs.per_agent.PerAgent], IPPO): one agent's policy
-  shared by all ([`SharedAgent`][jaxsample.agents.SharedAgent]); values,
-  rewards and advantages gain an agent axis ``[T, B, N]``; nothing else changes;
-* **self-play** in a zero-sum two-player game (``config.negamax``): values are
-  from the acting player's view, and GAE negates them where the other player
-  moves next ([`turn_signs`][jaxsample.algos.returns.turn_signs]);
-* **an evaluation** (``evaluation``): a hook the iteration calls, whose metrics
-  it reports (a game's match against a random opponent:
-  [`jaxsample.algos.games.evaluation`][jaxsample.algos.games.evaluation]);
-* **a mesh**: data parallel over one mesh axis, in the same program.
+The variants are named pieces chosen once, in `make_train`: **recurrent**
+(minibatches of whole env sequences, `shuffled_sequences`, re-unrolled with the
+state reset where the sampler reset it, `evaluate_sequences`); **a team of
+agents** (IPPO: one policy shared by all, [`SharedAgent`][jaxsample.agents.SharedAgent];
+arrays gain an agent axis ``[T, B, N]``); **self-play** in a zero-sum game
+(negamax values, [`turn_signs`][jaxsample.algos.returns.turn_signs]); **an
+evaluation hook** whose metrics the iteration reports (a game's match against a
+random opponent, [`games.evaluation`][jaxsample.algos.games.evaluation]); **a
+mesh** (data parallel in the same program).
 """
 
 from __future__ import annotations
@@ -82,14 +62,9 @@ from jaxsample.sampler import SamplerProtocol, SamplerState
 from jaxsample.types import AgentInputs, Batch, PyTree, Samples
 
 __all__ = [
-    "MASKED_CARTPOLE_RECURRENT",
-    "PPO",
-    "HParams",
-    "PPOConfig",
-    "TrainState",
-    "make_train",
+    "MASKED_CARTPOLE_RECURRENT", "PPO", "HParams", "PPOConfig", "TrainState", "make_train",
     "ppo_loss",
-]
+]  # fmt: skip
 
 
 @struct.dataclass
@@ -105,18 +80,9 @@ class HParams:
 
 @struct.dataclass
 class TrainState:
-    """Everything a PPO run carries from one iteration to the next (a pytree).
-
-    Attributes:
-      params: the agent's parameters.
-      opt_state: the optimizer's state (`common.make_optimizer`).
-      sampler_state: the sampler's envs, recurrent states and key chains.
-      key: the key of the minibatch permutations (split every iteration).
-      iteration: int32 ``[]``, iterations done (drives the lr annealing).
-      metrics: [`StepMetrics`][jaxsample.metrics.StepMetrics] (exact step and
-        episode counts, the returns of the last ``metrics_window`` episodes).
-      hparams: this run's `HParams`.
-    """
+    """Everything a PPO run carries from one iteration to the next: ``key``
+    draws the minibatch permutations; ``iteration`` (int32) drives the lr
+    annealing; ``metrics`` counts steps and episodes exactly."""
 
     params: PyTree
     opt_state: PyTree
@@ -141,42 +107,28 @@ class Rollout(struct.PyTreeNode):
     initial_state: PyTree
 
 
-# ----------------------------------------------------------------------------
-# The trainer
-# ----------------------------------------------------------------------------
-
-
 def make_train(
-    config: PPOConfig,
-    *,
-    env: Any = None,
-    env_params: Any = None,
-    evaluation: Callable[..., Any] | None = None,
-    mesh: Mesh | None = None,
+    config: PPOConfig, *, env: Any = None, env_params: Any = None,
+    evaluation: Callable[..., Any] | None = None, mesh: Mesh | None = None,
     mesh_axis: str = "envs",
-) -> PPO:
+) -> PPO:  # fmt: skip
     """Build PPO for ``config``.
 
     Args:
       config: a [`PPOConfig`][jaxsample.algos.configs.PPOConfig].
-      env, env_params: a gymnax-style environment to use instead of the one
-        ``config.env_name`` names (``env_params`` defaults to its
-        ``default_params``). ``config.mask_velocity`` wraps either.
-      evaluation: a factory ``evaluation(env, env_params, agent,
-        num_iterations)`` of the hook the iteration calls after learning, or
-        None: the hook (or None) is called as ``hook(params, key, iterations
-        done)`` and returns float32 scalar metrics (NaN when not due), named
-        by its ``names`` (e.g. [`games.evaluation`][jaxsample.algos.games.evaluation]).
-      mesh, mesh_axis: data parallel over this mesh axis (one program): the
-        sampler splits the envs over its devices, every minibatch is split too
-        and the gradient all-reduced; parameters are replicated. ``num_envs``
-        and each minibatch must divide by the axis size.
+      env, env_params: an environment instead of the one ``config.env_name``
+        names (``env_params`` default: its ``default_params``).
+      evaluation: None, or a factory ``evaluation(env, env_params, agent,
+        num_iterations)`` of a hook (or None) that the iteration calls as
+        ``hook(params, key, iterations_done)`` for float32 metrics (NaN when
+        not due) named by ``hook.names`` ([`games.evaluation`][jaxsample.algos.games.evaluation]).
+      mesh, mesh_axis: data parallel over this mesh axis, in one program (the
+        envs and every minibatch split over its devices, the gradient
+        all-reduced); ``num_envs`` and a minibatch must divide by its size.
 
-    The sampler: ``reset_mode="auto"``, ``bootstrap_value=True``, the sparse
-    final-observation store, and the agent's state before each step stored
-    for an agent with state (recurrent, or a
-    [`HeldNoise`][jaxsample.agents.HeldNoise] policy). The optimizer:
-    `common.make_optimizer`, stepped by ``-lr`` times the annealing factor.
+    The sampler resets in ``"auto"`` mode, returns ``bootstrap_value``, and
+    stores an agent's state before each step where it has one (recurrent, or
+    [`HeldNoise`][jaxsample.agents.HeldNoise]).
     """
     if not isinstance(config, PPOConfig):
         raise TypeError(f"config must be a PPOConfig, got {type(config).__name__}")
@@ -208,23 +160,18 @@ def make_train(
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PPO:
-    """PPO as pure functions (the [`Trainer`][jaxsample.algos.trainer.Trainer]
-    protocol); build it with `make_train`. All methods are jittable and
-    vmappable over keys and `HParams`.
-
-    ``metrics`` of an iteration (float32 scalars): ``env_steps``,
+    """PPO as pure functions; build it with `make_train`. ``metrics`` of an
+    iteration (float32 scalars): ``env_steps``,
     ``episode_return_mean``, ``episode_length_mean``, ``n_episodes`` (of this
     batch; NaN means when none), ``average_return``, ``average_episode_length``
     (last ``metrics_window`` episodes), ``lr``, ``loss``, ``pg_loss``,
     ``value_loss``, ``entropy``, ``approx_kl``, ``clip_frac`` (means over the
     minibatches), ``explained_variance``, and the evaluation's metrics.
 
-    Attributes:
-      minibatches: the shuffle (`shuffled_steps` or `shuffled_sequences`).
-      evaluate_minibatch: log-probabilities, entropies and values of a minibatch
-        (`evaluate_steps` or `evaluate_sequences`).
-      next_sign: self-play's `turn_signs` of the batch's ``env_info``, or None.
-      evaluation: the hook the iteration calls (`make_train`), or None.
+    Its pieces: ``minibatches`` (`shuffled_steps` or `shuffled_sequences`),
+    ``evaluate_minibatch`` (`evaluate_steps` or `evaluate_sequences`),
+    ``next_sign`` (self-play's `turn_signs`, or None), ``evaluation`` (the
+    hook, or None).
     """
 
     config: PPOConfig
@@ -260,14 +207,10 @@ class PPO:
         """A fresh run from ``key``; ``hparams`` default to the config's."""
         hparams, params, k_sampler, k_train = common.start(self, HParams, key, hparams)
         return TrainState(
-            params=params,
-            opt_state=self.optimizer.init(params),
-            sampler_state=self.sampler.init(k_sampler, params),
-            key=k_train,
+            params, self.optimizer.init(params), self.sampler.init(k_sampler, params), k_train,
             iteration=jnp.zeros((), jnp.int32),
-            metrics=StepMetrics.init(self.config.metrics_window),
-            hparams=hparams,
-        )
+            metrics=StepMetrics.init(self.config.metrics_window), hparams=hparams,
+        )  # fmt: skip
 
     def iteration(self, state: TrainState) -> tuple[TrainState, dict[str, jax.Array]]:
         """Collect ``[T, B]`` with ``state.params``, `learn`, then the evaluation."""
@@ -317,18 +260,12 @@ class PPO:
         env, ag = samples.env, samples.agent
         # the values learn the scaled return; the metrics keep the env's rewards
         reward = env.reward if c.reward_scale == 1.0 else env.reward * c.reward_scale
+        final_value = truncation_values(self.agent, params, samples)  # where truncated
+        sign = None if self.next_sign is None else self.next_sign(env.env_info)
         advantage, target = gae(
-            reward,
-            ag.agent_info.value,
-            truncation_values(self.agent, params, samples),
-            samples.bootstrap_value,
-            env.terminated,
-            env.truncated,
-            gamma=c.gamma,
-            lam=c.gae_lambda,
-            valid=samples.valid,
-            next_sign=None if self.next_sign is None else self.next_sign(env.env_info),
-        )
+            reward, ag.agent_info.value, final_value, samples.bootstrap_value, env.terminated,
+            env.truncated, gamma=c.gamma, lam=c.gae_lambda, valid=samples.valid, next_sign=sign,
+        )  # fmt: skip
         # The sampler reset the state before step t iff done[t - 1]; the state
         # before step 0 (initial_state) already accounts for the previous batch.
         reset = jnp.concatenate([jnp.zeros_like(env.done[:1]), env.done[:-1]], axis=0)
@@ -374,11 +311,6 @@ class PPO:
         return train(self, key, hparams)
 
 
-# ----------------------------------------------------------------------------
-# The loss
-# ----------------------------------------------------------------------------
-
-
 def ppo_loss(
     log_prob: jax.Array, entropy: jax.Array, value: jax.Array, old_log_prob: jax.Array,
     old_value: jax.Array, advantage: jax.Array, target: jax.Array, hparams: HParams, *,
@@ -406,12 +338,10 @@ def ppo_loss(
     entropy = entropy.mean()
     loss = pg_loss - hparams.ent_coef * entropy + hparams.vf_coef * value_loss
     stats = {
-        "pg_loss": pg_loss,
-        "value_loss": value_loss,
-        "entropy": entropy,
+        "pg_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
         "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
         "clip_frac": (jnp.abs(ratio - 1.0) > hparams.clip_eps).mean(dtype=jnp.float32),
-    }
+    }  # fmt: skip
     return loss, stats
 
 
@@ -467,21 +397,15 @@ def evaluate_sequences(agent: Any, params: PyTree, mb: Rollout) -> tuple[jax.Arr
 
 
 def permutation(key: jax.Array, n: int) -> jax.Array:
-    """A uniformly random permutation of ``range(n)`` (int32 ``[n]``): the indices
-    sorted by random uint32 words, in as many rounds as
-    ``jax.random.permutation`` sorts (round ``r > 0`` draws with ``fold_in(key,
-    r)``), drawn from ``key`` itself (one hash less than its split first)."""
+    """A uniformly random permutation of ``range(n)`` (int32 ``[n]``): indices
+    sorted by random words in ``jax.random.permutation``'s number of rounds,
+    drawn from ``key`` itself (one hash less than its split first)."""
     rounds = max(1, math.ceil(3 * math.log(max(n, 1)) / math.log(2**32 - 1)))
     perm = jnp.arange(n, dtype=jnp.int32)
     for r in range(rounds):
         bits = jax.random.bits(jax.random.fold_in(key, r) if r else key, (n,), jnp.uint32)
         perm = jax.lax.sort_key_val(bits, perm)[1]
     return perm
-
-
-# ----------------------------------------------------------------------------
-# The agent
-# ----------------------------------------------------------------------------
 
 
 def make_agent(config: PPOConfig, space: Any) -> Any:
@@ -512,13 +436,11 @@ def make_agent(config: PPOConfig, space: Any) -> Any:
 
 def _check_mesh(config: PPOConfig, mesh: Mesh, mesh_axis: str) -> None:
     """A ``ValueError`` unless a minibatch splits evenly over the mesh axis."""
-    n = int(mesh.shape[mesh_axis])
-    per_minibatch = (
-        config.num_envs // config.num_minibatches if config.recurrent else config.minibatch_size
-    )
+    n, c = int(mesh.shape[mesh_axis]), config
+    per_minibatch = c.num_envs // c.num_minibatches if c.recurrent else c.minibatch_size
     if per_minibatch % n:
-        what = "env sequences" if config.recurrent else "steps"
         raise ValueError(
-            f"a minibatch of {per_minibatch} {what} cannot be split over the {n} devices "
-            f"of mesh axis {mesh_axis!r}: change num_minibatches"
+            f"a minibatch of {per_minibatch} {'env sequences' if c.recurrent else 'steps'} "
+            f"cannot be split over the {n} devices of mesh axis {mesh_axis!r}: "
+            "change num_minibatches"
         )

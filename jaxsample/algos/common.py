@@ -1,11 +1,6 @@
-"""What the reference trainers ([`ppo`][jaxsample.algos.ppo], [`dqn`][jaxsample.algos.dqn]) share.
-
-Small pure helpers, each written once: the env a config names (`make_env`),
-the sampler a trainer collects with (`make_trainer_sampler`), its optimizer
-(`make_optimizer`), hyperparameters as data (`hparams_of`, `start`), the
-annealed learning rate (`annealed_lr`) and the episode metrics both report
-(`episode_metrics`). No base class: a trainer is its own frozen dataclass.
-"""
+"""Small pure helpers the trainers ([`ppo`][jaxsample.algos.ppo],
+[`dqn`][jaxsample.algos.dqn]) share: their env, sampler, optimizer,
+hyperparameters as data, annealed learning rate and episode metrics."""
 
 from __future__ import annotations
 

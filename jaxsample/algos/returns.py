@@ -1,31 +1,16 @@
 """Value targets that bootstrap through truncation, not through termination.
 
-Used by PPO ([`jaxsample.algos.ppo`][jaxsample.algos.ppo]), its actor/learner adapter
-([`jaxsample.algos.drivers.refresh_behaviour`][jaxsample.algos.drivers.refresh_behaviour]) and DQN
-([`jaxsample.algos.dqn`][jaxsample.algos.dqn]):
+* `gae`: generalized advantage estimation whose TD target is
+  ``r + gamma * V(final_observation)`` at a truncated step and ``r`` at a
+  terminated one, the lambda-recursion stopped at every episode end;
+* `final_values`: ``V(final_observation[t])``, the critic's value of the true
+  next observation of every step (not the reset observation after it);
+  `truncation_values` the same at the truncated steps only (all `gae` reads);
+* `td_target`: DQN's one-step target from the true next observation;
+* `turn_signs`: self-play's negamax signs for `gae` in a zero-sum game.
 
-* [`final_values`][jaxsample.algos.returns.final_values]: ``V(final_observation[t])``, the critic's
-  value of the
-  true next observation of every step (the one the sampler kept at a
-  truncation, not the reset observation that follows it);
-  [`truncation_values`][jaxsample.algos.returns.truncation_values] the same at the truncated steps
-  only (all that
-  [`gae`][jaxsample.algos.returns.gae] reads), for a feedforward agent on the sparse store's few
-  slots instead of all ``T x B`` steps;
-* [`gae`][jaxsample.algos.returns.gae]: generalized advantage estimation whose TD target is
-  ``r + gamma * V(final_observation)`` at a truncated step, ``r`` at a
-  terminated one, with the lambda-recursion stopped at every episode end;
-* [`td_target`][jaxsample.algos.returns.td_target]: DQN's one-step target ``r + gamma * (1 -
-  terminated) *
-  V(s')`` from the Q-values of the true next observation;
-* [`turn_signs`][jaxsample.algos.returns.turn_signs]: for self-play in a zero-sum two-player game
-  (Pgx), the
-  sign of the next value seen from the player who acted (``-1`` where the
-  other player moves next), which [`gae`][jaxsample.algos.returns.gae] takes as ``next_sign``
-  (negamax values).
-
-Conventions (time-major ``[T, B]``, ``final_observation``, ``bootstrap_value``)
-are the sampler's: see ``docs/design.md``.
+Time-major ``[T, B]`` arrays, ``final_observation`` and ``bootstrap_value`` are
+the sampler's conventions (``docs/design.md``).
 """
 
 from __future__ import annotations
@@ -63,10 +48,8 @@ def gae(
       reward: ``r[t]``, the reward for the action at step ``t``.
       value: ``V(s[t])``, the critic's value of the inputs at step ``t`` (e.g.
         ``samples.agent.agent_info.value``).
-      final_value: ``V(final_observation[t])``, the value of the true next
-        observation of step ``t`` ([`final_values`][jaxsample.algos.returns.final_values]); only
-        read where
-        ``truncated`` (it may be anything elsewhere).
+      final_value: ``V(final_observation[t])`` (`final_values`), read only
+        where ``truncated``.
       bootstrap_value: the value of the inputs after the last step
         (``samples.bootstrap_value``); read only if step ``T - 1`` is not done.
       terminated: bool, the episode reached a terminal state at step ``t``.
@@ -75,18 +58,12 @@ def gae(
       gamma, lam: discount and GAE lambda.
       valid: optional bool mask (the sampler's ``samples.valid``); an invalid
         (idle) step ends the recursion and gets advantage 0.
-      next_sign: optional float ``+1``/``-1`` per step
-        ([`turn_signs`][jaxsample.algos.returns.turn_signs]):
-        the next step's value and advantage are seen from the view of the
-        player who acted at ``t`` with this sign (self-play in a zero-sum
-        two-player game: ``-1`` where the opponent moves next, negamax).
-        None: ``+1`` everywhere (the ordinary GAE, computed as before).
+      next_sign: optional float ``+1``/``-1`` per step (`turn_signs`): the
+        next value and advantage seen from the acting player's view (negamax
+        self-play: ``-1`` where the opponent moves next); None: ``+1``.
 
-    Per agent (a multi-agent env, parameter sharing): ``reward``, ``value``,
-    ``final_value`` ``[T, B, N]`` and ``bootstrap_value`` ``[B, N]`` with the
-    env's ``terminated``, ``truncated`` and ``valid`` ``[T, B]``: those are
-    broadcast over the trailing agent axis (the episode ends for every agent
-    at once), and each agent gets its own advantages.
+    A team of ``N`` agents: ``reward``, ``value``, ``final_value`` ``[T, B,
+    N]``, ``bootstrap_value`` ``[B, N]``; the env's ends ``[T, B]`` broadcast.
 
     With ``next_value[t] = final_value[t]`` if ``truncated[t]``, else
     ``value[t + 1]`` (``bootstrap_value`` for ``t = T - 1``), and
@@ -214,11 +191,8 @@ def final_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:
     for jaxsample's agents: the key only samples the action.) A stateless agent
     (``initial_state`` is ``()``) needs no stored state.
 
-    On non-done steps this equals ``agent_info.value[t + 1]`` (and
-    ``bootstrap_value`` at ``t = T - 1``); [`gae`][jaxsample.algos.returns.gae] reads it only at
-    truncated
-    steps. On terminated steps the sparse store's final observation is zeros and
-    the value meaningless (GAE never reads it).
+    On non-done steps this equals ``agent_info.value[t + 1]``; on terminated
+    steps it is meaningless (the sparse store keeps zeros; `gae` never reads it).
     """
     env, ag = samples.env, samples.agent
     next_inputs = samples.next_agent_inputs
@@ -245,18 +219,13 @@ def final_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:
 
 
 def truncation_values(agent: Any, params: PyTree, samples: Samples) -> jax.Array:
-    """[`final_values`][jaxsample.algos.returns.final_values] where ``samples.env.truncated`` (the
-    only steps
-    [`gae`][jaxsample.algos.returns.gae] reads it at), zeros elsewhere: ``[T, B]`` float32.
+    """`final_values` where ``samples.env.truncated`` (where `gae` reads it),
+    zeros elsewhere: ``[T, B]`` float32.
 
-    A stateless agent with the sampler's default sparse final-observation store
-    is evaluated on the store's ``K`` slots per env only (``[B, K]`` rows: one
-    per env for CartPole at ``T = 128``, against ``T x B`` for
-    [`final_values`][jaxsample.algos.returns.final_values]), each with the inputs of the step that
-    wrote it
-    (``action[t]``, ``reward[t]`` and the kept legal actions), and the values
-    are read back at the truncated steps. A recurrent agent, or a dense store,
-    gets [`final_values`][jaxsample.algos.returns.final_values], masked.
+    A stateless agent with the default sparse final-observation store is
+    evaluated on the store's ``K`` slots per env only (``[B, K]`` rows, each
+    with the inputs of the step that wrote it), not on all ``T x B`` steps; a
+    recurrent agent, or a dense store, gets `final_values`, masked.
     """
     env = samples.env
     store = env.final_store

@@ -8,7 +8,11 @@
   each with its config, trainer and the facts its callers need;
 * [`returns`][jaxsample.algos.returns]: value targets that bootstrap through
   truncation (``gae``, ``final_values``, ``td_target``);
-* `common`: what the two trainers share;
+* [`trainer`][jaxsample.algos.trainer]: the Trainer protocol, all that runs,
+  checkpoints and benchmarks know of an algorithm;
+* [`common`][jaxsample.algos.common]: the trainers' small shared helpers;
+* [`games`][jaxsample.algos.games]: a game's evaluation hook (the greedy policy
+  against a random opponent);
 * [`drivers`][jaxsample.algos.drivers]: their actor/learner adapters for
   [`jaxsample.driver`][jaxsample.driver];
 * [`runner`][jaxsample.algos.runner]: runs a trainer as one program or in
@@ -44,6 +48,7 @@ __all__ = [
     "configs",
     "dqn",
     "drivers",
+    "games",
     "ppo",
     "program_store",
     "programs",
@@ -51,4 +56,5 @@ __all__ = [
     "report",
     "returns",
     "runner",
+    "trainer",
 ]

@@ -11,7 +11,9 @@
   written says so on the line before its fence, with the reason:
   ``<!-- docs-test: skip (needs a GPU) -->``. A page whose blocks take long
   carries ``<!-- docs-test: slow -->`` and runs in the slow set. Keep examples
-  tiny (small ``T``, ``B``, budgets): the default set runs them.
+  tiny (small ``T``, ``B``, budgets): the default set runs them. A slow page
+  whose examples learn keeps a smoke run in the default set (the own-learner
+  guide's: its learner and its agent for two iterations).
 * The README stays a front page: at most 300 lines, its Quickstart's two
   commands as they are, its relative links pointing at files that exist.
 """
@@ -63,6 +65,13 @@ def python_blocks(path: Path) -> list[tuple[int, str]]:
         if lang == "python" and not SKIP.search(before):
             blocks.append((start + 1, "\n".join(body) + "\n"))
     return blocks
+
+
+def compile_block(path: Path, line: int, source: str) -> object:
+    """A block's code as a user's interpreter compiles it: without this
+    module's ``from __future__ import annotations`` (which ``compile`` would
+    inherit), so a page's dataclasses and flax modules see real annotations."""
+    return compile(source, f"{path.relative_to(ROOT)}:{line}", "exec", dont_inherit=True)
 
 
 def _page_params() -> list:
@@ -157,8 +166,29 @@ def test_code_blocks_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
     # as a user runs them: JAX's default rank promotion (the test session raises)
     with jax.numpy_rank_promotion("allow"):
         for line, source in python_blocks(path):
-            code = compile(source, f"{path.relative_to(ROOT)}:{line}", "exec")
-            exec(code, namespace)
+            exec(compile_block(path, line, source), namespace)
+
+
+OWN_LEARNER = DOCS / "guides" / "own-learner.md"
+
+
+@pytest.mark.long  # cold: ~15 s on the shared 2 cores, compiling the learner (warm ~2 s)
+def test_own_learner_guide_smoke() -> None:
+    """The own-learner guide is a slow page (its examples learn CartPole, about
+    10 s each); the default set runs its learner on its own agent, both as the
+    page defines them, for two iterations: the page still fits the public API."""
+    blocks = python_blocks(OWN_LEARNER)
+    wanted = ("def make_train(", "class MyAgent:")
+    definitions = [(line, src) for line, src in blocks if any(w in src for w in wanted)]
+    assert len(definitions) == 2, f"{OWN_LEARNER.name}: the blocks defining {wanted}"
+    namespace: dict = {"__name__": "__docs__"}
+    with jax.numpy_rank_promotion("allow"):
+        for line, source in definitions:
+            exec(compile_block(OWN_LEARNER, line, source), namespace)
+        train = namespace["make_train"](namespace["MyAgent"](n=2), iterations=2)
+        params, returns = jax.jit(train)(jax.random.key(0))
+    assert returns.shape == (2,)
+    assert all(bool(jax.numpy.isfinite(x).all()) for x in jax.tree.leaves(params))
 
 
 def test_every_page_is_in_the_nav() -> None:

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from jaxsample.algos import registry
-from jaxsample.cli.base import UsageError
 from jaxsample.cli.commands import bench_grid, collect, envs
 from jaxsample.cli.config import config_flag_values
 from jaxsample.cli.flags import (
@@ -25,6 +24,7 @@ from jaxsample.cli.flags import (
     join_negative_values,
     unknown_flags_message,
 )
+from jaxsample.errors import UsageError
 
 ENV_HELP = "a gymnax name or <suite>/<env> (jaxsample envs lists them)"
 #: ``jaxsample.bench.METHODS`` (a test checks they agree), named here: the

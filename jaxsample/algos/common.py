@@ -33,6 +33,7 @@ from jaxsample._checks import check_int
 from jaxsample.algos import programs
 from jaxsample.algos.trainer import Reports
 from jaxsample.envs import suites
+from jaxsample.errors import ConfigError
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import SamplerProtocol, make_sampler
 from jaxsample.traj_info import summarize
@@ -53,14 +54,15 @@ def make_env(config: Any, env: Any, env_params: Any) -> tuple[Any, Any]:
     or a suite's ``"<suite>/<env>"``, [`jaxsample.envs.suites.make`][jaxsample.envs.suites.make])
     when
     ``env`` is None, else ``env`` with ``env_params`` (default: its
-    ``default_params``)."""
+    ``default_params``). An unknown name is a
+    [`ConfigError`][jaxsample.errors.ConfigError] of the field ``env_name``."""
     if env is None:
         if env_params is not None:
             raise ValueError("env_params given without env")
         try:
             return suites.make(config.env_name)
         except ValueError as e:
-            raise ValueError(f"env_name: {e}") from None
+            raise ConfigError("env_name", f"{config.env_name!r}: {e}") from None
     return env, env.default_params if env_params is None else env_params
 
 

@@ -23,7 +23,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from jaxsample.algos import registry
+from jaxsample.algos import presets, registry
 from jaxsample.cli.flags import add_bool_flag, canonical_keys
 from jaxsample.errors import ConfigError, UsageError
 
@@ -241,8 +241,6 @@ def choose_preset(name: Any, algo: str, env: str, mask_velocity: bool) -> Any:
     (``--preset`` or the file's ``preset``; ``"none"``: none), else the one
     tuned for ``env`` (``--algo ppo`` without ``--mask-velocity``, which has
     its own)."""
-    from jaxsample.algos import presets
-
     if name is None:
         return None if mask_velocity else presets.for_env(env, algo)
     if not isinstance(name, str):

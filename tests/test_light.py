@@ -105,7 +105,7 @@ def test_the_flag_table_is_the_parsers() -> None:
     from jaxsample.cli.config import field_flag, usage_error
     from jaxsample.cli.parser import _parser
 
-    parser, sub, _ = _parser(["train"])
+    _, sub, _ = _parser(["train"])
     options = {o for a in sub.choices["train"]._actions for o in a.option_strings}
     for field in ("num_envs", "total_timesteps", "hidden_sizes", "env_name", "mask_velocity"):
         assert field_flag(field) in options, field

@@ -1,4 +1,6 @@
-"""Argument checks shared by the factories: a clear error naming the argument.
+"""Argument checks shared by the factories: a clear error naming the argument
+(a [`ConfigError`][jaxsample.errors.ConfigError] whose ``field`` is its name),
+and the limits that light and heavy modules share.
 
 Imports no JAX and no numpy until `check_key` runs: the config dataclasses
 use `check_int`, and the command line's ``--help`` and argument errors import
@@ -10,6 +12,14 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from jaxsample.errors import ConfigError, ConfigTypeError
+
+#: The largest replay ring (``jaxsample.replay.MAX_CAPACITY``, steps per env;
+#: ``DQNConfig.buffer_capacity``): positions are int32 and ``position +
+#: offset`` (both < capacity) must not overflow, so capacity <= 2**30 keeps
+#: every intermediate < 2**31.
+MAX_REPLAY_CAPACITY = 2**30
+
 
 def numpy_types(*names: str) -> tuple[type, ...]:
     """numpy's scalar types ``names`` (``"integer"``, ``"floating"``,
@@ -20,14 +30,15 @@ def numpy_types(*names: str) -> tuple[type, ...]:
 
 
 def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
-    """``int(value)``, or a ``TypeError``/``ValueError`` naming ``name`` when it is
-    not an int (bools are not) or lies outside ``[minimum, maximum]``."""
+    """``int(value)``, or a `ConfigTypeError` (a ``TypeError``) / `ConfigError`
+    (a ``ValueError``) whose ``field`` is ``name`` when it is not an int (bools
+    are not) or lies outside ``[minimum, maximum]``."""
     if isinstance(value, bool) or not isinstance(value, (int, *numpy_types("integer"))):
-        raise TypeError(f"{name} must be an int, got {value!r}")
+        raise ConfigTypeError(name, f"must be an int, got {value!r}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+        raise ConfigError(name, f"must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+        raise ConfigError(name, f"must be <= {maximum}, got {value}")
     return int(value)
 
 
@@ -50,7 +61,8 @@ def check_key(key: Any) -> None:
 
 
 def check_bool(name: str, value: Any) -> bool:
-    """``value``, or a ``TypeError`` naming ``name`` unless it is a bool."""
+    """``value``, or a `ConfigTypeError` (a ``TypeError``) naming ``name``
+    unless it is a bool."""
     if not isinstance(value, (bool, *numpy_types("bool_"))):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
+        raise ConfigTypeError(name, f"must be a bool, got {value!r}")
     return bool(value)

@@ -18,7 +18,7 @@ import pytest
 from jaxsample.bench import device_requests
 from jaxsample.bench import devices as bench_devices
 from jaxsample.bench import driver as bench_driver
-from jaxsample.cli.base import UsageError
+from jaxsample.errors import UsageError
 
 FORCE = device_requests.FORCE_FLAG
 

@@ -14,7 +14,7 @@ point, Python) and writes
   Python, steps and budget, seeds, wall time) and a section per env with its
   figure and the command that reproduces it.
 
-Usage (no training; ``preset_results.py --all`` trains and then calls this)::
+Usage (no training; ``preset_results.py --all`` trains and then runs this)::
 
     python tools/preset_page.py [--results docs/presets/results.jsonl]
 """

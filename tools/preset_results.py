@@ -43,6 +43,7 @@ import datetime
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -244,11 +245,9 @@ def main(argv: list[str] | None = None) -> int:
                            seed=args.seed, note=args.note)  # fmt: skip
         append(args.out, line)
         print(json.dumps({k: v for k, v in line.items() if k not in ("config", "curve")}))
-    if args.all:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import preset_page
-
-        return preset_page.main(["--results", args.out])
+    if args.all:  # the page, drawn by its own script (which imports this one: no cycle)
+        page = os.path.join(os.path.dirname(os.path.abspath(__file__)), "preset_page.py")
+        return subprocess.run([sys.executable, page, "--results", args.out]).returncode
     return 0
 
 

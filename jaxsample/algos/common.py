@@ -10,8 +10,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
+from flax import struct
 
 from jaxsample.envs import suites
+from jaxsample.errors import ConfigError
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import SamplerProtocol, make_sampler
 from jaxsample.traj_info import summarize
@@ -21,6 +23,7 @@ __all__ = [
     "annealed_lr",
     "episode_metrics",
     "hparams_of",
+    "hparams_type",
     "make_env",
     "make_optimizer",
     "make_trainer_sampler",
@@ -32,14 +35,15 @@ def make_env(config: Any, env: Any, env_params: Any) -> tuple[Any, Any]:
     """``(env, env_params)``: the env named ``config.env_name`` (a gymnax name
     or a suite's ``"<suite>/<env>"``, [`jaxsample.envs.suites.make`][jaxsample.envs.suites.make])
     when ``env`` is None, else ``env`` with ``env_params`` (default: its
-    ``default_params``)."""
+    ``default_params``). An unknown name is a
+    [`ConfigError`][jaxsample.errors.ConfigError] of the field ``env_name``."""
     if env is None:
         if env_params is not None:
             raise ValueError("env_params given without env")
         try:
             return suites.make(config.env_name)
         except ValueError as e:
-            raise ValueError(f"env_name: {e}") from None
+            raise ConfigError("env_name", f"{config.env_name!r}: {e}") from None
     return env, env.default_params if env_params is None else env_params
 
 
@@ -73,6 +77,16 @@ def make_optimizer(config: Any) -> optax.GradientTransformation:
         transforms.append(optax.clip_by_global_norm(config.max_grad_norm))
     transforms.append(optax.scale_by_adam(eps=config.adam_eps))
     return optax.flatten(optax.chain(*transforms))
+
+
+def hparams_type(config_type: type, module: str, doc: str) -> type:
+    """``HParams``: a ``flax.struct`` dataclass with one float32 ``jax.Array``
+    field per name of ``config_type.HPARAMS`` (the light layer's one list of
+    the hyperparameters that are data), in that order."""
+    fields = {name: "jax.Array" for name in config_type.HPARAMS}
+    namespace = {"__annotations__": fields, "__doc__": doc, "__module__": module}
+    cls = type("HParams", (), {**namespace, "__qualname__": "HParams"})
+    return struct.dataclass(cls)
 
 
 def hparams_of(hparams_type: type, config: Any, **overrides: Any) -> Any:

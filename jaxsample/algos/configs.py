@@ -3,8 +3,10 @@
 [`PPOConfig`][jaxsample.algos.configs.PPOConfig] (and the preset `MASKED_CARTPOLE_RECURRENT`) for
 [`jaxsample.algos.ppo`][jaxsample.algos.ppo], [`DQNConfig`][jaxsample.algos.configs.DQNConfig] for
 [`jaxsample.algos.dqn`][jaxsample.algos.dqn]
-(both modules re-export theirs). A bad field raises a ``TypeError`` or
-``ValueError`` that names it ([`check_config`][jaxsample.algos.configs.check_config],
+(both modules re-export theirs). A bad field raises a
+[`ConfigError`][jaxsample.errors.ConfigError] (a ``ValueError``) or
+[`ConfigTypeError`][jaxsample.errors.ConfigTypeError] (a ``TypeError``) whose
+``field`` names it ([`check_config`][jaxsample.algos.configs.check_config],
 [`check_float`][jaxsample.algos.configs.check_float]).
 
 This module imports no JAX (nor numpy): the command line builds its flags
@@ -16,9 +18,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
-from jaxsample._checks import check_int, numpy_types
+from jaxsample._checks import MAX_REPLAY_CAPACITY, check_int, numpy_types
+from jaxsample.errors import ConfigError, ConfigTypeError
 
 __all__ = [
     "MASKED_CARTPOLE_RECURRENT",
@@ -37,9 +40,6 @@ _PPO_POSITIVE_INTS = ("update_epochs", "num_minibatches", "rnn_hidden_size", "no
 _PPO_NON_NEGATIVE_FLOATS = ("clip_eps", "ent_coef", "vf_coef", "adam_eps")
 _LOSSES = ("mse", "huber")
 _MAX_TIMESTEPS = 2**31 - 1  # env steps are counted in int32
-# ``jaxsample.replay.MAX_CAPACITY`` (a test checks they agree), not imported:
-# jaxsample.replay imports JAX.
-_MAX_REPLAY_CAPACITY = 2**30
 _DQN_POSITIVE_INTS = (
     "buffer_capacity",
     "batch_size",
@@ -55,13 +55,13 @@ _DQN_POSITIVE_INTS = (
 
 
 def check_float(name: str, value: Any, low: float, high: float, open_low: bool = False) -> None:
-    """Raise unless ``value`` is a real number in ``[low, high]`` (``(low, high]``
-    with ``open_low``); bools and NaN are not."""
+    """Raise a `ConfigError` naming ``name`` unless ``value`` is a real number in
+    ``[low, high]`` (``(low, high]`` with ``open_low``); bools and NaN are not."""
     if isinstance(value, bool) or not isinstance(value, (int, float, *numpy_types("floating"))):
-        raise TypeError(f"{name} must be a float, got {value!r}")
+        raise ConfigTypeError(name, f"must be a float, got {value!r}")
     above = value > low if open_low else value >= low
     if math.isnan(value) or not above or value > high:
-        raise ValueError(f"{name} must be in {'(' if open_low else '['}{low}, {high}], got {value}")
+        raise ConfigError(name, f"must be in {'(' if open_low else '['}{low}, {high}], got {value}")
 
 
 def _check_sizes(config: Any, name: str) -> None:
@@ -71,7 +71,7 @@ def _check_sizes(config: Any, name: str) -> None:
     if not isinstance(sizes, (tuple, list)) or any(
         isinstance(s, bool) or not isinstance(s, ints) or s < 1 for s in sizes
     ):
-        raise ValueError(f"{name} must be a tuple of positive ints, got {sizes!r}")
+        raise ConfigError(name, f"must be a tuple of positive ints, got {sizes!r}")
     object.__setattr__(config, name, tuple(int(s) for s in sizes))
 
 
@@ -99,22 +99,23 @@ def check_config(
     ``total_timesteps >= num_envs * num_steps``.
     """
     if not isinstance(config.env_name, str):
-        raise TypeError(f"env_name must be a str, got {config.env_name!r}")
+        raise ConfigTypeError("env_name", f"must be a str, got {config.env_name!r}")
     shared = ("num_envs", "num_steps", "total_timesteps", "metrics_window")
     for name, minimum in [*((n, 1) for n in shared), ("max_decorrelation_steps", 0), *ints]:
         check_int(name, getattr(config, name), minimum)
     for name in bools:
         if not isinstance(getattr(config, name), bool):
-            raise TypeError(f"{name} must be a bool, got {getattr(config, name)!r}")
+            raise ConfigTypeError(name, f"must be a bool, got {getattr(config, name)!r}")
     for name, low, high, open_low in floats:
         check_float(name, getattr(config, name), low, high, open_low)
     for name in sizes:
         _check_sizes(config, name)
     per_iteration = config.num_envs * config.num_steps
     if config.total_timesteps < per_iteration:
-        raise ValueError(
-            f"total_timesteps ({config.total_timesteps}) must be >= num_envs * num_steps "
-            f"({per_iteration}): the run would have no iteration"
+        raise ConfigError(
+            "total_timesteps",
+            f"({config.total_timesteps}) must be >= num_envs * num_steps "
+            f"({per_iteration}): the run would have no iteration",
         )
 
 
@@ -208,6 +209,10 @@ class PPOConfig(_RunLength):
         ``*_vs_random`` rates ([`jaxsample.algos.games`][jaxsample.algos.games]).
     """
 
+    #: The fields that are data, not static config: those of the trainer's
+    #: ``HParams`` (one float32 each per run, vmapped), the ones a list sweeps.
+    HPARAMS: ClassVar[tuple[str, ...]] = ("lr", "clip_eps", "ent_coef", "vf_coef")
+
     env_name: str = "CartPole-v1"
     num_envs: int = 4
     num_steps: int = 128
@@ -243,7 +248,7 @@ class PPOConfig(_RunLength):
 
     def __post_init__(self) -> None:
         if self.negamax not in _NEGAMAX:
-            raise ValueError(f"negamax must be one of {_NEGAMAX}, got {self.negamax!r}")
+            raise ConfigError("negamax", f"must be one of {_NEGAMAX}, got {self.negamax!r}")
         check_config(
             self,
             ints=[(name, 1) for name in _PPO_POSITIVE_INTS]
@@ -261,25 +266,28 @@ class PPOConfig(_RunLength):
             sizes=("hidden_sizes", "rnn_encoder_sizes"),
         )
         if self.rnn_cell not in _CELLS:
-            raise ValueError(f"rnn_cell must be one of {_CELLS}, got {self.rnn_cell!r}")
+            raise ConfigError("rnn_cell", f"must be one of {_CELLS}, got {self.rnn_cell!r}")
         if self.activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be one of {_ACTIVATIONS}, got {self.activation!r}")
+            raise ConfigError(
+                "activation", f"must be one of {_ACTIVATIONS}, got {self.activation!r}"
+            )
         if math.isinf(self.log_std_init):
-            raise ValueError(f"log_std_init must be finite, got {self.log_std_init!r}")
+            raise ConfigError("log_std_init", f"must be finite, got {self.log_std_init!r}")
         if self.eval_games % 2:
-            raise ValueError(
-                f"eval_games must be even (half opened by each side), got {self.eval_games}"
+            raise ConfigError(
+                "eval_games", f"must be even (half opened by each side), got {self.eval_games}"
             )
         if self.recurrent:
             if self.num_envs % self.num_minibatches:
-                raise ValueError(
-                    f"num_envs ({self.num_envs}) must be divisible by num_minibatches "
-                    f"({self.num_minibatches}): recurrent PPO minibatches whole env sequences"
+                raise ConfigError(
+                    "num_minibatches",
+                    f"({self.num_minibatches}) must divide num_envs ({self.num_envs}): "
+                    "recurrent PPO minibatches whole env sequences",
                 )
         elif self.batch_size % self.num_minibatches:
-            raise ValueError(
-                f"num_envs * num_steps ({self.batch_size}) must be divisible by "
-                f"num_minibatches ({self.num_minibatches})"
+            raise ConfigError(
+                "num_minibatches",
+                f"({self.num_minibatches}) must divide num_envs * num_steps ({self.batch_size})",
             )
 
     @property
@@ -389,6 +397,10 @@ class DQNConfig(_RunLength):
       priority_eps: added to ``|td|`` for the new priorities, ``> 0``.
     """
 
+    #: The fields that are data, not static config: those of the trainer's
+    #: ``HParams`` (one float32 each per run, vmapped), the ones a list sweeps.
+    HPARAMS: ClassVar[tuple[str, ...]] = ("lr", "gamma")
+
     env_name: str = "CartPole-v1"
     num_envs: int = 10
     num_steps: int = 1
@@ -442,22 +454,23 @@ class DQNConfig(_RunLength):
             ("total_timesteps", _MAX_TIMESTEPS),
             ("learning_starts", _MAX_TIMESTEPS),
             ("target_update_interval", _MAX_TIMESTEPS),
-            ("buffer_capacity", _MAX_REPLAY_CAPACITY),
+            ("buffer_capacity", MAX_REPLAY_CAPACITY),
             ("metrics_window", 2**30 - 1),
         ):
             if getattr(self, name) > maximum:
-                raise ValueError(f"{name} must be <= {maximum}, got {getattr(self, name)}")
+                raise ConfigError(name, f"must be <= {maximum}, got {getattr(self, name)}")
         if self.epsilon_final_min is not None:
             check_float("epsilon_final_min", self.epsilon_final_min, 0.0, 1.0, True)
             if self.epsilon_final_min > self.epsilon_final:
-                raise ValueError(
-                    f"epsilon_final_min must be <= epsilon_final ({self.epsilon_final}), "
-                    f"got {self.epsilon_final_min}"
+                raise ConfigError(
+                    "epsilon_final_min",
+                    f"must be <= epsilon_final ({self.epsilon_final}), "
+                    f"got {self.epsilon_final_min}",
                 )
         if self.max_grad_norm is not None:
             check_float("max_grad_norm", self.max_grad_norm, 0.0, math.inf, True)
         if self.loss not in _LOSSES:
-            raise ValueError(f"loss must be one of {_LOSSES}, got {self.loss!r}")
+            raise ConfigError("loss", f"must be one of {_LOSSES}, got {self.loss!r}")
 
 
 #: PPO self-play on Pgx's tic-tac-toe: one network plays both sides (negamax

@@ -68,18 +68,9 @@ from jaxsample.types import Batch, PyTree, Samples
 __all__ = ["DQN", "DQNConfig", "HParams", "TrainState", "make_train", "td_target"]
 
 
-@struct.dataclass
-class HParams:
-    """DQN's hyperparameters as data (`DQN.hparams`, defaults from the
-    config): float32 ``[]`` for one run, ``[N]`` to vmap ``N`` runs.
-
-    Attributes:
-      lr: Adam's learning rate.
-      gamma: the TD target's discount.
-    """
-
-    lr: jax.Array
-    gamma: jax.Array
+#: DQN's settings that are data (``DQNConfig.HPARAMS``: lr, the TD target's
+#: gamma): float32 ``[]`` for one run, ``[N]`` to vmap ``N`` runs.
+HParams = common.hparams_type(DQNConfig, __name__, "DQN's hyperparameters as data.")
 
 
 @struct.dataclass

@@ -67,15 +67,9 @@ __all__ = [
 ]  # fmt: skip
 
 
-@struct.dataclass
-class HParams:
-    """PPO's settings that are data, not static config: float32 ``[]`` for one
-    run, ``[N]`` to vmap ``N`` runs (`PPO.hparams`)."""
-
-    lr: jax.Array
-    clip_eps: jax.Array
-    ent_coef: jax.Array
-    vf_coef: jax.Array
+#: PPO's settings that are data, not static config (``PPOConfig.HPARAMS``: lr,
+#: clip_eps, ent_coef, vf_coef): float32 ``[]`` for one run, ``[N]`` to vmap ``N``.
+HParams = common.hparams_type(PPOConfig, __name__, "PPO's hyperparameters as data.")
 
 
 @struct.dataclass

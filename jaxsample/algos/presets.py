@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.resources
+import tomllib
 from typing import Any
+
+from jaxsample.algos import registry
 
 __all__ = ["PRESETS_FILE", "Preset", "for_env", "get", "names", "presets"]
 
@@ -46,8 +50,6 @@ class Preset:
         """The preset as its algorithm's config (a
         [`PPOConfig`][jaxsample.algos.configs.PPOConfig]) for its env
         (``overrides`` on top)."""
-        from jaxsample.algos import registry
-
         config_type = registry.get(self.algo).config_type
         return config_type(**{"env_name": self.env, **self.values, **overrides})
 
@@ -55,9 +57,6 @@ class Preset:
 @functools.cache
 def presets() -> dict[str, Preset]:
     """Every preset of ``presets.toml``, by name, in the file's order."""
-    import importlib.resources
-    import tomllib
-
     text = importlib.resources.files("jaxsample.algos").joinpath(PRESETS_FILE).read_text()
     out = {}
     for name, entry in tomllib.loads(text).items():

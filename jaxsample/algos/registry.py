@@ -36,8 +36,6 @@ class Algorithm:
         has ``make_train`` and ``HParams``; also the
         ``algo`` of its presets (`jaxsample.algos.presets`).
       config_type: its config dataclass.
-      hparams_fields: the fields of the trainer's ``HParams`` (those a list
-        may sweep), named here without importing it (a test checks they agree).
       fixed: config fields the name fixes (``ppo-rnn``: ``recurrent=True``):
         a config is this algorithm's when it is a ``config_type`` with these
         values (`of_config`).
@@ -61,7 +59,6 @@ class Algorithm:
     name: str
     trainer: str
     config_type: type
-    hparams_fields: tuple[str, ...]
     updates_per_iteration: Callable[[Any], int]
     driver: str
     fixed: Mapping[str, Any] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
@@ -70,6 +67,12 @@ class Algorithm:
     greedy_eval: bool = False
     replay: bool = False
     evaluation: str | None = None
+
+    @property
+    def hparams_fields(self) -> tuple[str, ...]:
+        """The fields of the trainer's ``HParams`` (those a list may sweep):
+        its config's ``HPARAMS``."""
+        return self.config_type.HPARAMS
 
     def module(self) -> ModuleType:
         """The trainer's module (imports JAX)."""
@@ -96,10 +99,9 @@ class Algorithm:
     def make_driver(self, trainer: Any, iterations_per_batch: int = 1, **kwargs: Any) -> Any:
         """Its actor/learner [`Driver`][jaxsample.driver.Driver] of ``trainer``;
         ``iterations_per_batch`` where the adapter takes it (`batch_iterations`)."""
-        from jaxsample.algos import drivers
-
         if self.batch_iterations:
             kwargs["iterations_per_batch"] = iterations_per_batch
+        drivers = importlib.import_module("jaxsample.algos.drivers")  # by name, as `module`
         return getattr(drivers, self.driver)(trainer, **kwargs)
 
 
@@ -107,7 +109,6 @@ _PPO = Algorithm(
     name="ppo",
     trainer="ppo",
     config_type=PPOConfig,
-    hparams_fields=("lr", "clip_eps", "ent_coef", "vf_coef"),
     updates_per_iteration=lambda c: c.update_epochs * c.num_minibatches,
     driver="ppo_driver",
     fixed=MappingProxyType({"recurrent": False}),
@@ -126,7 +127,6 @@ ALGORITHMS: Mapping[str, Algorithm] = MappingProxyType(
             name="dqn",
             trainer="dqn",
             config_type=DQNConfig,
-            hparams_fields=("lr", "gamma"),
             updates_per_iteration=lambda c: c.gradient_steps,
             driver="dqn_driver",
             batch_iterations=True,

@@ -42,29 +42,68 @@ equations, HLO fusions: `compile_parts`,
 machine's load.
 
 Results and their discussion: ``docs/benchmarks.md``.
+
+The names load on first use (a module ``__getattr__``), as the package
+root's do: `schema` (the method names, ``jaxsample bench --methods``'
+choices) imports no JAX, so the command line's parser takes them from it
+and ``--help`` stays fast.
 """
 
-from jaxsample.bench.grid import GridSpec, overhead, run_grid
-from jaxsample.bench.measure import DEFAULT_MIN_REP_SECONDS, bare_rollout
-from jaxsample.bench.peers import PEER_ENVS
-from jaxsample.bench.report import format_table, markdown_table, plot, write_json
-from jaxsample.bench.scaling import (
-    SAMPLER_COMPILE_ENVS,
-    compile_scaling,
-    evaluator_scaling,
-    format_sampler_compile,
-    sampler_compile,
-)
-from jaxsample.bench.schema import (
-    FLOOR,
-    JAX_METHODS,
-    LABELS,
-    METHODS,
-    PEER_METHODS,
-    RESULT_SCHEMA,
-    SCHEMA_VERSION,
-)
-from jaxsample.bench.system import system_info
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the public names, for type checkers and readers
+    from jaxsample.bench.grid import GridSpec, overhead, run_grid
+    from jaxsample.bench.measure import DEFAULT_MIN_REP_SECONDS, bare_rollout
+    from jaxsample.bench.peers import PEER_ENVS
+    from jaxsample.bench.report import format_table, markdown_table, plot, write_json
+    from jaxsample.bench.scaling import (
+        SAMPLER_COMPILE_ENVS,
+        compile_scaling,
+        evaluator_scaling,
+        format_sampler_compile,
+        sampler_compile,
+    )
+    from jaxsample.bench.schema import (
+        FLOOR,
+        JAX_METHODS,
+        LABELS,
+        METHODS,
+        PEER_METHODS,
+        RESULT_SCHEMA,
+        SCHEMA_VERSION,
+    )
+    from jaxsample.bench.system import system_info
+
+_NAMES = {
+    "jaxsample.bench.grid": "GridSpec overhead run_grid",
+    "jaxsample.bench.measure": "DEFAULT_MIN_REP_SECONDS bare_rollout",
+    "jaxsample.bench.peers": "PEER_ENVS",
+    "jaxsample.bench.report": "format_table markdown_table plot write_json",
+    "jaxsample.bench.scaling": "SAMPLER_COMPILE_ENVS compile_scaling evaluator_scaling "
+    "format_sampler_compile sampler_compile",
+    "jaxsample.bench.schema": "FLOOR JAX_METHODS LABELS METHODS PEER_METHODS RESULT_SCHEMA "
+    "SCHEMA_VERSION",
+    "jaxsample.bench.system": "system_info",
+}
+#: Where each public name is defined: it is imported on first use.
+_WHERE = {name: module for module, names in _NAMES.items() for name in names.split()}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'jaxsample.bench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "DEFAULT_MIN_REP_SECONDS",

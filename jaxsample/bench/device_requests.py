@@ -3,7 +3,7 @@
 
 * A device that does not exist (``--actor-device gpu:0`` on a CPU-only JAX,
   ``cpu:1`` with one CPU device, ``--devices 4`` with fewer) is a
-  `jaxsample.cli.base.UsageError`: one line, exit status 2.
+  `jaxsample.errors.UsageError`: one line, exit status 2.
 * Host (CPU) devices are fabricated (XLA's
   ``--xla_force_host_platform_device_count``) only when asked for: with
   ``--host-devices N`` (the runner restarts itself with that flag in
@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jaxsample.cli.base import UsageError
+from jaxsample.errors import UsageError
 
 __all__ = [
     "FORCE_FLAG",
@@ -102,7 +102,7 @@ def _listing() -> str:
 def parse_device(spec: str | None, default: Any, flag: str) -> Any:
     """``"gpu:0"``, ``"cpu:1"`` (platform:index; ``"gpu"`` is ``"gpu:0"``) as a
     ``jax.Device``, or ``default`` for None. A device that does not exist is a
-    `jaxsample.cli.base.UsageError` naming ``flag`` and the devices there are."""
+    `jaxsample.errors.UsageError` naming ``flag`` and the devices there are."""
     if spec is None:
         return default
     import jax
@@ -133,7 +133,7 @@ def parse_device(spec: str | None, default: Any, flag: str) -> Any:
 
 def check_device_count(counts: Sequence[int], flag: str) -> None:
     """Every count in ``counts`` (>= 1) fits the default backend's devices, or a
-    `jaxsample.cli.base.UsageError` that says how many there are."""
+    `jaxsample.errors.UsageError` that says how many there are."""
     import jax
 
     bad = [n for n in counts if n < 1]
@@ -152,7 +152,7 @@ def check_device_count(counts: Sequence[int], flag: str) -> None:
 
 
 def run_main(main: Callable[[list[str] | None], Any], prog: str) -> int:
-    """Run a runner's ``main``: a `jaxsample.cli.base.UsageError` is one line
+    """Run a runner's ``main``: a `jaxsample.errors.UsageError` is one line
     on stderr and exit status 2, as for the ``jaxsample`` command."""
     try:
         status = main(None)

@@ -103,7 +103,7 @@ def device_scaling(
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m jaxsample.bench.devices [--devices 1 2 4] [--host-devices N] ...``;
     a device count beyond the devices there are is a
-    `jaxsample.cli.base.UsageError`, raised before anything is built."""
+    `jaxsample.errors.UsageError`, raised before anything is built."""
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--env", default="CartPole-v1")

@@ -53,7 +53,7 @@ from jaxsample.algos.configs import DQNConfig, PPOConfig
 from jaxsample.bench import device_requests
 from jaxsample.bench.measure import Part, compile_parts, fresh_compiles, interleave, time_once
 from jaxsample.bench.reference import reference_run
-from jaxsample.cli.base import UsageError
+from jaxsample.errors import UsageError
 
 #: name -> (algorithm, config, iterations per driver batch)
 WORKLOADS: dict[str, tuple[str, Any, int]] = {
@@ -296,7 +296,7 @@ def scores(
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m jaxsample.bench.driver [--part speed|scores|all] ...``; bad
     input (a device that does not exist, an unknown workload) is a
-    `jaxsample.cli.base.UsageError`, raised before anything is built."""
+    `jaxsample.errors.UsageError`, raised before anything is built."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
         description="Benchmark of the actor/learner driver (jaxsample.driver)."

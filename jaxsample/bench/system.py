@@ -14,6 +14,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxsample import __version__
+
 
 def import_optional(name: str) -> Any | None:
     """The module ``name``, or None when it is not installed (or fails to import).
@@ -72,8 +74,6 @@ def _cpu_model() -> str | None:
 
 def system_info() -> dict[str, Any]:
     """Where the numbers come from: backend, devices, versions, CPUs, memory."""
-    from jaxsample import __version__
-
     device = jax.devices()[0]
     try:
         affinity = len(os.sched_getaffinity(0))

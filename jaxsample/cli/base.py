@@ -1,24 +1,15 @@
 """What every ``jaxsample`` subcommand shares: the usage error (one line, exit
-status 2) and the early check of an output path."""
+status 2; defined in [`jaxsample.errors`][jaxsample.errors], below the benchmarks
+that raise it too) and the early check of an output path."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
+from jaxsample.errors import UsageError
+
 __all__ = ["UsageError", "check_output", "start_compiling"]
-
-
-class UsageError(SystemExit):
-    """Bad command-line input: `jaxsample.cli.main` prints it as one line
-    and the process exits with status 2 (as argparse does for its own errors)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(2)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def check_output(path: str | None, flag: str) -> None:

@@ -17,7 +17,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from jaxsample.cli.base import UsageError, check_output, start_compiling
+from jaxsample.cli.base import check_output, start_compiling
+from jaxsample.errors import UsageError
 
 
 def envs(args: argparse.Namespace) -> int:

@@ -23,21 +23,25 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from jaxsample.algos import registry
-from jaxsample.cli.base import UsageError
+from jaxsample.algos import presets, registry
 from jaxsample.cli.flags import add_bool_flag, canonical_keys
+from jaxsample.errors import ConfigError, UsageError
 
 __all__ = [
     "add_config_flags",
     "config_flag_values",
     "config_type",
+    "field_flag",
     "load_config_file",
     "resolve_config",
     "sweep_fields",
+    "usage_error",
 ]
 
 #: Fields set by other flags: ``--env``, ``--algo`` (``recurrent``), ``--mask-velocity``.
 _OWN_FLAGS = {"env_name": "--env", "recurrent": "--algo", "mask_velocity": "--mask-velocity"}
+#: Field flags named otherwise than ``--<field>`` (which they take too).
+_RENAMED = {"total_timesteps": "--total-steps"}
 #: Flags of the train command that a config file may set too; ``env_name``
 #: and ``recurrent`` (the JSON's ``config`` holds them) stand for ``env`` and
 #: ``algo`` (``ppo-rnn`` when true).
@@ -81,6 +85,13 @@ def sweep_fields(algo: str) -> tuple[str, ...]:
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
+
+
+def field_flag(name: str) -> str:
+    """The train command's flag of the config field ``name`` (``env_name``:
+    ``--env``, ``total_timesteps``: ``--total-steps``, ``num_envs``:
+    ``--num-envs``): the name `add_config_flags` gives it."""
+    return _OWN_FLAGS.get(name) or _RENAMED.get(name) or _flag(name)
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -128,23 +139,28 @@ def _parse(name: str, tp: Any, text: str, sweep: bool) -> Any:
         raise UsageError(f"{_flag(name)} {text!r}: expected {kind}{lists}") from None
 
 
-def add_config_flags(parser: argparse.ArgumentParser, algo: str) -> None:
-    """One flag per config field of ``algo`` (not given: absent from the namespace)."""
+def add_config_flags(
+    parser: argparse.ArgumentParser, algo: str, start: Any = None, where: str | None = None
+) -> None:
+    """One flag per config field of ``algo`` (not given: absent from the
+    namespace), its help showing the field's value in ``start`` (a config the
+    run starts from: a preset's, named by ``where``) as the default, else the
+    dataclass default."""
     cls = config_type(algo)
     hints = _field_types(cls)
     sweep = sweep_fields(algo)
+    shown = f"; defaults: {where}" if where else ""
     group = parser.add_argument_group(
-        f"{cls.__name__} fields (--algo {algo}; lists sweep {', '.join(sweep)})"
+        f"{cls.__name__} fields (--algo {algo}; lists sweep {', '.join(sweep)}{shown})"
     )
     for field in dataclasses.fields(cls):
         if field.name in _OWN_FLAGS:
             continue
         tp = hints[field.name]
         inner, _ = _base(tp)
-        names = [_flag(field.name)]
-        if field.name == "total_timesteps":
-            names.insert(0, "--total-steps")
-        default = f"default: {_show(field.default)}"
+        names = list(dict.fromkeys([field_flag(field.name), _flag(field.name)]))
+        value = field.default if start is None else getattr(start, field.name)
+        default = f"default: {_show(value)}"
         if inner is bool:  # --x, --x false, --x=False (CleanRL's), --no-x
             add_bool_flag(
                 group, field.name, field.name, f"({default}; {_flag('no_' + field.name)})"
@@ -225,8 +241,6 @@ def choose_preset(name: Any, algo: str, env: str, mask_velocity: bool) -> Any:
     (``--preset`` or the file's ``preset``; ``"none"``: none), else the one
     tuned for ``env`` (``--algo ppo`` without ``--mask-velocity``, which has
     its own)."""
-    from jaxsample.algos import presets
-
     if name is None:
         return None if mask_velocity else presets.for_env(env, algo)
     if not isinstance(name, str):
@@ -265,17 +279,19 @@ def _check_known(file_values: dict[str, Any], fields: set[str], algo: str, path:
     )
 
 
-def _named(error: Exception, env: str, fields: set[str], from_file: set[str], path: Any) -> str:
-    """A config's error message with the flag or config-file key of the field
-    it names (``env_name``: ``--env``)."""
-    message = str(error)
-    if message.startswith("env_name: "):  # the trainer's own check of the env
-        message = f"--env {env!r}: " + message[len("env_name: ") :]
-    for name in sorted(fields, key=len, reverse=True):  # name the flag or file key
-        if message.startswith(name + " "):
-            where = f"--config {path!r}: {name}" if name in from_file else _flag(name)
-            return where + message[len(name) :]
-    return message
+def usage_error(
+    error: Exception, file_values: dict[str, Any], flags: dict[str, Any], path: Any
+) -> UsageError:
+    """``error`` of a config as a `UsageError` naming where its field was set: a
+    [`ConfigError`][jaxsample.errors.ConfigError]'s ``field`` (data, not its
+    message's first word) as its flag (`field_flag`: ``env_name`` is
+    ``--env``), or as the config file's key when the file set it and no flag
+    did; another error's message as it is."""
+    if not isinstance(error, ConfigError):
+        return UsageError(str(error))
+    if error.field in set(file_values) - set(flags) - set(_OWN_FLAGS):
+        return UsageError(f"--config {path!r}: {error}")
+    return UsageError(error.named(field_flag(error.field)))
 
 
 def resolve_config(
@@ -323,8 +339,7 @@ def resolve_config(
                 algorithm.config(mask_velocity, **{**overrides, name: value})
         return config, sweep
     except (TypeError, ValueError) as e:
-        from_file = set(file_values) - set(flags)
-        raise UsageError(_named(e, env, fields, from_file, path)) from None
+        raise usage_error(e, file_values, flags, path) from None
 
 
 def sweep_runs(

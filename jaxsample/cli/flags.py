@@ -26,7 +26,7 @@ import difflib
 from collections.abc import Sequence
 from typing import Any
 
-from jaxsample.cli.base import UsageError
+from jaxsample.errors import UsageError
 
 __all__ = [
     "CLEANRL_ALIASES",

@@ -16,51 +16,41 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from jaxsample.algos import registry
-from jaxsample.cli.base import UsageError
+from jaxsample import __version__
+from jaxsample.algos import presets, registry
+from jaxsample.bench.schema import METHODS
+from jaxsample.cli import train as train_command
 from jaxsample.cli.commands import bench_grid, collect, envs
-from jaxsample.cli.config import config_flag_values
+from jaxsample.cli.config import (
+    add_config_flags,
+    choose_preset,
+    config_flag_values,
+    file_algo,
+    load_config_file,
+    resolve_config,
+)
 from jaxsample.cli.flags import (
     cleanrl_epilog,
     join_negative_values,
     unknown_flags_message,
 )
+from jaxsample.errors import UsageError
+from jaxsample.runs.errors import RunError
 
 ENV_HELP = "a gymnax name or <suite>/<env> (jaxsample envs lists them)"
-#: ``jaxsample.bench.METHODS`` (a test checks they agree), named here: the
-#: bench package imports JAX, and the parser must not (``--help`` answers at once).
-BENCH_METHODS = ("bare", "random", "pool", "bare_mlp", "mlp", "gymnasium", "envpool")
-
-
-def _version() -> str:
-    from jaxsample import __version__
-
-    return __version__
 
 
 def _train(args: argparse.Namespace) -> int:
-    from jaxsample.cli.train import train
-
-    return train(args, getattr(args, "signals", None))
+    return train_command.train(args, getattr(args, "signals", None))
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from jaxsample.cli.train import evaluate
-
-    return evaluate(args)
-
-
-def _preset_names() -> list[str]:
-    from jaxsample.algos.presets import names
-
-    return names()
+    return train_command.evaluate(args)
 
 
 def _train_algo(argv: Sequence[str]) -> str:
     """The ``--algo`` of a train command line (or of its ``--config`` file):
     it decides which config's fields become flags."""
-    from jaxsample.cli.config import file_algo, load_config_file
-
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--algo", default=None)
     pre.add_argument("--config", default=None)
@@ -71,9 +61,35 @@ def _train_algo(argv: Sequence[str]) -> str:
     return algo if algo in registry.ALGORITHMS else registry.DEFAULT
 
 
-def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
-    from jaxsample.cli.config import add_config_flags
+def _help_start(argv: Sequence[str], algo: str) -> tuple[Any, str | None]:
+    """What ``train ... --help`` shows as the defaults: ``(config, where)``,
+    the config a run of this command line starts from before its config
+    file's fields and its flags (the defaults, then the preset of ``--env``
+    or ``--preset``, or the ``--mask-velocity`` config: `train`'s own
+    choice), and what it is (``"preset Breakout-MinAtar"``; None: the
+    dataclass defaults)."""
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--env", "--env-id", dest="env", default=None)
+    pre.add_argument("--preset", default=None)
+    pre.add_argument("--config", default=None)
+    pre.add_argument("--mask-velocity", action="store_true", default=None)
+    known, _ = pre.parse_known_args(argv)
+    known.algo, known.seed, known.seeds, known.chunks = algo, None, None, None
+    file_values = load_config_file(known.config) if known.config else {}
+    s = train_command._settings(known, file_values)  # what `train` resolves
+    preset = choose_preset(s["preset"], algo, s["env"], s["mask_velocity"])
+    config, _ = resolve_config(algo, s["env"], s["mask_velocity"], {}, {}, None, preset)
+    if preset is not None:
+        return config, f"preset {preset.name}"
+    return config, "the --mask-velocity config" if s["mask_velocity"] else None
 
+
+def _add_train(
+    sub: argparse._SubParsersAction, algo: str, start: tuple[Any, str | None] = (None, None)
+) -> None:
+    """The train command, its flags those of ``algo``'s config; ``start``: the
+    config whose values ``--help`` shows as the defaults, and what it is
+    (`_help_start`)."""
     p = sub.add_parser(
         "train",
         help="train an agent end to end in one compiled program (every config field a flag)",
@@ -81,8 +97,9 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
         "under one jax.vmap. Settings: the config's defaults, then the env's tuned preset "
         "(--preset), then --config FILE (TOML or YAML), then the flags. A list (--lr "
         "1e-3,2.5e-4) sweeps a hyperparameter in the same program. "
-        f"The fields shown are --algo {algo}'s; `jaxsample train --algo dqn "
-        "--help` shows DQN's.",
+        f"The fields shown are --algo {algo}'s (`jaxsample train --algo dqn --help` shows "
+        "DQN's), with the values the run starts from as their defaults (`--env "
+        "Breakout-MinAtar --help` shows its preset's).",
         formatter_class=_DefaultsShown,
     )
     p.add_argument(
@@ -98,7 +115,7 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
         default=None,
         metavar="NAME|none",
         help="tuned settings under --config and the flags: none for the plain defaults, or "
-        f"one of {', '.join(_preset_names())} (default: the --env's own, where there is "
+        f"one of {', '.join(presets.names())} (default: the --env's own, where there is "
         "one, for --algo ppo; jaxsample/algos/presets.toml says where each comes from)",
     )
     p.add_argument("--seeds", type=int, default=None, help="seeds trained together (default: 1)")
@@ -132,7 +149,7 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
         metavar="DIR",
         help="save after every chunk; started again with the same settings, resume",
     )
-    add_config_flags(p, algo)
+    add_config_flags(p, algo, *start)
     p.epilog = cleanrl_epilog(p)
     p.set_defaults(func=_train)
 
@@ -259,7 +276,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         "--B", nargs="+", default=None, help="numbers of envs, e.g. 1 64 1024 or 1:65536"
     )
     p.add_argument("--T", nargs="+", default=None, help="steps per call")
-    p.add_argument("--methods", nargs="+", default=None, choices=BENCH_METHODS)
+    p.add_argument("--methods", nargs="+", default=None, choices=METHODS)
     p.add_argument("--reps", type=int, default=None, help="interleaved timed repetitions")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls before timing")
     p.add_argument("--peer-max-B", type=int, default=None, help="largest B for the host peers")
@@ -337,14 +354,17 @@ def _parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, Any, str]:
         description="jaxsample: RL experience collected inside XLA. Train an agent, evaluate "
         "its checkpoint, time a sampler, or benchmark a grid (jaxsample COMMAND --help).",
     )
-    parser.add_argument("--version", action="version", version=f"jaxsample {_version()}")
+    parser.add_argument("--version", action="version", version=f"jaxsample {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    train = argv[:1] == ["train"]
     try:
-        algo = _train_algo(argv[1:]) if argv[:1] == ["train"] else registry.DEFAULT
+        algo = _train_algo(argv[1:]) if train else registry.DEFAULT
+        helping = train and not {"-h", "--help"}.isdisjoint(argv[1:])
+        start = _help_start(argv[1:], algo) if helping else (None, None)
     except UsageError as e:
         print(f"jaxsample train: error: {e}", file=sys.stderr)
         raise
-    _add_train(sub, algo)
+    _add_train(sub, algo, start)
     _add_eval(sub)
     p = sub.add_parser("envs", help="list the env names of gymnax and the installed suites")
     p.set_defaults(func=envs)
@@ -387,8 +407,6 @@ def main(argv: Sequence[str] | None = None, signals: Any = None) -> int:
         signals.prefix = f"jaxsample {args.command}"
         if args.command == "train":
             signals.early_note = " before its first iteration: nothing to keep"
-    from jaxsample.runs.errors import RunError
-
     try:
         return args.func(args)
     except UsageError as e:  # one clear line, exit status 2

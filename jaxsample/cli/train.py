@@ -15,8 +15,16 @@ import sys
 from typing import Any
 
 from jaxsample.algos import registry
-from jaxsample.cli.base import UsageError, check_output, start_compiling
-from jaxsample.cli.config import choose_preset, file_algo, file_env, resolve_config
+from jaxsample.cli.base import check_output, start_compiling
+from jaxsample.cli.config import (
+    choose_preset,
+    file_algo,
+    file_env,
+    load_config_file,
+    resolve_config,
+    usage_error,
+)
+from jaxsample.errors import ConfigError, UsageError
 
 __all__ = ["evaluate", "make_trainer", "train"]
 
@@ -59,8 +67,6 @@ def _settings(args: argparse.Namespace, file_values: dict[str, Any]) -> dict[str
 def train(args: argparse.Namespace, signals: Any = None) -> int:
     """Run ``jaxsample train``: its exit status (0, or 130 / 143 when a
     signal stopped it after it kept what it had trained)."""
-    from jaxsample.cli.config import load_config_file
-
     file_values = load_config_file(args.config) if args.config else {}
     s = _settings(args, file_values)
     csv_given = bool(args.csv)
@@ -77,24 +83,19 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
     )  # fmt: skip
     start_compiling(args)  # JAX from here on: the settings are checked
     from jaxsample.runs import run
-    from jaxsample.runs.run import build_trainer
 
-    try:
-        build_trainer(config)
-    except (TypeError, ValueError) as e:
-        message = str(e)
-        if message.startswith("env_name: "):  # the env's name: the flag or file key
-            message = f"--env {s['env']!r}: " + message[len("env_name: ") :]
-        raise UsageError(message) from None
     if not csv_given:
         print(f"every metric goes to {os.path.abspath(args.csv)} (--csv to choose)")
-    result = run.train(
-        config, seeds=s["seeds"], seed=s["seed"], sweep=sweep, folder=args.checkpoint_dir,
-        chunks=s["chunks"], json=args.json, csv=args.csv, plot=args.plot,
-        tensorboard=args.tensorboard, wandb_project=args.wandb_project if args.wandb else None,
-        signals=signals, folder_flag="--checkpoint-dir",
-        preset=None if preset is None else preset.name,
-    )  # fmt: skip
+    try:
+        result = run.train(
+            config, seeds=s["seeds"], seed=s["seed"], sweep=sweep, folder=args.checkpoint_dir,
+            chunks=s["chunks"], json=args.json, csv=args.csv, plot=args.plot,
+            tensorboard=args.tensorboard, wandb_project=args.wandb_project if args.wandb else None,
+            signals=signals, folder_flag="--checkpoint-dir",
+            preset=None if preset is None else preset.name,
+        )  # fmt: skip
+    except ConfigError as e:  # what only the trainer checks (the env's name), before it runs
+        raise usage_error(e, file_values, args.config_flags, args.config) from None
     if result.interrupted:
         print(run.final_line(result, _iterations(config)), file=sys.stderr, flush=True)
     return result.exit_status

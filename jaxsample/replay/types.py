@@ -8,11 +8,12 @@ from collections.abc import Callable
 import jax
 from flax import struct
 
+from jaxsample._checks import MAX_REPLAY_CAPACITY
 from jaxsample.types import PyTree, Samples
 
-# Largest ring: positions are int32 and ``position + offset`` (both < capacity)
-# must not overflow, so capacity <= 2**30 keeps every intermediate < 2**31.
-MAX_CAPACITY = 2**30
+#: The largest ring, steps per env (2**30): defined with the light checks,
+#: which ``DQNConfig`` runs on its ``buffer_capacity`` without importing JAX.
+MAX_CAPACITY = MAX_REPLAY_CAPACITY
 
 
 @struct.dataclass

@@ -11,13 +11,9 @@
 * `common`: what the two trainers share;
 * [`drivers`][jaxsample.algos.drivers]: their actor/learner adapters for
   [`jaxsample.driver`][jaxsample.driver];
-* [`runner`][jaxsample.algos.runner]: runs a trainer as one program or in
-  compiled chunks, with progress (``jaxsample train``);
-  [`programs`][jaxsample.algos.programs] those programs and how they are
-  compiled;
-  [`report`][jaxsample.algos.report] its summary table, JSON and PNG;
-  [`program_store`][jaxsample.algos.program_store] keeps the one program's traced parts
-  between processes.
+* [`trainer`][jaxsample.algos.trainer]: the Trainer protocol, all that
+  [`jaxsample.runs`][jaxsample.runs] (the run loop, checkpoints) and the
+  benchmarks know of an algorithm.
 """
 
 import importlib
@@ -45,10 +41,7 @@ __all__ = [
     "dqn",
     "drivers",
     "ppo",
-    "program_store",
-    "programs",
     "registry",
-    "report",
     "returns",
-    "runner",
+    "trainer",
 ]

@@ -30,8 +30,7 @@ import numpy as np
 import optax
 
 from jaxsample._checks import check_int
-from jaxsample.algos import programs
-from jaxsample.algos.trainer import Reports
+from jaxsample.algos.trainer import Reports, over_runs
 from jaxsample.envs import suites
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import SamplerProtocol, make_sampler
@@ -264,7 +263,7 @@ def reference_run(
     run_lrs = [lr for _ in seed_list for lr in lr_list]
     keys = jax.vmap(jax.random.key)(jnp.asarray(run_seeds, jnp.uint32))
     hparams = trainer.hparams(lr=jnp.asarray(run_lrs, jnp.float32))
-    train = jax.jit(programs.over_runs(trainer.train))
+    train = jax.jit(over_runs(trainer.train))
     t0 = time.perf_counter()
     if compiler is None:
         compiled = train.lower(keys, hparams).compile()

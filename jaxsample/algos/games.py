@@ -14,8 +14,8 @@ the win, draw and loss rates of the policy's finished games
 PPO's trainer ([`jaxsample.algos.ppo.make_train`][jaxsample.algos.ppo.make_train]) evaluates so
 inside its compiled iteration, every ``eval_every`` iterations and at the
 last one, when its env is a zero-sum two-player game (`is_game`); the
-other iterations report NaN. [`jaxsample.algos.runner`][jaxsample.algos.runner] carries the
-latest evaluation in its progress events and summary.
+other iterations report NaN. The run loop ([`jaxsample.runs.loop`][jaxsample.runs.loop]) carries
+the latest evaluation in its progress events and summary.
 """
 
 from __future__ import annotations

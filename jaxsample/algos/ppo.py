@@ -71,11 +71,12 @@ from jaxsample.agents import (
     RecurrentActorCritic,
     SharedAgent,
 )
-from jaxsample.algos import common, runner
+from jaxsample.algos import common
 from jaxsample.algos.common import TrainerBase, episode_metrics, make_env, make_trainer_sampler
 from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT, PPOConfig
 from jaxsample.algos.games import VsRandom, is_game, vs_random
 from jaxsample.algos.returns import final_values, gae, truncation_values, turn_signs
+from jaxsample.algos.trainer import chunk_size
 from jaxsample.envs import mask_velocity
 from jaxsample.envs.per_agent import PerAgent
 from jaxsample.metrics import StepMetrics
@@ -532,7 +533,7 @@ def make_train(
     if config.negamax == "auto":  # what the env says: a Pgx two-player game is zero-sum
         negamax = is_game(env)
     n = config.num_iterations
-    every = config.eval_every or runner.chunk_size(n, 20)  # the reports of a default run
+    every = config.eval_every or chunk_size(n, 20)  # the reports of a default run
     games = vs_random(env, env_params, agent, games=config.eval_games, every=every, last=n)
     return Trainer(
         config, env, env_params, agent, sampler, optimizer, mesh, mesh_axis, negamax, games

@@ -22,9 +22,10 @@ where none is due, the first of them the headline that a display shows.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Reports", "Trainer", "train"]
+__all__ = ["Reports", "Trainer", "chunk_size", "over_runs", "train"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,3 +103,40 @@ def train(
         raise ValueError(f"num_iterations must be >= 1, got {n}")
     state = trainer.init(key, hparams)
     return jax.lax.scan(lambda s, _: trainer.iteration(s), state, None, length=n)
+
+
+def over_runs(fn: Any) -> Any:
+    """``jax.vmap(fn)`` over the runs' leading axis ``[R]`` of every argument
+    leaf; for one run (``R = 1``, every leading axis 1) ``fn`` of the run's
+    own arguments with the axis added back to its outputs, the same values
+    and shapes without a batch trace (vmapping a trainer's scans re-traces
+    their bodies; docs/benchmarks.md measures it). A single PureJaxRL run (its
+    ``ppo.py``) is not vmapped either. Every program of a run uses it, so
+    chunks, one program and resumed runs compute the same either way."""
+    import jax
+    import jax.numpy as jnp
+
+    batched = jax.vmap(fn)
+
+    def call(*args: Any) -> Any:
+        leaves = jax.tree.leaves(args)
+        if leaves and all(jnp.shape(x)[:1] == (1,) for x in leaves):
+            out = fn(*jax.tree.map(lambda x: x[0], args))
+            return jax.tree.map(lambda x: x[None], out)
+        return batched(*args)
+
+    return call
+
+
+def chunk_size(num_iterations: int, chunks: int) -> int:
+    """Iterations between two reports of a run split into about ``chunks``
+    (its compiled chunks, or the one program's progress reports): a divisor of
+    ``num_iterations`` giving about ``chunks`` chunks when there is one (one
+    program to compile), else ``ceil(num_iterations / chunks)`` and a
+    remainder chunk. A trainer's evaluation may fall on them (PPO's default
+    ``eval_every`` is ``chunk_size(num_iterations, 20)``)."""
+    target = max(1, math.ceil(num_iterations / max(chunks, 1)))
+    for size in range(target, min(num_iterations, 2 * target) + 1):
+        if num_iterations % size == 0:
+            return size
+    return min(num_iterations, target)

@@ -96,14 +96,8 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
         preset=None if preset is None else preset.name,
     )  # fmt: skip
     if result.interrupted:
-        print(run.final_line(result, _iterations(config)), file=sys.stderr, flush=True)
+        print(run.final_line(result), file=sys.stderr, flush=True)
     return result.exit_status
-
-
-def _iterations(config: Any) -> int:
-    from jaxsample.runs.run import build_trainer
-
-    return int(build_trainer(config).num_iterations)
 
 
 def evaluate(args: argparse.Namespace) -> int:

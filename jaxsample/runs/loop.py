@@ -270,9 +270,9 @@ def run_training(
         when JAX's compilation cache is on: a second run then neither traces
         nor compiles them).
     """
-    n = trainer.num_iterations if num_iterations is None else num_iterations
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"num_iterations must be an int >= 1, got {n!r}")
+    n = int(trainer.num_iterations if num_iterations is None else num_iterations)
+    if n < 1:
+        raise ValueError(f"num_iterations must be >= 1, got {n}")
     if one_program and resume is not None:
         raise ValueError("one_program=True starts a run; resume runs in chunks")
     keys, hparams = run_inputs(trainer, key, seeds, hparams)

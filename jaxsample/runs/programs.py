@@ -167,7 +167,7 @@ class Chunks:
     Attributes:
       lengths: the chunks to run, in order (iterations each).
       programs: per chunk length, the compiled ``state -> (state, metrics
-        [length, R])`` (state donated).
+        [R, length])`` (state donated).
     """
 
     lengths: tuple[int, ...]

@@ -4,7 +4,7 @@ the flag or config key (exit 2), the JSON records a replayable run, a damaged
 checkpoint folder is named and left as it is, and the output reads well
 (narrow terminals, sweeps grouped by setting).
 
-The toy trainer keeps the runner's tests to a few flops; the tests that train
+The toy trainer keeps the run loop's tests to a few flops; the tests that train
 PPO (or start a subprocess) are marked slow and share test_cli_train's
 module fixture run where they can.
 """
@@ -26,7 +26,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxsample.algos import report, runner
+from jaxsample.runs import loop, report
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers import HANG_SECONDS
@@ -55,8 +55,7 @@ def test_a_stop_ends_the_run_early_with_the_iterations_run(one_program) -> None:
     trainer = _ToyTrainer()
     trainer.num_iterations = n = 3000
     lr = np.asarray([0.5, 0.25], np.float32)
-    common = dict(seeds=2, num_iterations=n, steps_per_iteration=10, chunks=300)
-    common.update(hparams={"lr": lr}, returns_of=lambda m: m["episode_return_mean"])
+    common = dict(seeds=2, num_iterations=n, chunks=300, hparams={"lr": lr})
     events, stopped = [], []
 
     def progress(event):
@@ -64,7 +63,7 @@ def test_a_stop_ends_the_run_early_with_the_iterations_run(one_program) -> None:
         if event["phase"] == "running" and not stopped:
             stopped.append(event["steps"] // 10)  # iterations done at the request
 
-    result = runner.run_training(
+    result = loop.run_training(
         trainer, jax.random.key(3), progress=progress, one_program=one_program,
         stop=lambda: bool(stopped), **common,
     )  # fmt: skip
@@ -78,10 +77,10 @@ def test_a_stop_ends_the_run_early_with_the_iterations_run(one_program) -> None:
     )
     assert list(result.env_steps) == [10 * (i + 1) for i in range(done)]
     # Never stopped: the whole run, the same numbers as without a stop at all.
-    full = runner.run_training(
+    full = loop.run_training(
         trainer, jax.random.key(3), one_program=one_program, stop=lambda: False, **common
     )
-    plain = runner.run_training(trainer, jax.random.key(3), one_program=one_program, **common)
+    plain = loop.run_training(trainer, jax.random.key(3), one_program=one_program, **common)
     assert not full.interrupted and len(full.env_steps) == n
     np.testing.assert_array_equal(full.metrics["average_return"], plain.metrics["average_return"])
     np.testing.assert_array_equal(
@@ -154,7 +153,7 @@ def test_ctrl_c_writes_what_was_trained_and_exits_130(folder, tmp_path) -> None:
     assert data["config"] == json.loads(json.dumps(dataclasses.asdict(config)))
     trainer = _build(config)
     first = min(done, 10)
-    keys, hparams = runner.run_inputs(trainer, jax.random.key(0), 1)
+    keys, hparams = loop.run_inputs(trainer, jax.random.key(0), 1)
     state = jax.jit(jax.vmap(trainer.init))(keys, hparams)
     _, metrics = jax.jit(jax.vmap(lambda s: trainer.run(s, first)))(state)
     want = np.asarray(metrics["episode_return_mean"]).reshape(first)
@@ -324,11 +323,11 @@ def test_the_live_bar_fits_an_80_column_terminal(monkeypatch) -> None:
             assert "1,234,944/4,000,000 steps" in last and "74,816 steps/s" in last, last
 
 
-def _sweep_result() -> runner.TrainingResult:
+def _sweep_result() -> loop.TrainingResult:
     rng = np.random.default_rng(0)
     returns = rng.uniform(0, 500, (6, 30))
     returns[3, -5:] = np.nan  # a run without episodes at the end
-    return runner.TrainingResult(
+    return loop.TrainingResult(
         env_steps=np.arange(1, 31) * 100, returns=returns, compile_seconds=1.0,
         wall_seconds=2.0, final_state=None,
     )  # fmt: skip

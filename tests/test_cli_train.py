@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from jaxsample import checkpoint
+from jaxsample.algos.trainer import Reports
 from jaxsample.cli import main
 
 PPO_TOML = """\
@@ -314,11 +315,13 @@ def test_bad_settings_are_one_line_and_exit_2(args, match, tmp_path, capsys) -> 
 
 
 class _ToyTrainer:
-    """A trainer of the runner's protocol whose iteration is a few flops: the
+    """A trainer of the Trainer protocol whose iteration is a few flops: the
     one-program machinery tested without a PPO-sized compile (programs with
     host callbacks are not kept by JAX's persistent compilation cache)."""
 
     num_iterations = 6
+    steps_per_iteration = 10
+    reports = Reports()
 
     def hparams(self, **overrides):
         return {"lr": jax.numpy.asarray(overrides.get("lr", 0.5), jax.numpy.float32)}
@@ -334,35 +337,42 @@ class _ToyTrainer:
         loss = jax.numpy.where(state["i"] % 2 == 0, jax.numpy.nan, x * 2)
         return new, {"episode_return_mean": loss, "average_return": x, "loss": x * 3}
 
-    def run(self, state, n):
-        return jax.lax.scan(lambda s, _: self.iteration(s), state, None, length=n)
-
 
 def test_one_program_reports_from_inside_and_matches_the_chunked_run() -> None:
     """The whole run as one program: ordered host callbacks every
     num_iterations / chunks iterations feed the progress; same results as the
     chunked run, and as a plain Python loop."""
-    from jaxsample.algos import runner
+    from jaxsample.runs import loop
 
     trainer = _ToyTrainer()
     hparams = {"lr": np.asarray([0.5, 0.25], np.float32)}
-    common = dict(seeds=2, num_iterations=6, steps_per_iteration=10, chunks=3, hparams=hparams)
-    common["returns_of"] = lambda m: m["episode_return_mean"]
+    common = dict(seeds=2, num_iterations=6, chunks=3, hparams=hparams)
     events = []
-    one = runner.run_training(
+    one = loop.run_training(
         trainer, jax.random.key(3), progress=events.append, one_program=True, **common
     )
     assert [e["phase"] for e in events] == ["compiling", "running", "running", "running"]
     assert [e["steps"] for e in events[1:]] == [20, 40, 60]  # every 2 iterations, in order
     assert events[-1]["fraction"] == 1 and events[-1]["eta"] == 0
-    # recent_return: that iteration's average_return, mean over the 4 runs.
-    x = np.asarray(one.metrics["average_return"])
-    assert events[1]["recent_return"] == pytest.approx(x[:, 1].mean(), rel=1e-6)
-    chunked = runner.run_training(trainer, jax.random.key(3), **common)
+    # recent_return / recent_loss: the finite values of the last 2 iterations,
+    # mean over the 4 runs (the return is NaN at every other iteration).
+    returns, loss = (np.asarray(one.metrics[k]) for k in ("episode_return_mean", "loss"))
+    assert events[1]["recent_return"] == pytest.approx(returns[:, 1].mean(), rel=1e-6)
+    assert events[2]["recent_loss"] == pytest.approx(loss[:, 2:4].mean(), rel=1e-6)
+    assert "evaluation" not in events[1]  # the trainer reports none
+    chunked_events = []
+    chunked = loop.run_training(
+        trainer, jax.random.key(3), progress=chunked_events.append, **common
+    )
+    for a, b in zip(events[1:], chunked_events[1:], strict=True):  # the same figures
+        for k in ("steps", "fraction", "recent_return", "recent_loss"):
+            assert a[k] == pytest.approx(b[k], rel=1e-6)
+    assert one.num_iterations == chunked.num_iterations == 6 == one.iterations
     for name in ("average_return", "loss", "episode_return_mean"):
         np.testing.assert_array_equal(one.metrics[name], chunked.metrics[name])
     np.testing.assert_array_equal(one.returns, chunked.returns)
     # A plain loop: run r is seed r // 2 (key fold_in(key, seed)) with lr[r % 2].
+    x = np.asarray(one.metrics["average_return"])
     for r in range(4):
         value = float(jax.random.uniform(jax.random.fold_in(jax.random.key(3), r // 2)))
         for i in range(6):
@@ -370,26 +380,30 @@ def test_one_program_reports_from_inside_and_matches_the_chunked_run() -> None:
             assert x[r, i] == pytest.approx(value, rel=1e-6)
 
 
-def test_run_training_reads_the_trainers_episode_return_mean_by_default() -> None:
-    """Without ``returns_of``: the metric both trainers report (PPO's and DQN's
-    ``episode_return_mean``); it read a metric no trainer has before."""
-    from jaxsample.algos import runner
+def test_run_training_reads_the_return_metric_the_trainer_reports() -> None:
+    """The curves are the metric ``trainer.reports.returns`` names (PPO's and
+    DQN's ``episode_return_mean`` by default)."""
+    import dataclasses
+
+    from jaxsample.runs import loop
 
     trainer = _ToyTrainer()
-    run = runner.run_training(
-        trainer, jax.random.key(3), seeds=2, num_iterations=4, steps_per_iteration=10, chunks=2
-    )
+    run = loop.run_training(trainer, jax.random.key(3), seeds=2, num_iterations=4, chunks=2)
     np.testing.assert_array_equal(
         run.returns, np.asarray(run.metrics["episode_return_mean"], np.float64)
     )
+    assert run.num_iterations == 4 and run.env_steps.tolist() == [10, 20, 30, 40]
+    trainer.reports = dataclasses.replace(Reports(), returns="average_return")
+    run = loop.run_training(trainer, jax.random.key(3), seeds=2, num_iterations=4, chunks=2)
+    np.testing.assert_array_equal(run.returns, np.asarray(run.metrics["average_return"]))
 
 
 def test_over_runs_vmaps_several_runs_and_traces_one_run_unbatched() -> None:
-    """``programs.over_runs``: several runs are ``jax.vmap`` (the same values);
+    """``over_runs``: several runs are ``jax.vmap`` (the same values);
     one run is ``fn`` of the run's own arguments with the axis added back (its
     scan carries the run's shapes, not a batch of one) and gives the values
     of ``fn`` called on that run alone."""
-    from jaxsample.algos import programs
+    from jaxsample.runs.programs import over_runs
 
     def f(x, scale):  # a scan, as a trainer's iteration has
         def body(c, _):
@@ -399,13 +413,13 @@ def test_over_runs_vmaps_several_runs_and_traces_one_run_unbatched() -> None:
 
     xs = jnp.linspace(-1.0, 1.0, 15, dtype=jnp.float32).reshape(3, 5)
     scales = jnp.asarray([0.5, 1.0, 2.0], jnp.float32)
-    many = programs.over_runs(f)(xs, scales)
+    many = over_runs(f)(xs, scales)
     jax.tree.map(np.testing.assert_array_equal, many, jax.vmap(f)(xs, scales))
-    one = programs.over_runs(f)(xs[:1], scales[:1])
+    one = over_runs(f)(xs[:1], scales[:1])
     alone = jax.tree.map(lambda y: y[None], f(xs[0], scales[0]))
     jax.tree.map(np.testing.assert_array_equal, one, alone)
     assert one[0].shape == (1, 5) and one[1].shape == (1, 4)
-    jaxpr = jax.make_jaxpr(programs.over_runs(f))(xs[:1], scales[:1])
+    jaxpr = jax.make_jaxpr(over_runs(f))(xs[:1], scales[:1])
     (scan,) = [e for e in jaxpr.eqns if e.primitive.name == "scan"]
     assert scan.outvars[0].aval.shape == (5,)  # vmap would carry (1, 5)
     (batched,) = [
@@ -416,11 +430,11 @@ def test_over_runs_vmaps_several_runs_and_traces_one_run_unbatched() -> None:
     assert batched.outvars[0].aval.shape == (1, 5)
 
 
-def test_the_runner_compiles_init_cheaply_on_cpu_and_names_a_bad_part() -> None:
+def test_a_run_compiles_init_cheaply_on_cpu_and_names_a_bad_part() -> None:
     """Init runs once: XLA's cheapest LLVM level, its kernels compiled on one
     thread (beside the loop's tracing); the loop: -O2. The options are ones
     this XLA takes, and the results do not depend on them."""
-    from jaxsample.algos import programs
+    from jaxsample.runs import programs
 
     assert jax.default_backend() == "cpu"
     assert programs.compiler_options("init") == {
@@ -438,7 +452,7 @@ def test_the_runner_compiles_init_cheaply_on_cpu_and_names_a_bad_part() -> None:
 
 
 def test_in_background_returns_the_result_or_raises_from_a_worker_thread() -> None:
-    from jaxsample.algos import programs
+    from jaxsample.runs import programs
 
     def where(x):
         return threading.current_thread().name, x * 2
@@ -457,6 +471,8 @@ def test_in_background_returns_the_result_or_raises_from_a_worker_thread() -> No
 class _ShardedToyTrainer(_ToyTrainer):
     """The toy trainer with a mesh: its state is placed on 2 devices (``x``
     split over them), a sharding only the compiled init knows."""
+
+    reports = Reports(returns="average_return")
 
     def __init__(self):
         from jax.sharding import Mesh
@@ -484,10 +500,10 @@ def test_the_run_is_compiled_while_init_compiles_and_a_sharded_state_is_kept() -
     state would refuse it) compiles them for the state itself, and its run
     gives the plain loop's values. (In chunks: JAX 0.9's partitioner refuses
     the one program's host callbacks in a sharded program.)"""
-    from jaxsample.algos import programs, runner
+    from jaxsample.runs import loop, programs
 
-    keys, hparams = runner.run_inputs(_ToyTrainer(), jax.random.key(3), 2)
-    like, initial = programs._initial_state(_ToyTrainer(), keys, hparams)
+    keys, hparams = loop.run_inputs(_ToyTrainer(), jax.random.key(3), 2)
+    like, initial = programs.initial_state(_ToyTrainer(), keys, hparams)
     assert all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(like))
     state = initial()
     assert jax.tree.map(lambda x: (x.shape, x.dtype, x.weak_type), like) == jax.tree.map(
@@ -495,9 +511,7 @@ def test_the_run_is_compiled_while_init_compiles_and_a_sharded_state_is_kept() -
     )
 
     sharded = _ShardedToyTrainer()
-    common = dict(seeds=2, num_iterations=6, steps_per_iteration=10, chunks=3)
-    common["returns_of"] = lambda m: m["average_return"]
-    run = runner.run_training(sharded, jax.random.key(3), **common)
+    run = loop.run_training(sharded, jax.random.key(3), seeds=2, num_iterations=6, chunks=3)
     assert run.final_state["x"].sharding.spec[1] == "envs"
     for r in range(2):
         value = float(jax.random.uniform(jax.random.fold_in(jax.random.key(3), r)))

@@ -340,7 +340,7 @@ def test_program_store_loads_what_it_stored_and_survives_a_damaged_file(tmp_path
     (same outputs, pytrees included); another identity or argument shape
     exports anew; a damaged file is exported again; an unwritable folder
     only means nothing is stored."""
-    from jaxsample.algos.program_store import ProgramStore
+    from jaxsample.runs.program_store import ProgramStore
 
     def f(tree):
         return {"y": jnp.sin(tree["x"]) * tree["k"][0], "n": tree["k"][1] + 1}

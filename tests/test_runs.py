@@ -105,12 +105,17 @@ def test_an_interrupt_keeps_the_work_and_the_same_call_resumes_bit_for_bit(
     stopped = runs.train(TINY, seeds=2, folder=folder, chunks=8, progress=progress, say=None)
     assert stopped.interrupted and stopped.stopped_by == "SIGINT" and stopped.exit_status == 130
     assert len(stopped.training.env_steps) == 3
+    assert (stopped.iterations, stopped.num_iterations) == (3, 8)  # done and planned
+    from jaxsample.runs.run import final_line
+
+    assert "after 3 of 8 iterations" in final_line(stopped)
     assert runs.load(folder).iteration == 3
     # the handler is gone again: the process's own SIGINT handling is back
     assert signal.getsignal(signal.SIGINT) is before
     assert before is not None
     resumed = runs.train(TINY, seeds=2, folder=folder, chunks=8, **QUIET)
     assert not resumed.interrupted and resumed.training.start_iteration == 3
+    assert resumed.iterations == resumed.num_iterations == 8
     assert _same(resumed.state, full.state)
     assert np.array_equal(resumed.training.returns, full.training.returns, equal_nan=True)
 

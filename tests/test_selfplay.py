@@ -247,7 +247,7 @@ def test_train_run_shows_writes_and_summarises_win_or_draw(tmp_path) -> None:
     import json
 
     from jaxsample import runs
-    from jaxsample.algos import report
+    from jaxsample.runs import report
     from jaxsample.runs.display import LiveDisplay
     from jaxsample.runs.run import build_trainer
 
@@ -267,12 +267,14 @@ def test_train_run_shows_writes_and_summarises_win_or_draw(tmp_path) -> None:
         for r in range(2)
     ]  # fmt: skip
     np.testing.assert_array_equal(wd[:, -1], [f["win_or_draw_vs_random"] for f in final])
-    # progress: the latest evaluation (mean over the runs), shown instead of the return
+    # progress: the latest evaluation (mean over the runs), shown instead of the
+    # return under the headline metric's name
     running = [e for e in events if e.get("phase") == "running"]
-    assert running[-1]["recent_win_or_draw"] == pytest.approx(wd[:, -1].mean())
+    assert list(running[-1]["evaluation"]) == list(games.METRICS)  # the headline first
+    assert running[-1]["evaluation"]["win_or_draw_vs_random"] == pytest.approx(wd[:, -1].mean())
     shown = io.StringIO()
     LiveDisplay(shown, live=False)(running[-1])
-    assert f"win-or-draw vs random {wd[:, -1].mean():.3f}" in shown.getvalue()
+    assert f"win_or_draw_vs_random {wd[:, -1].mean():.3f}" in shown.getvalue()
     assert "recent return" not in shown.getvalue()
     # CSV: the four columns, NaN between evaluations
     rows = list(csv.DictReader(io.StringIO((tmp_path / "run.csv").read_text())))
@@ -285,7 +287,7 @@ def test_train_run_shows_writes_and_summarises_win_or_draw(tmp_path) -> None:
     assert data["final_win_or_draw_vs_random"] == pytest.approx(wd[:, -1].mean())
     assert data["final_loss_vs_random_per_seed"] == [f["loss_vs_random"] for f in final]
     table = report.summary_table(out.training).splitlines()
-    assert "win-or-draw vs random" in table[0]
+    assert "win_or_draw_vs_random" in table[0]
     assert table[1].split()[-1] == f"{wd[0, -1]:.3f}"
     # CartPole: not a game, no evaluation, no such metric anywhere
     cartpole = make_train(ppo.PPOConfig(total_timesteps=4 * 128 * 2))
@@ -296,13 +298,14 @@ def test_train_run_shows_writes_and_summarises_win_or_draw(tmp_path) -> None:
              "steps_per_second": 1.0, "recent_return": 12.0, "recent_loss": 0.5}  # fmt: skip
     shown = io.StringIO()
     LiveDisplay(shown, live=False)(plain)
-    assert "recent return 12.0" in shown.getvalue() and "win-or-draw" not in shown.getvalue()
+    assert "recent return 12.0" in shown.getvalue() and "win_or_draw" not in shown.getvalue()
 
 
 @pytest.mark.parametrize("width", [80, 160])
 def test_the_live_bar_of_a_game_fits_and_shows_win_or_draw(monkeypatch, width: int) -> None:
-    """A game's progress event on rich's bar: the win-or-draw rate instead of
-    the return, nothing cut at 80 columns (``W/D``) or at 160 (in full)."""
+    """A game's progress event on rich's bar: the headline evaluation metric
+    instead of the return, nothing cut at 80 columns (its name's leading
+    words) or at 160 (in full)."""
     import io
 
     from jaxsample.runs.display import LiveDisplay
@@ -313,10 +316,12 @@ def test_the_live_bar_of_a_game_fits_and_shows_win_or_draw(monkeypatch, width: i
     display({"phase": "compiling", "total_steps": 1_000_000})
     display({"phase": "running", "steps": 405_504, "total_steps": 1_000_000, "fraction": 0.4055,
              "steps_per_second": 31_250.0, "elapsed": 75.0, "eta": 19.0, "recent_return": 1.0,
-             "recent_loss": 0.004066, "recent_win_or_draw": 0.9296875})  # fmt: skip
+             "recent_loss": 0.004066,
+             "evaluation": {"win_or_draw_vs_random": 0.9296875, "win_vs_random": 0.5}})  # fmt: skip
     display._progress.refresh()
     display.close()
     last = [x for x in stream.getvalue().splitlines() if x.strip()][-1]
     assert "…" not in last and len(last) <= width, last
-    assert ("W/D 0.93 L 0.0041" if width == 80 else "win-or-draw 0.930  loss 0.004066") in last
+    wide = "win_or_draw_vs_random 0.930  loss 0.004066"
+    assert ("win_or_draw 0.93 L 0.0041" if width == 80 else wide) in last
     assert "R 1" not in last and "return" not in last, last

@@ -10,10 +10,11 @@ import jax
 import numpy as np
 import pytest
 
-from jaxsample.algos import dqn, ppo, runner
+from jaxsample.algos import dqn, ppo
 from jaxsample.bench import dqn_training, driver, measure, purejaxrl, training
 from jaxsample.bench import ppo as ppo_bench
 from jaxsample.bench.reference import reference_run
+from jaxsample.runs import loop
 
 TINY = ppo.PPOConfig(
     num_envs=2, num_steps=8, total_timesteps=64, hidden_sizes=(8,), update_epochs=1,
@@ -116,8 +117,8 @@ def test_the_peer_takes_discrete_actions_and_the_comparison_feedforward_ppo() ->
             training.training_comparison(TINY, **bad)
     with pytest.raises(TypeError, match="PPOConfig"):
         training.training_comparison({"num_envs": 4})
-    assert math.isnan(runner.final_returns(np.full((1, 3), np.nan))[0])
-    np.testing.assert_array_equal(runner.final_returns([[1.0, np.nan, 3.0]], window=1), [3.0])
+    assert math.isnan(loop.final_returns(np.full((1, 3), np.nan))[0])
+    np.testing.assert_array_equal(loop.final_returns([[1.0, np.nan, 3.0]], window=1), [3.0])
 
 
 @pytest.mark.slow

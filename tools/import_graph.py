@@ -59,15 +59,8 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     # the trainers (and any other module of jaxsample.algos)
     ("jaxsample.algos", "jaxsample.algos.ppo", "jaxsample.algos.dqn", "jaxsample.algos.drivers"),
-    # the run machinery: what runs a trainer (the run loop's modules under
-    # either name: jaxsample.algos' before they move into jaxsample.runs)
-    (
-        "jaxsample.runs",
-        "jaxsample.algos.runner",
-        "jaxsample.algos.programs",
-        "jaxsample.algos.program_store",
-        "jaxsample.algos.report",
-    ),
+    # the run machinery: what runs a trainer
+    ("jaxsample.runs",),
     ("jaxsample.bench",),
     ("jaxsample.cli", "jaxsample.__main__"),
     ("tools",),  # the repository's scripts

@@ -15,13 +15,9 @@
   against a random opponent);
 * [`drivers`][jaxsample.algos.drivers]: their actor/learner adapters for
   [`jaxsample.driver`][jaxsample.driver];
-* [`runner`][jaxsample.algos.runner]: runs a trainer as one program or in
-  compiled chunks, with progress (``jaxsample train``);
-  [`programs`][jaxsample.algos.programs] those programs and how they are
-  compiled;
-  [`report`][jaxsample.algos.report] its summary table, JSON and PNG;
-  [`program_store`][jaxsample.algos.program_store] keeps the one program's traced parts
-  between processes.
+* [`trainer`][jaxsample.algos.trainer]: the Trainer protocol, all that
+  [`jaxsample.runs`][jaxsample.runs] (the run loop, checkpoints) and the
+  benchmarks know of an algorithm.
 """
 
 import importlib
@@ -50,11 +46,7 @@ __all__ = [
     "drivers",
     "games",
     "ppo",
-    "program_store",
-    "programs",
     "registry",
-    "report",
     "returns",
-    "runner",
     "trainer",
 ]

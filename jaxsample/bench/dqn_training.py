@@ -8,11 +8,11 @@ of its compile cost shows). The two programs train the same
 ``jax.vmap``:
 
 * ``train`` — what ``jaxsample train --algo dqn`` compiles and runs
-  (``runner.run_training(..., one_program=True)``): init (its own program,
-  ``programs.compiler_options("init")``), then every iteration in ONE program
+  (``runs.loop.run_training(..., one_program=True)``): init (its own program,
+  ``runs.programs.compiler_options("init")``), then every iteration in ONE program
   (``compiler_options("run")``) that hands a progress event to the host
   every ``num_iterations / chunks`` iterations; the init compiles on a
-  worker thread while the loop is traced and lowered, as in the runner, so
+  worker thread while the loop is traced and lowered, as in a run, so
   its compile time is the wall time of both (its stages: the two programs'
   sums);
 * ``reference_run`` — ``jit(over_runs(trainer.train))`` (``vmap``, but
@@ -33,10 +33,11 @@ from typing import Any
 import numpy as np
 
 from jaxsample._checks import check_int
-from jaxsample.algos import dqn, runner
+from jaxsample.algos import dqn
 from jaxsample.bench.measure import compare_programs
 from jaxsample.bench.report import end_to_end_result, format_end_to_end, training_settings
 from jaxsample.bench.training import train_programs
+from jaxsample.runs import loop
 
 PROGRAMS = ("train", "reference_run")
 
@@ -60,7 +61,7 @@ def dqn_training(
 
     Args:
       config: the DQN settings (default: ``DQNConfig()``, CartPole-v1, 5e5 steps).
-      seeds: runs under one ``vmap`` (one: none, ``programs.over_runs``).
+      seeds: runs under one ``vmap`` (one: none, ``over_runs``).
       reps: interleaved timed runs of each program.
       compile_reps: interleaved from-scratch compiles of each program.
       chunks: progress events per ``train`` run.
@@ -83,7 +84,7 @@ def dqn_training(
     out = compare_programs(
         lambda: _programs(config, seeds, every), reps=reps, compile_reps=compile_reps
     )
-    returns = {k: runner.final_returns(_returns(k, v)).tolist() for k, v in out["outputs"].items()}
+    returns = {k: loop.final_returns(_returns(k, v)).tolist() for k, v in out["outputs"].items()}
     settings = training_settings(config, seeds=seeds, reps=reps, compile_reps=compile_reps)
     return end_to_end_result(settings, out, [("train", "reference_run")], returns)
 

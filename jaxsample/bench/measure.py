@@ -32,9 +32,9 @@ from jax.extend.core import ClosedJaxpr, Jaxpr
 from jaxsample._checks import check_int
 from jaxsample.agents.actor_critic import CategoricalActorCritic, GaussianActorCritic
 from jaxsample.agents.base import RandomAgent
-from jaxsample.algos.programs import in_background
 from jaxsample.bench.schema import POOL_SIZE
 from jaxsample.core.resets import default_block
+from jaxsample.runs.programs import in_background
 from jaxsample.sampler import make_sampler
 from jaxsample.types import AgentInputs, BatchSpec
 
@@ -150,9 +150,8 @@ class Part(NamedTuple):
     is compiled with. A run's parts are called in turn, each on the previous
     one's output (the first on the run's arguments): `call_parts`.
     ``overlap``: XLA compiles this part on a worker thread while the next one
-    is traced and lowered for its abstract output, as the runner compiles a
-    run's init
-    ([`jaxsample.algos.programs.in_background`][jaxsample.algos.programs.in_background])."""
+    is traced and lowered for its abstract output, as a run compiles its init
+    ([`jaxsample.runs.programs.in_background`][jaxsample.runs.programs.in_background])."""
 
     fn: Any
     options: dict[str, Any]

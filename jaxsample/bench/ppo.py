@@ -22,10 +22,11 @@ from flax import struct
 
 import jaxsample as js
 from jaxsample._checks import check_int
-from jaxsample.algos import ppo, runner
+from jaxsample.algos import ppo
 from jaxsample.algos.returns import gae
 from jaxsample.bench.measure import Part, compare_programs
 from jaxsample.bench.report import format_programs
+from jaxsample.runs import loop
 
 #: The two programs, in the order they are reported.
 PROGRAMS = ("jaxsample", "inline")
@@ -188,7 +189,7 @@ def ppo_overhead(
       "final_return": {program: [seeds]}}``: ``ratio`` is jaxsample's run
       time over inline's (lower is better; the target is <= 1.05),
       ``compile_ratio`` the same of the total compile times; the final
-      returns (`runner.final_returns`: the mean of the last 10 iterations
+      returns (`runs.loop.final_returns`: the mean of the last 10 iterations
       that ended an episode) are a check that both train alike.
     """
     check_int("seeds", seeds, 1)
@@ -215,7 +216,7 @@ def ppo_overhead(
         "run_s": run_s,
         "ratio": run_s["jaxsample"]["median"] / run_s["inline"]["median"],
         "compile_ratio": compile_s["jaxsample"]["total"] / compile_s["inline"]["total"],
-        "final_return": {k: runner.final_returns(v).tolist() for k, v in out["outputs"].items()},
+        "final_return": {k: loop.final_returns(v).tolist() for k, v in out["outputs"].items()},
     }
 
 

@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample.algos.programs import over_runs
 from jaxsample.algos.trainer import Trainer, train
+from jaxsample.runs.programs import over_runs
 
 __all__ = ["reference_run"]
 

@@ -3,16 +3,16 @@ and a PureJaxRL-equivalent program, side by side in one process.
 
 The three programs train the same [`PPOConfig`][jaxsample.algos.configs.PPOConfig]
 (CleanRL's and PureJaxRL's CartPole settings by default), ``seeds`` runs under
-one ``jax.vmap`` ([`over_runs`][jaxsample.algos.programs.over_runs]: one run is not
+one ``jax.vmap`` ([`over_runs`][jaxsample.runs.programs.over_runs]: one run is not
 vmapped, in all three programs):
 
 * ``train`` — what ``jaxsample train`` compiles and runs
-  (``runner.run_training(..., one_program=True)``): init (its own program,
-  compiled with ``programs.compiler_options("init")``), then every iteration
+  (``runs.loop.run_training(..., one_program=True)``): init (its own program,
+  compiled with ``runs.programs.compiler_options("init")``), then every iteration
   in ONE program (``compiler_options("run")``) that hands a progress event
   to the host (an ordered ``io_callback``) every ``num_iterations / chunks``
   iterations (20 events, as the command gives); XLA compiles the init on a
-  worker thread while the loop is traced and lowered, as the runner does, so
+  worker thread while the loop is traced and lowered, as a run does, so
   its compile time is the wall time of both, and its stages (the two
   programs' sums) add up to more;
 * ``reference_run`` — ``jit(vmap(trainer.train))``, the program
@@ -31,42 +31,47 @@ interleaved runs of each compiled program
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
 import numpy as np
 
 from jaxsample._checks import check_int
-from jaxsample.algos import ppo, programs, runner
+from jaxsample.algos import ppo
 from jaxsample.bench import purejaxrl
 from jaxsample.bench.measure import Part, compare_programs
 from jaxsample.bench.report import end_to_end_result, format_end_to_end, training_settings
+from jaxsample.runs import loop, programs
+from jaxsample.runs.programs import over_runs
 
 PROGRAMS = ("train", "reference_run", "purejaxrl")
 
 
 def train_programs(trainer: Any, seeds: int, every: int) -> dict[str, tuple[list[Part], tuple]]:
     """A PPO or DQN trainer's ``train`` (the train command's init and one
-    program, [`runner`][jaxsample.algos.runner]) and ``reference_run``
+    program, [`jaxsample.runs.programs`][jaxsample.runs.programs]) and ``reference_run``
     (``jit(over_runs(trainer.train))``) programs, fresh (new closures: nothing
     cached), with their arguments ``(keys, hparams)`` of ``seeds`` runs. Each
     returns all it computes, as the real one does (the final state and every
     metric), so nothing is left out of the program."""
-    keys, hparams = runner.run_inputs(trainer, jax.random.key(0), seeds)
-    loop = programs.one_program(trainer, trainer.num_iterations, every, programs.Hooks())
+    keys, hparams = loop.run_inputs(trainer, jax.random.key(0), seeds)
+    program = programs.one_program(trainer, trainer.num_iterations, every)
+    # called outside a run (token 0): its callbacks report to no one
+    run = functools.partial(program, token=np.int32(0))
     return {
         "train": (
             [
                 Part(
-                    jax.jit(programs.over_runs(trainer.init)),
+                    jax.jit(over_runs(trainer.init)),
                     programs.compiler_options("init"),
                     overlap=True,
                 ),
-                Part(jax.jit(loop, donate_argnums=0), programs.compiler_options("run")),
+                Part(jax.jit(run, donate_argnums=0), programs.compiler_options("run")),
             ],
             (keys, hparams),
         ),
-        "reference_run": ([Part(jax.jit(programs.over_runs(trainer.train)), {})], (keys, hparams)),
+        "reference_run": ([Part(jax.jit(over_runs(trainer.train)), {})], (keys, hparams)),
     }
 
 
@@ -76,7 +81,7 @@ def _programs(config: ppo.PPOConfig, seeds: int, every: int) -> dict[str, tuple[
     ours = train_programs(trainer, seeds, every)
     keys = ours["train"][1][0]
     peer = purejaxrl.make_train(config, trainer.env, trainer.env_params)
-    return {**ours, "purejaxrl": ([Part(jax.jit(programs.over_runs(peer)), {})], (keys,))}
+    return {**ours, "purejaxrl": ([Part(jax.jit(over_runs(peer)), {})], (keys,))}
 
 
 def _returns(name: str, out: Any) -> np.ndarray:
@@ -100,7 +105,7 @@ def training_comparison(
 
     Args:
       config: the PPO settings (default: ``PPOConfig()``, 5e5 steps).
-      seeds: runs under one ``vmap`` (one: none, ``programs.over_runs``).
+      seeds: runs under one ``vmap`` (one: none, ``over_runs``).
       reps: interleaved timed runs of each program.
       compile_reps: interleaved from-scratch compiles of each program.
       chunks: progress events per ``train`` run.
@@ -128,7 +133,7 @@ def training_comparison(
     )
     pairs = [("train", "reference_run"), ("train", "purejaxrl"), ("reference_run", "purejaxrl")]
     returns = {
-        k: runner.final_returns(_returns(k, v)).tolist() for k, v in measured["outputs"].items()
+        k: loop.final_returns(_returns(k, v)).tolist() for k, v in measured["outputs"].items()
     }
     settings = training_settings(config, seeds=seeds, reps=reps, compile_reps=compile_reps)
     return end_to_end_result(settings, measured, pairs, returns)

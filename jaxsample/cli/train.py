@@ -97,14 +97,8 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
     except ConfigError as e:  # what only the trainer checks (the env's name), before it runs
         raise usage_error(e, file_values, args.config_flags, args.config) from None
     if result.interrupted:
-        print(run.final_line(result, _iterations(config)), file=sys.stderr, flush=True)
+        print(run.final_line(result), file=sys.stderr, flush=True)
     return result.exit_status
-
-
-def _iterations(config: Any) -> int:
-    from jaxsample.runs.run import build_trainer
-
-    return int(build_trainer(config).num_iterations)
 
 
 def evaluate(args: argparse.Namespace) -> int:

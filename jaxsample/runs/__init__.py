@@ -14,8 +14,11 @@ checkpoints and resume (`RunFolder`), its outputs (written beside and renamed
 into place: `jaxsample.runs.files`) and its signals (`StopSignals`: ``SIGINT``,
 ``SIGTERM`` and a notebook's interrupt stop it and keep what it completed).
 ``jaxsample train`` and ``jaxsample eval`` parse their flags and call `train`
-and `load`. The runs guide (``docs/guides/runs.md``) has the recipes for
-SLURM and Colab.
+and `load`. Under `train` is the run loop (``runs.loop.run_training``: a
+trainer's seeds vmapped, through the Trainer protocol only), its two program
+strategies (``runs.programs``: one program, or resumable chunks), its report
+(``runs.report``) and the program store (``runs.program_store``). The runs
+guide (``docs/guides/runs.md``) has the recipes for SLURM and Colab.
 
 Importing this package is cheap (its names load on first use), so the command
 line can install its signal handlers before JAX is imported.

@@ -1,20 +1,19 @@
 """``jaxsample train``'s live display: compiling, then steps, steps/s, elapsed,
 ETA, recent return and loss.
 
-A `LiveDisplay` is a progress callback (``display(event)``) of the
-events [`jaxsample.algos.runner.run_training`][jaxsample.algos.runner.run_training] sends:
-``{"phase":
-"compiling", "total_steps"}`` once, then ``{"phase": "running", "steps",
-"total_steps", "fraction", "steps_per_second", "elapsed", "eta",
-"recent_return", "recent_loss"}`` (and in a two-player game
-``"recent_win_or_draw"``, the latest evaluation against a random opponent,
-shown instead of the return: a self-play game's return is 1 or 0 whatever
-is learned); whoever produces such events (a compiled
-chunk returning, or a host callback from inside one compiled program) can
-feed it. On a terminal it draws a rich progress bar (below `WIDE` columns,
-e.g. 80, with short figures: ``1.23M/4.00M 74.8k/s 0:01:15 ETA 0:37 R 440
-L 0.0041``, so that nothing is cut); otherwise it prints one plain line per
-event.
+A `LiveDisplay` is a progress callback (``display(event)``) of the events
+[`jaxsample.runs.loop.run_training`][jaxsample.runs.loop.run_training] sends:
+``{"phase": "compiling", "total_steps"}`` once, then ``{"phase": "running",
+"steps", "total_steps", "fraction", "steps_per_second", "elapsed", "eta",
+"recent_return", "recent_loss"}``, and for a trainer that runs an evaluation
+``"evaluation"`` (``{metric: latest value}``, the headline first): the
+headline is shown under its own name instead of the return (a self-play
+game's return is 1 or 0 whatever is learned; its evaluation against an
+opponent tells). Whoever produces such events (a compiled chunk returning, or
+a host callback from inside one compiled program) can feed it. On a terminal
+it draws a rich progress bar (below `WIDE` columns, e.g. 80, with short
+figures: ``1.23M/4.00M 74.8k/s 0:01:15 ETA 0:37 R 440 L 0.0041``, so that
+nothing is cut); otherwise it prints one plain line per event.
 """
 
 from __future__ import annotations
@@ -129,24 +128,25 @@ class LiveDisplay:
         steps, total = int(p["steps"]), int(p.get("total_steps", 0)) or None
         ret = _num(p.get("recent_return", math.nan), ".1f")
         loss = _num(p.get("recent_loss", math.nan), ".4g")
-        game = "recent_win_or_draw" in p
-        wd = _num(p.get("recent_win_or_draw", math.nan), ".3f")
+        # the headline evaluation metric, where the trainer reports one
+        name, value = next(iter((p.get("evaluation") or {}).items()), (None, math.nan))
         elapsed = p.get("elapsed", time.perf_counter() - self._started)
         if self._progress is not None:
             if self._compact:
                 ret = _num(p.get("recent_return", math.nan), ".4g")
                 loss = _num(p.get("recent_loss", math.nan), ".2g")
-                wd = _num(p.get("recent_win_or_draw", math.nan), ".2f")
+                head = f"R {ret}" if name is None else f"{_short_name(name)} {_num(value, '.2f')}"
                 figures = {
                     "steps": f"{_short(steps)}/{_short(total or steps)}",
                     "rate": f"{_short(p['steps_per_second'])}/s",
-                    "stats": f"W/D {wd} L {loss}" if game else f"R {ret} L {loss}",
+                    "stats": f"{head} L {loss}",
                 }
             else:
+                head = f"return {ret}" if name is None else f"{name} {_num(value, '.3f')}"
                 figures = {
                     "steps": f"{steps:,}/{total or steps:,} steps",
                     "rate": f"{p['steps_per_second']:,.0f} steps/s",
-                    "stats": (f"win-or-draw {wd}" if game else f"return {ret}") + f"  loss {loss}",
+                    "stats": f"{head}  loss {loss}",
                 }
             self._progress.update(
                 self._task,
@@ -159,10 +159,22 @@ class LiveDisplay:
             if p.get("fraction", 0.0) >= 1:
                 self.close()
             return
+        head = f"recent return {ret}" if name is None else f"{name} {_num(value, '.3f')}"
         self.stream.write(
             f"{p['fraction']:6.1%}  steps {steps:>10,}  {p['steps_per_second']:>10,.0f} steps/s  "
             f"elapsed {format_seconds(elapsed)}  ETA {format_seconds(p.get('eta', math.nan))}  "
-            + (f"win-or-draw vs random {wd}" if game else f"recent return {ret}")
-            + f"  loss {loss}\n"
+            f"{head}  loss {loss}\n"
         )
         self.stream.flush()
+
+
+def _short_name(name: str, limit: int = 11) -> str:
+    """A metric's name for the narrow bar: its leading ``_``-separated words
+    that fit in ``limit`` characters (at least the first word)."""
+    words = name.split("_")
+    out = words[0]
+    for word in words[1:]:
+        if len(out) + 1 + len(word) > limit:
+            break
+        out += "_" + word
+    return out

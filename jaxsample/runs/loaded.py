@@ -65,8 +65,9 @@ class LoadedRun:
       config: the trainer's config.
       iteration: the checkpoint's iteration count (``< trainer.num_iterations``
         for a stopped run).
-      trainer: the trainer built from ``config`` (``env``, ``env_params``,
-        ``agent``, ``init``, ``run``).
+      trainer: the trainer built from ``config`` (a
+        [`Trainer`][jaxsample.algos.trainer.Trainer]: ``env``,
+        ``env_params``, ``agent``, ``init``, ``iteration``, ...).
       state: the vmapped trainer state (leading ``[R]`` axis).
       history: every per-iteration metric, numpy ``[R, iteration]``.
       names, seeds, settings: ``[R]`` each run's name, seed and swept values.
@@ -239,12 +240,12 @@ def load(folder: str | os.PathLike[str], *, folder_flag: str | None = None) -> L
         raise FolderMismatch(
             f"{run_folder.what}: run.json holds no valid config ({cause(e)})"
         ) from None
-    from jaxsample.algos import runner
+    from jaxsample.runs.loop import run_inputs
 
     trainer = build_trainer(config)
     seeds, settings = sweep_runs(range(record["seeds"]), record["sweep"])
     hparams = sweep_hparams(trainer, settings, record["seeds"])
-    keys, run_hparams = runner.run_inputs(
+    keys, run_hparams = run_inputs(
         trainer, jax.random.key(record["seed"]), record["seeds"], hparams
     )
     like = jax.eval_shape(jax.vmap(trainer.init), keys, run_hparams)

@@ -2,7 +2,7 @@
 
 A run is a config (`jaxsample.algos.configs.PPOConfig` or `DQNConfig`)
 trained for every seed (and every swept setting) under one ``jax.vmap``
-(`jaxsample.algos.runner.run_training`). Around it the run owns:
+(the run loop, `jaxsample.runs.loop.run_training`). Around it the run owns:
 
 * its folder (optional): the lock (one writer), the settings (``run.json``,
   compared with the folder's before anything else happens), a checkpoint
@@ -19,7 +19,6 @@ trained for every seed (and every swept setting) under one ``jax.vmap``
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib.metadata
 import os
 import textwrap
@@ -69,10 +68,9 @@ def algo_of(config: Any) -> str:
     return registry.of_config(config).name
 
 
-@functools.lru_cache(maxsize=8)
 def build_trainer(config: Any) -> Any:
-    """The trainer of ``config`` (one per config in a process: its compiled
-    programs are reused, `jaxsample.algos.runner`)."""
+    """The trainer of ``config`` (a new one each call: programs are not kept
+    per trainer; JAX's compilation cache serves a second run's)."""
     return registry.of_config(config).make_train(config)
 
 
@@ -132,8 +130,9 @@ class RunResult:
     """What `train` returns.
 
     Attributes:
-      training: the `jaxsample.algos.runner.TrainingResult` (curves ``[R, I]``,
-        every metric, the final vmapped trainer state, times).
+      training: the [`TrainingResult`][jaxsample.runs.loop.TrainingResult]
+        (curves ``[R, I]``, every metric, the final vmapped trainer state,
+        times, the iterations done and planned).
       record: the run's settings (``run.json``).
       names: ``[R]`` run names (``seed0``, ``seed1_lr0.001``, ...).
       seeds, settings: ``[R]`` each run's seed and swept values.
@@ -151,6 +150,16 @@ class RunResult:
     folder: str | None = None
     written: list[str] = dataclasses.field(default_factory=list)
     stopped_by: str | None = None
+
+    @property
+    def iterations(self) -> int:
+        """Iterations done (restored from the folder ones included)."""
+        return self.training.iterations
+
+    @property
+    def num_iterations(self) -> int:
+        """Iterations the run was to train (its config's)."""
+        return self.training.num_iterations
 
     @property
     def interrupted(self) -> bool:
@@ -179,7 +188,7 @@ def _program_store(config: Any) -> Any:
     JAX's compilation cache, when that is on and caches the program's
     progress callbacks (else a second run compiles again anyway)."""
     from jaxsample import compile_cache
-    from jaxsample.algos.program_store import ProgramStore
+    from jaxsample.runs.program_store import ProgramStore
 
     folder = compile_cache.active_dir()
     if folder is None or not compile_cache.CACHES_CALLBACKS:
@@ -187,43 +196,20 @@ def _program_store(config: Any) -> Any:
     return ProgramStore(folder / "jaxsample-programs", repr(config))
 
 
-def _describe(config: Any, record: dict[str, Any], runs: int, n: int) -> list[str]:
+def _describe(plan: _Plan) -> list[str]:
     """The run's first lines: what trains, how, and the config."""
+    config, record = plan.config, plan.record
     sweep = "".join(f", {k} in {v}" for k, v in record["sweep"].items())
     masked = " (velocities masked)" if getattr(config, "mask_velocity", False) else ""
     fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(config).items())
     preset = f" (preset {record['preset']})" if record.get("preset") else ""
     return [
-        f"jaxsample train: {record['algo']} on {config.env_name}{masked}{preset}, {runs} run(s) "
-        f"({record['seeds']} seed(s){sweep}) under one vmap, {n} iterations x "
-        f"{config.steps_per_iteration} steps, backend={jax.default_backend()}",
+        f"jaxsample train: {record['algo']} on {config.env_name}{masked}{preset}, "
+        f"{len(plan.run_seeds)} run(s) ({record['seeds']} seed(s){sweep}) under one vmap, "
+        f"{plan.iterations} iterations x {plan.trainer.steps_per_iteration} steps, "
+        f"backend={jax.default_backend()}",
         textwrap.fill(f"config: {type(config).__name__}({fields})", 100, subsequent_indent="  "),
     ]
-
-
-class _Outputs:
-    """The run's files: the metric logs as chunks arrive, JSON and PNG at the end."""
-
-    def __init__(self, plan: Any, paths: dict[str, str | None], logs: Any) -> None:
-        self.plan, self.paths, self.logs = plan, paths, logs
-        self.written: list[str] = []
-
-    def final(self, result: Any, extra: dict[str, Any], title: str) -> None:
-        from jaxsample.algos import report
-
-        if self.logs.csv_path:
-            self.written.append(self.logs.csv_path)
-        if self.paths.get("json"):
-            path = self.paths["json"]
-            replace_file(path, lambda tmp: report.write_json(result, tmp, extra))
-            self.written.append(path)
-        if self.paths.get("plot"):
-            path = self.paths["plot"]
-            labels, groups = self.plan.names, self.plan.groups
-            replace_file(
-                path, lambda tmp: report.plot(result, tmp, title, labels=labels, groups=groups)
-            )
-            self.written.append(path)
 
 
 def train(
@@ -265,7 +251,8 @@ def train(
         every metric per run and iteration; a learning curve), or None.
       tensorboard, wandb_project: also log every metric there (the ``log`` extra).
       progress: True for the live display (a progress bar on a terminal,
-        lines elsewhere), False for none, or a callable of progress events.
+        lines elsewhere), False for none, or a callable of progress events
+        (`jaxsample.runs.loop.run_training`'s; this run's only).
       say: where the run's lines go (the summary, what it wrote), or None.
       signals: the `StopSignals` to use (the command line's); by default
         ``SIGINT`` and ``SIGTERM`` stop the run while it trains (in a
@@ -276,7 +263,8 @@ def train(
 
     Returns:
       A `RunResult` (``interrupted`` and ``stopped_by`` say whether a signal
-      ended it early; its outputs hold the completed iterations).
+      ended it early; ``iterations`` and ``num_iterations`` how far it got;
+      its outputs hold the completed iterations).
 
     Raises:
       FolderBusy, FolderMismatch: see ``folder``; nothing in it changed.
@@ -293,46 +281,35 @@ def train(
         run_folder = RunFolder(folder, what)
     if csv is None and json:
         csv = os.path.splitext(json)[0] + ".csv"
-    outputs = {"json": json, "csv": csv, "plot": plot, "tensorboard": tensorboard}
+    say = say or (lambda line: None)
     try:
         if own_signals:
             signals.install()
-        return _train(
-            plan, run_folder, signals, say or (lambda line: None), outputs, wandb_project, progress
-        )
+        resume = _start(plan, run_folder, signals, say)
+        logs = MetricLogs(
+            csv, plan.run_seeds, plan.settings, tensorboard=tensorboard,
+            wandb_project=wandb_project, config=plan.record["config"],
+        )  # fmt: skip
+        display = _display(progress)
+        try:
+            result, watch = _run(plan, resume, run_folder, signals, logs, display)
+        finally:
+            logs.close()
+            if hasattr(display, "close"):
+                display.close()
+        written = [logs.csv_path] if logs.csv_path else []
+        _finish(plan, result, watch, run_folder is None, signals, say, {"json": json, "plot": plot},
+                written)  # fmt: skip
+        return RunResult(
+            training=result, record=plan.record, names=plan.names, seeds=plan.run_seeds,
+            settings=plan.settings, folder=None if run_folder is None else run_folder.path,
+            written=written, stopped_by=signals.name if result.interrupted else None,
+        )  # fmt: skip
     finally:
         if own_signals:
             signals.uninstall()
         if run_folder is not None:
             run_folder.close()
-
-
-def _train(
-    plan: _Plan, run_folder: RunFolder | None, signals: StopSignals, say: Callable[[str], None],
-    paths: dict[str, str | None], wandb_project: str | None,
-    progress: bool | Callable[[dict[str, Any]], None],
-) -> RunResult:  # fmt: skip
-    """`train` once its folder and signals are set up: take the folder, train,
-    write the outputs (``paths``: ``json``, ``csv``, ``plot``, ``tensorboard``)."""
-    resume = _start(plan, run_folder, signals, say)
-    logs = MetricLogs(
-        paths["csv"], plan.run_seeds, plan.settings, tensorboard=paths["tensorboard"],
-        wandb_project=wandb_project, config=plan.record["config"],
-    )  # fmt: skip
-    display = _display(progress)
-    try:
-        result, watch = _run(plan, resume, run_folder, signals, logs, display)
-    finally:
-        logs.close()
-        if hasattr(display, "close"):
-            display.close()
-    outputs = _Outputs(plan, paths, logs)
-    _finish(plan, result, watch, resume, run_folder is None, signals, outputs, say)
-    return RunResult(
-        training=result, record=plan.record, names=plan.names, seeds=plan.run_seeds,
-        settings=plan.settings, folder=None if run_folder is None else run_folder.path,
-        written=outputs.written, stopped_by=signals.name if result.interrupted else None,
-    )  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -393,21 +370,23 @@ def _start(
 ) -> Any:
     """Take the folder (its lock, its settings) and say what trains: the
     ``(state, history)`` to resume from, or None."""
-    from jaxsample.algos import runner
-
     resume = None
     if run_folder is not None:
+        import json
+
+        from jaxsample.runs.loop import run_inputs
+
         run_folder.open()
         signals.on_exit(run_folder.close)
         if run_folder.lock.took_over:
             say(run_folder.lock.took_over)
-        keys, hparams = runner.run_inputs(plan.trainer, plan.key, plan.seeds, plan.hparams)
-        like = functools.partial(jax.eval_shape, jax.vmap(plan.trainer.init), keys, hparams)
-        import json
-
+        keys, hparams = run_inputs(plan.trainer, plan.key, plan.seeds, plan.hparams)
+        init = jax.vmap(plan.trainer.init)
         defaults = json.loads(json.dumps(dataclasses.asdict(type(plan.config)())))
-        resume = run_folder.start_or_resume(plan.record, like, defaults)
-    for line in _describe(plan.config, plan.record, len(plan.run_seeds), plan.iterations):
+        resume = run_folder.start_or_resume(
+            plan.record, lambda: jax.eval_shape(init, keys, hparams), defaults
+        )
+    for line in _describe(plan):
         say(line)
     if resume is not None:
         signals.started()  # its work is on disk already
@@ -426,10 +405,10 @@ def _run(
 ) -> tuple[Any, Any]:  # fmt: skip
     """Train (one program without a folder, checkpointed chunks with one):
     ``(TrainingResult, CompileWatch)``."""
-    from jaxsample.algos import runner
     from jaxsample.compile_cache import CompileWatch
+    from jaxsample.runs.loop import run_training
 
-    per_iteration = plan.config.steps_per_iteration
+    per_iteration = plan.trainer.steps_per_iteration
 
     def on_progress(event: dict[str, Any]) -> None:
         if event.get("phase") == "running":
@@ -447,11 +426,9 @@ def _run(
         logs.write(resume[1], per_iteration)
     one_program = run_folder is None
     with CompileWatch() as watch:
-        result = runner.run_training(
-            plan.trainer, plan.key, seeds=plan.seeds, num_iterations=plan.iterations,
-            steps_per_iteration=per_iteration, chunks=plan.chunks,
-            returns_of=lambda m: m["episode_return_mean"], progress=on_progress,
-            hparams=plan.hparams, resume=resume, on_chunk=on_chunk, one_program=one_program,
+        result = run_training(
+            plan.trainer, plan.key, seeds=plan.seeds, chunks=plan.chunks, hparams=plan.hparams,
+            one_program=one_program, resume=resume, progress=on_progress, on_chunk=on_chunk,
             stop=signals.stop_requested,
             store=_program_store(plan.config) if one_program else None,
         )  # fmt: skip
@@ -459,15 +436,16 @@ def _run(
 
 
 def _finish(
-    plan: _Plan, result: Any, watch: Any, resume: Any, one_program: bool, signals: StopSignals,
-    outputs: _Outputs, say: Callable[[str], None],
+    plan: _Plan, result: Any, watch: Any, one_program: bool, signals: StopSignals,
+    say: Callable[[str], None], paths: dict[str, str | None], written: list[str],
 ) -> None:  # fmt: skip
-    """The summary lines and the outputs (JSON, PNG; the CSV is written)."""
+    """The summary lines and the outputs: the JSON and PNG (``paths``), added
+    to ``written`` (the CSV, written already)."""
     from jaxsample import compile_cache
-    from jaxsample.algos import report
+    from jaxsample.runs import report
 
     config, record, n = plan.config, plan.record, plan.iterations
-    complete = resume is not None and result.start_iteration >= n
+    complete = result.start_iteration >= n
     if not result.interrupted and not complete:
         say(watch.summary(result.compile_seconds))
         cached = compile_cache.active_dir() is not None
@@ -480,7 +458,7 @@ def _finish(
     masked = " (velocities masked)" if getattr(config, "mask_velocity", False) else ""
     title = f"{record['algo']} on {config.env_name}{masked}"
     if result.interrupted:
-        title += f" (interrupted at {len(result.env_steps)} of {n} iterations)"
+        title += f" (interrupted at {result.iterations} of {n} iterations)"
     extra = {
         **record, "env": config.env_name,
         "mask_velocity": bool(getattr(config, "mask_velocity", False)),
@@ -489,15 +467,24 @@ def _finish(
         "resumed_at_iteration": result.start_iteration,
         "stopped_by": signals.name if result.interrupted else None, **environment(),
     }  # fmt: skip
-    outputs.final(result, extra, title)
+    if paths["json"]:
+        replace_file(paths["json"], lambda tmp: report.write_json(result, tmp, extra))
+        written.append(paths["json"])
+    if paths["plot"]:
+        labels, groups = plan.names, plan.groups
+        replace_file(
+            paths["plot"],
+            lambda tmp: report.plot(result, tmp, title, labels=labels, groups=groups),
+        )
+        written.append(paths["plot"])
     if not result.interrupted:
-        for path in outputs.written:
+        for path in written:
             say(f"wrote {path}")
 
 
-def final_line(result: RunResult, total: int) -> str:
+def final_line(result: RunResult) -> str:
     """The one line of a stopped run: what stopped it and what it kept."""
-    done = len(result.training.env_steps)
+    done, total = result.iterations, result.num_iterations
     cause = {"SIGTERM": "SIGTERM", "SIGINT": "Ctrl-C"}.get(result.stopped_by or "", "a stop")
     kept = ", ".join(result.written) or "no file"
     if result.folder is not None:

@@ -4,7 +4,7 @@ cache skips XLA's compile.
 
 JAX's cache is keyed by the lowered program, so every process still traces
 and lowers a program before it can look it up: for a training program, most
-of what a cached run spends. A [`ProgramStore`][jaxsample.algos.program_store.ProgramStore] exports
+of what a cached run spends. A [`ProgramStore`][jaxsample.runs.program_store.ProgramStore] exports
 the
 callback-free parts of the program (``jax.export``: the trainer's ``init`` and
 one ``iteration``) to a file named by a hash of everything that determines

@@ -1,7 +1,7 @@
 """Reporting a training run: the summary table, the JSON file and the PNG
-learning curve of a [`TrainingResult`][jaxsample.algos.runner.TrainingResult] (what
+learning curve of a [`TrainingResult`][jaxsample.runs.loop.TrainingResult] (what
 ``jaxsample train`` prints and writes; running it is
-[`jaxsample.algos.runner`][jaxsample.algos.runner]'s)."""
+[`jaxsample.runs.loop`][jaxsample.runs.loop]'s)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxsample.algos import games
-from jaxsample.algos.runner import TrainingResult
+from jaxsample.runs.loop import TrainingResult
 
 
 def _mean(values: np.ndarray) -> float:
@@ -49,18 +48,17 @@ def summary_table(
 ) -> str:
     """A plain-text table: one row per run (``labels``, default its index),
     then with ``groups`` (``{setting: run indices}``, a sweep) one row per
-    setting (mean +- std and range over its seeds), then the mean. In a game
-    (a trainer reporting ``win_or_draw_vs_random``) a second column: the
-    run's last evaluation against a random opponent (`jaxsample.algos.games`)."""
+    setting (mean +- std and range over its seeds), then the mean. For a
+    trainer that reports an evaluation a second column, under the headline
+    metric's name: each run's latest value of it."""
     finals = result.final_returns(window)
     labels = [str(i) for i in range(len(finals))] if labels is None else list(labels)
     width = max(6, *(len(x) for x in labels), *(len(g) for g in groups or {}))
-    metric = games.METRICS[0]
-    wd = games.latest(result.metrics[metric]) if metric in result.metrics else None
-    column = "" if wd is None else f" {'win-or-draw vs random':>21}"
-    lines = [f"{'seed':>{width}} {'final return':>14}{column}"]
-    for i, (name, x) in enumerate(zip(labels, finals, strict=True)):
-        lines.append(f"{name:>{width}} {x:>14.1f}" + ("" if wd is None else f" {wd[i]:>21.3f}"))
+    name, latest = next(iter(result.evaluation().items()), ("", None))
+    lines = [f"{'seed':>{width}} {'final return':>14}" + (f" {name}" if name else "")]
+    for i, (label, x) in enumerate(zip(labels, finals, strict=True)):
+        cell = f" {latest[i]:>{len(name)}.3f}" if name else ""
+        lines.append(f"{label:>{width}} {x:>14.1f}{cell}")
     if groups:
         lines.append(f"{'setting':>{width}} {'mean':>14} {'std':>7} {'min..max':>15} seeds")
         for label, g in group_stats(finals, groups).items():
@@ -68,7 +66,7 @@ def summary_table(
             lines.append(
                 f"{label:>{width}} {g['mean']:>14.1f} {g['std']:>7.1f} {span:>15} {g['n']}"
             )
-    mean = "" if wd is None else f" {_mean(wd):>21.3f}"
+    mean = f" {_mean(latest):>{len(name)}.3f}" if name else ""
     lines.append(f"{'mean':>{width}} {_mean(finals):>14.1f}{mean}")
     s = result.summary(window)
     if result.start_iteration >= len(result.env_steps):

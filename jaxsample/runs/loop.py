@@ -1,0 +1,326 @@
+"""The run loop: a trainer's runs, vmapped, as one program or in chunks, with progress.
+
+[`run_training`][jaxsample.runs.loop.run_training] trains ``seeds`` seeds (x
+swept settings) of a trainer at once under ``jax.vmap``, with one of the two
+program strategies of [`jaxsample.runs.programs`][jaxsample.runs.programs]:
+every iteration in ONE compiled program that reports progress from inside
+(ordered host callbacks), or compiled chunks between which the host reads the
+small per-iteration metrics (a checkpoint after each, resumable). It knows a
+trainer only by the [`Trainer`][jaxsample.algos.trainer.Trainer] protocol, and
+what its metrics mean by its [`Reports`][jaxsample.algos.trainer.Reports]:
+the episode return, the loss, and the metrics of an evaluation the trainer
+may run inside some iterations (shown and summarised under their own names).
+This is what a run ([`jaxsample.runs.train`][jaxsample.runs.run.train]) uses:
+one program, or chunks with a run folder. (Not to be confused with the
+actor/learner runtime of [`jaxsample.driver`][jaxsample.driver], which
+overlaps collection and learning on separate devices.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxsample.algos.trainer import Reports, Trainer
+from jaxsample.runs.program_store import ProgramStore
+from jaxsample.runs.programs import Chunks, Hooks, OneProgram
+
+__all__ = [
+    "TrainingResult", "chunk_size", "final_returns", "latest", "run_inputs", "run_training",
+]  # fmt: skip
+
+
+def chunk_size(num_iterations: int, chunks: int) -> int:
+    """Iterations between two reports of a run split into about ``chunks``
+    (its compiled chunks, or the one program's progress reports): a divisor of
+    ``num_iterations`` giving about ``chunks`` chunks when there is one (one
+    program to compile), else ``ceil(num_iterations / chunks)`` and a
+    remainder chunk."""
+    target = max(1, math.ceil(num_iterations / max(chunks, 1)))
+    for size in range(target, min(num_iterations, 2 * target) + 1):
+        if num_iterations % size == 0:
+            return size
+    return min(num_iterations, target)
+
+
+@dataclasses.dataclass
+class TrainingResult:
+    """What [`run_training`][jaxsample.runs.loop.run_training] measured.
+
+    Attributes:
+      env_steps: ``[I]`` environment steps (all envs of one run) after each
+        iteration run (``I`` iterations: all, or those before a stop).
+      returns: ``[R, I]`` mean return of the episodes completed in each
+        iteration, per run (NaN where none completed).
+      compile_seconds: time spent compiling (init and the chunk programs).
+      wall_seconds: time spent running, compile excluded.
+      final_state: the vmapped trainer state.
+      metrics: every per-iteration metric of the trainer, numpy ``[R, I]``.
+      start_iteration: iterations restored from a checkpoint (not timed here).
+      interrupted: the run was stopped early (``run_training``'s ``stop``):
+        ``env_steps``, ``returns`` and ``metrics`` hold the iterations run.
+      num_iterations: the iterations the run was to train (``I`` unless
+        interrupted; 0: ``I``).
+      reports: what the metrics are (the trainer's
+        [`Reports`][jaxsample.algos.trainer.Reports]).
+    """
+
+    env_steps: np.ndarray
+    returns: np.ndarray
+    compile_seconds: float
+    wall_seconds: float
+    final_state: Any
+    metrics: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    start_iteration: int = 0
+    interrupted: bool = False
+    num_iterations: int = 0
+    reports: Reports = dataclasses.field(default_factory=Reports)
+
+    def __post_init__(self) -> None:
+        self.num_iterations = int(self.num_iterations) or len(self.env_steps)
+
+    @property
+    def iterations(self) -> int:
+        """Iterations done (restored ones included)."""
+        return len(self.env_steps)
+
+    @property
+    def total_steps(self) -> int:
+        """Environment steps per seed."""
+        return int(self.env_steps[-1]) if len(self.env_steps) else 0
+
+    def final_returns(self, window: int = 10) -> np.ndarray:
+        """``[R]`` per-run mean of the last ``window`` finite iteration returns."""
+        return final_returns(self.returns, window)
+
+    def evaluation(self) -> dict[str, np.ndarray]:
+        """``{metric: [R]}``: each run's latest finite value (`latest`) of each
+        evaluation metric the trainer reports (``reports.evaluation``, the
+        headline first; empty without one)."""
+        names = [m for m in self.reports.evaluation if m in self.metrics]
+        return {name: latest(self.metrics[name]) for name in names}
+
+    def summary(self, window: int = 10) -> dict[str, Any]:
+        """The JSON-ready figures (``final_return`` is the mean over runs; ``num_runs``
+        counts the runs, seeds x swept settings; ``steps_per_second`` the steps run
+        here, all runs; per evaluation metric ``final_<name>``, the mean over
+        runs of their latest values, and ``final_<name>_per_seed``)."""
+        finals = self.final_returns(window)
+        seeds = self.returns.shape[0]  # runs: seeds x swept settings
+        per_iteration = self.total_steps / max(len(self.env_steps), 1)
+        run_steps = (len(self.env_steps) - self.start_iteration) * per_iteration
+        out = {
+            "final_return": _json(_finite_mean(finals)),
+            "final_return_per_seed": [None if not math.isfinite(x) else x for x in finals],
+            "total_steps": self.total_steps,
+            "num_runs": seeds,
+            "wall_seconds": self.wall_seconds,
+            "compile_seconds": self.compile_seconds,
+            "steps_per_second": run_steps * seeds / max(self.wall_seconds, 1e-9),
+        }
+        for name, last in self.evaluation().items():
+            out[f"final_{name}"] = _json(_finite_mean(last))
+            out[f"final_{name}_per_seed"] = [_json(x) for x in last]
+        return out
+
+
+def _finite_mean(values: Any) -> float:
+    """The mean of the finite ``values``, NaN when none is."""
+    values = np.asarray(values, np.float64)
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else math.nan
+
+
+def _json(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def final_returns(returns: Any, window: int = 10) -> np.ndarray:
+    """``[R]``: per run (row of ``returns`` ``[R, I]``), the mean of its last
+    ``window`` finite iteration returns (NaN when none is finite)."""
+    curves = np.asarray(returns, np.float64).reshape(np.shape(returns)[0], -1)
+    tails = [curve[np.isfinite(curve)][-window:] for curve in curves]
+    return np.asarray([float(np.mean(t)) if len(t) else math.nan for t in tails])
+
+
+def latest(values: Any) -> np.ndarray:
+    """``[R]``: each run's (row of ``values`` ``[R, I]``) last finite value,
+    NaN where none is (an evaluation metric: NaN between evaluations)."""
+    values = np.asarray(values, np.float64).reshape(np.shape(values)[0], -1)
+    out = [row[np.isfinite(row)][-1] if np.isfinite(row).any() else math.nan for row in values]
+    return np.asarray(out, np.float64)
+
+
+def run_inputs(
+    trainer: Trainer, key: jax.Array, seeds: int, hparams: Any = None
+) -> tuple[Any, Any]:
+    """``(keys, hparams)`` of the ``R = seeds * C`` runs, leading axis ``[R]``.
+
+    ``hparams`` is None (one setting, the config's: ``C = 1``) or the
+    trainer's ``HParams`` with a leading ``[C]`` axis (a sweep). Run ``r`` is
+    seed ``r // C`` (key ``fold_in(key, r // C)``: the settings of one seed
+    share its key) with setting ``r % C``.
+    """
+    if seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds}")
+    if hparams is None:
+        hparams = jax.tree.map(lambda x: x[None], trainer.hparams())
+    combos = int(jax.tree.leaves(hparams)[0].shape[0])
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(np.repeat(np.arange(seeds), combos))
+    hparams = jax.tree.map(lambda x: np.tile(np.asarray(x), seeds), hparams)
+    return keys, hparams
+
+
+@dataclasses.dataclass(frozen=True)
+class _Progress:
+    """A run's progress events, sent to ``send`` (module `run_training`)."""
+
+    send: Callable[[dict[str, Any]], None]
+    reports: Reports
+    num_iterations: int
+    per_iteration: int
+    every: int
+    start: int
+    begin: float = dataclasses.field(default_factory=time.perf_counter)
+
+    def compiling(self) -> None:
+        total = self.num_iterations * self.per_iteration
+        self.send({"phase": "compiling", "total_steps": total})
+
+    def running(self, done: int, history: dict[str, np.ndarray], seconds: float) -> None:
+        """The event after ``done`` iterations (``start`` of them restored, the
+        others run in ``seconds``), of the metrics ``history`` ``[R, done]``."""
+        n, per_iteration = self.num_iterations, self.per_iteration
+        runs = next(iter(history.values())).shape[0] if history else 1
+        rate = (done - self.start) * per_iteration / max(seconds, 1e-9)
+        event = {
+            "phase": "running",
+            "steps": done * per_iteration,
+            "total_steps": n * per_iteration,
+            "fraction": done / n,
+            "steps_per_second": rate * runs,
+            "elapsed": time.perf_counter() - self.begin,
+            "eta": (n - done) * per_iteration / max(rate, 1e-9),
+            "recent_return": self._recent(history, self.reports.returns),
+            "recent_loss": self._recent(history, self.reports.loss),
+        }
+        if self.reports.evaluation:  # each one's latest value, mean over runs; headline first
+            event["evaluation"] = {
+                name: _finite_mean(latest(history[name])) if name in history else math.nan
+                for name in self.reports.evaluation
+            }
+        self.send(event)
+
+    def _recent(self, history: dict[str, np.ndarray], name: str | None) -> float:
+        """The mean of metric ``name``'s finite values of the last `every`
+        iterations (NaN without any, or without the metric)."""
+        if name not in history:
+            return math.nan
+        return _finite_mean(np.asarray(history[name])[:, -self.every :])
+
+
+def run_training(
+    trainer: Trainer,
+    key: jax.Array,
+    *,
+    seeds: int = 1,
+    num_iterations: int | None = None,
+    chunks: int = 20,
+    hparams: Any = None,
+    one_program: bool = False,
+    resume: tuple[Any, dict[str, np.ndarray]] | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    on_chunk: Callable[[Any, int, dict[str, np.ndarray]], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+    store: ProgramStore | None = None,
+) -> TrainingResult:
+    """Train ``seeds`` seeds (x the ``hparams`` settings) of ``trainer`` at once
+    under ``jax.vmap``.
+
+    Args:
+      trainer: a [`Trainer`][jaxsample.algos.trainer.Trainer].
+      key: a ``jax.random.key``; seed ``i`` uses ``fold_in(key, i)``.
+      seeds: number of seeds trained together.
+      num_iterations: iterations per run (default: ``trainer.num_iterations``).
+      chunks: about how many chunks to split the run into
+        (`chunk_size`): the compiled
+        chunks (``on_chunk`` runs after each), or the one program's progress
+        reports.
+      hparams: None, or a sweep: the trainer's ``HParams`` with a leading
+        ``[C]`` axis ([`run_inputs`][jaxsample.runs.loop.run_inputs]).
+      one_program: compile every iteration of the run as ONE program (no host
+        round trip between chunks; init is compiled apart, as in chunks),
+        reporting progress from inside it; ``on_chunk`` runs once, at the end.
+        Else the run is compiled chunks.
+      resume: ``(state, metrics)``: continue in chunks from this vmapped state
+        (e.g. restored by [`jaxsample.checkpoint.restore`][jaxsample.checkpoint.restore])
+        after the iterations of ``metrics`` (numpy ``[R, k]`` each, the history).
+      progress: called with ``{"phase": "compiling", "total_steps"}`` before
+        compiling, then after each chunk (one program: every chunk's worth of
+        iterations, the last one and each evaluation) with ``phase="running"``,
+        ``steps``, ``total_steps`` (of one run), ``fraction``,
+        ``steps_per_second`` (all runs), ``elapsed`` (seconds since the start,
+        compile included), ``eta`` (seconds), ``recent_return`` and
+        ``recent_loss`` (the mean of the finite values of the last chunk's
+        iterations: ``trainer.reports``' ``returns`` and ``loss``; NaN when
+        none), and for a trainer that reports an evaluation ``evaluation``:
+        ``{metric: the mean over runs of each run's latest finite value}``
+        (NaN before the first; the headline first).
+      on_chunk: called after each chunk with ``(state, iterations_done,
+        metrics [R, iterations_done])`` (a run checkpoints and logs here).
+      stop: a function the run asks whether to stop early (e.g. set by a
+        Ctrl-C handler): in one program, from inside it about every
+        [`STOP_CHECK_SECONDS`][jaxsample.runs.programs.STOP_CHECK_SECONDS]
+        (the program then ends after the current iteration); in chunks, after
+        each chunk (and its ``on_chunk``). The result then holds the
+        iterations run, with ``interrupted=True``.
+      store: with ``one_program``, where the program's traced init and
+        iteration are kept between processes (``jaxsample train`` passes one
+        when JAX's compilation cache is on: a second run then neither traces
+        nor compiles them).
+    """
+    n = int(trainer.num_iterations if num_iterations is None else num_iterations)
+    if n < 1:
+        raise ValueError(f"num_iterations must be >= 1, got {n}")
+    if one_program and resume is not None:
+        raise ValueError("one_program=True starts a run; resume runs in chunks")
+    keys, hparams = run_inputs(trainer, key, seeds, hparams)
+    every = chunk_size(n, chunks)
+    state, history = resume if resume is not None else (None, {})
+    start = next(iter(history.values())).shape[1] if history else 0
+    events = None
+    if progress is not None:
+        per_iteration = trainer.steps_per_iteration
+        events = _Progress(progress, trainer.reports, n, per_iteration, every, start)
+        events.compiling()
+    hooks = Hooks(None if events is None else events.running, on_chunk, stop)
+    t0 = time.perf_counter()
+    if one_program:
+        program, state = OneProgram.compile(trainer, keys, hparams, n, every, store)
+        compile_seconds = time.perf_counter() - t0
+        state, history, seconds = program.run(state, hooks)
+    else:
+        full, rest = divmod(max(n - start, 0), every)
+        lengths = (every,) * full + ((rest,) if rest else ())
+        chunked, state = Chunks.compile(trainer, keys, hparams, lengths, state)
+        compile_seconds = time.perf_counter() - t0
+        state, history, seconds = chunked.run(state, history, hooks)
+    done = next(iter(history.values())).shape[1]
+    return TrainingResult(
+        env_steps=np.arange(1, done + 1) * trainer.steps_per_iteration,
+        returns=np.asarray(history[trainer.reports.returns], np.float64).reshape(-1, done),
+        metrics=history,
+        compile_seconds=compile_seconds,
+        wall_seconds=seconds,
+        final_state=state,
+        start_iteration=start,
+        interrupted=done < n,
+        num_iterations=n,
+        reports=trainer.reports,
+    )

@@ -189,7 +189,7 @@ def _config_back(values: dict, path: Path):
     ``path`` and passed as ``--config`` alone."""
     from jaxsample.cli.config import load_config_file, resolve_config
     from jaxsample.cli.parser import _train_algo
-    from jaxsample.cli.train import _settings
+    from jaxsample.cli.train import settings
 
     if path.suffix == ".toml":
         path.write_text(_toml(values))
@@ -200,7 +200,7 @@ def _config_back(values: dict, path: Path):
     algo = _train_algo(["--config", str(path)])
     file_values = load_config_file(str(path))
     args = argparse_namespace(algo=None, env=None, seed=None, seeds=None, chunks=None)
-    s = _settings(args, file_values)
+    s = settings(args, file_values)
     assert s["algo"] == algo
     config, sweep = resolve_config(
         s["algo"], s["env"], s["mask_velocity"], file_values, {}, str(path)

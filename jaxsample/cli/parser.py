@@ -76,7 +76,7 @@ def _help_start(argv: Sequence[str], algo: str) -> tuple[Any, str | None]:
     known, _ = pre.parse_known_args(argv)
     known.algo, known.seed, known.seeds, known.chunks = algo, None, None, None
     file_values = load_config_file(known.config) if known.config else {}
-    s = train_command._settings(known, file_values)  # what `train` resolves
+    s = train_command.settings(known, file_values)  # what `train` resolves
     preset = choose_preset(s["preset"], algo, s["env"], s["mask_velocity"])
     config, _ = resolve_config(algo, s["env"], s["mask_velocity"], {}, {}, None, preset)
     if preset is not None:

@@ -26,7 +26,7 @@ from jaxsample.cli.config import (
 )
 from jaxsample.errors import ConfigError, UsageError
 
-__all__ = ["evaluate", "make_trainer", "train"]
+__all__ = ["evaluate", "make_trainer", "settings", "train"]
 
 
 def make_trainer(args: argparse.Namespace) -> tuple[Any, int]:
@@ -41,7 +41,7 @@ def make_trainer(args: argparse.Namespace) -> tuple[Any, int]:
     return build_trainer(config), config.steps_per_iteration
 
 
-def _settings(args: argparse.Namespace, file_values: dict[str, Any]) -> dict[str, Any]:
+def settings(args: argparse.Namespace, file_values: dict[str, Any]) -> dict[str, Any]:
     """The train command's own settings: the flag, else the config file, else the default."""
     defaults = {"algo": registry.DEFAULT, "env": "CartPole-v1", "seed": 0, "seeds": 1, "chunks": 20}
     defaults["mask_velocity"] = False
@@ -68,7 +68,7 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
     """Run ``jaxsample train``: its exit status (0, or 130 / 143 when a
     signal stopped it after it kept what it had trained)."""
     file_values = load_config_file(args.config) if args.config else {}
-    s = _settings(args, file_values)
+    s = settings(args, file_values)
     csv_given = bool(args.csv)
     if not args.csv:
         args.csv = os.path.splitext(args.json)[0] + ".csv" if args.json else "train.csv"

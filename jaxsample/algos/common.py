@@ -20,15 +20,9 @@ from jaxsample.traj_info import summarize
 from jaxsample.types import Batch, BatchSpec, PyTree
 
 __all__ = [
-    "annealed_lr",
-    "episode_metrics",
-    "hparams_of",
-    "hparams_type",
-    "make_env",
-    "make_optimizer",
-    "make_trainer_sampler",
-    "start",
-]
+    "annealed_lr", "episode_metrics", "hparams_of", "hparams_type", "make_env", "make_optimizer",
+    "make_trainer_sampler", "start",
+]  # fmt: skip
 
 
 def make_env(config: Any, env: Any, env_params: Any) -> tuple[Any, Any]:
@@ -50,10 +44,8 @@ def make_env(config: Any, env: Any, env_params: Any) -> tuple[Any, Any]:
 def make_trainer_sampler(
     env: Any, env_params: Any, agent: Any, config: Any, **options: Any
 ) -> SamplerProtocol:
-    """``make_sampler(env, env_params, agent, BatchSpec(T=config.num_steps,
-    B=config.num_envs), reset_mode="auto", max_decorrelation_steps=...,
-    discount=config.gamma, **options)`` (the default sparse final-observation
-    store: exact wherever a value target bootstraps)."""
+    """The ``"auto"``-reset sampler of ``[num_steps, num_envs]`` batches (its
+    sparse final-observation store: exact wherever a target bootstraps)."""
     return make_sampler(
         env,
         env_params,
@@ -67,11 +59,9 @@ def make_trainer_sampler(
 
 
 def make_optimizer(config: Any) -> optax.GradientTransformation:
-    """``clip_by_global_norm(config.max_grad_norm)`` (unless it is None) then
-    ``scale_by_adam(eps=config.adam_eps)``, on the parameters raveled into one
-    vector (``optax.flatten``: a few kernels instead of a few per array, which
-    XLA compiles faster). A trainer steps by ``-lr`` times its output, so the
-    learning rate can be traced (vmapped)."""
+    """``clip_by_global_norm`` (unless ``max_grad_norm`` is None), then Adam's
+    scaling, on the parameters raveled into one vector (fewer kernels: a
+    faster compile); a trainer steps by ``-lr`` times it (lr can be vmapped)."""
     transforms = []
     if config.max_grad_norm is not None:
         transforms.append(optax.clip_by_global_norm(config.max_grad_norm))
@@ -108,10 +98,9 @@ def hparams_of(hparams_type: type, config: Any, **overrides: Any) -> Any:
 def start(
     trainer: Any, hparams_type: type, key: jax.Array, hparams: Any
 ) -> tuple[Any, PyTree, jax.Array, jax.Array]:
-    """``(hparams, params, k_sampler, k_train)`` for a trainer's ``init``: the
-    checked float32 hyperparameters of one run (the config's when None), the
-    agent's first parameters (from an all-zeros example observation) and the
-    sampler's and the trainer's keys (``key`` split in three)."""
+    """``(hparams, params, k_sampler, k_train)`` for a trainer's ``init``: one
+    run's checked float32 hyperparameters (the config's when None), the agent's
+    first parameters (from a zeros observation), and ``key`` split in three."""
     hparams = hparams_of(hparams_type, trainer.config) if hparams is None else hparams
     if not isinstance(hparams, hparams_type):
         raise TypeError(f"hparams must be an HParams, got {type(hparams).__name__}")

@@ -42,12 +42,21 @@ its leaves that sharding (for a sharded sampler's state, every leaf:
 Host-env states ([`jaxsample.host.HostSamplerState`][jaxsample.host.HostSamplerState]) refer to a
 live
 host environment that cannot be rewound, so they cannot be checkpointed.
+
+A save or restore that fails (a full disk, a damaged checkpoint) raises its
+error and leaves nothing running behind it: no ``RuntimeError: Event loop is
+closed`` tracebacks from orbax's abandoned operations afterwards, and the
+process's exception hooks are never touched.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-from collections.abc import Sequence
+import sys
+import threading
+from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -133,11 +142,131 @@ def _abstract(x: Any) -> Any:
     return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
 
 
-def _manager(directory: str | os.PathLike, keep: int | None = None) -> ocp.CheckpointManager:
+# -- orbax's event loops ----------------------------------------------------------
+#
+# orbax runs each asynchronous step of a save or restore with
+# ``asyncio_utils.run_sync``, on an event loop of its own that it closes when
+# the step returns or raises. When one of a step's concurrent tensorstore reads
+# or writes fails (a damaged checkpoint, a full disk), the step raises at once
+# and orbax closes the loop with the others still in flight: its run_sync,
+# unlike ``asyncio.run``, does not cancel them first. Each of those, finishing
+# a few milliseconds later, calls ``loop.call_soon_threadsafe`` from a
+# tensorstore thread; on the closed loop that raises ``RuntimeError: Event loop
+# is closed``, which tensorstore hands to ``sys.unraisablehook`` (a traceback
+# on stderr per operation, mostly after the call has returned, even at exit),
+# and their tasks, still pending, are logged when collected. The same on the
+# uvloop loop orbax uses when the caller's thread runs an event loop (a
+# notebook cell). None of this reaches ``threading.excepthook``: orbax's own
+# threads catch and log their errors.
+#
+# So, while a call of this module is in orbax, a step that fails ends as
+# ``asyncio.run`` ends: the other tasks of its loop are cancelled (a cancelled
+# tensorstore operation drops its callback) and awaited before the step's error
+# is raised. An operation that completed at that very moment may still have its
+# callback on the way; on that step's closed loop a ``call_soon_threadsafe``
+# from native code (no Python caller: tensorstore's) does nothing instead of
+# raising. No exception hook is replaced, a Python caller still gets the
+# RuntimeError, and a step that succeeds runs as orbax runs it. The entry point
+# is orbax's private ``run_sync``, wrapped only while a call of this module is
+# in orbax (other threads' orbax steps meanwhile get the same ending).
+
+try:  # orbax's private module: an orbax without it runs as it does (noise included)
+    from orbax.checkpoint._src import asyncio_utils as _orbax_asyncio
+except ImportError:  # pragma: no cover
+    _orbax_asyncio = None
+if not callable(getattr(_orbax_asyncio, "run_sync", None)):  # pragma: no cover
+    _orbax_asyncio = None
+
+#: How long a failed step waits for its cancelled tasks (a hang guard: they end
+#: in milliseconds).
+_CANCEL_SECONDS = 30.0
+
+_wrap_lock = threading.Lock()
+_wrap_users = 0
+_orbax_run_sync: Any = None
+
+
+def _late_callbacks_ignored(loop: asyncio.AbstractEventLoop) -> None:
+    """``loop.call_soon_threadsafe`` does nothing once ``loop`` is closed when
+    native code calls it (a tensorstore thread); otherwise it is the loop's."""
+    schedule = loop.call_soon_threadsafe
+
+    def call_soon_threadsafe(callback: Any, *args: Any, context: Any = None) -> Any:
+        try:
+            return schedule(callback, *args, context=context)
+        except RuntimeError:
+            if loop.is_closed() and sys._getframe(0).f_back is None:
+                return None
+            raise
+
+    with contextlib.suppress(AttributeError, TypeError):  # a loop type without a __dict__
+        loop.call_soon_threadsafe = call_soon_threadsafe  # type: ignore[method-assign]
+
+
+async def _ending_as_asyncio_run(step: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``step``; if it fails, cancel the other tasks of its loop and wait
+    for them before raising its error (see above)."""
+    try:
+        return await step
+    except GeneratorExit:  # closed unfinished (its loop is gone): nothing to wait on
+        raise
+    except BaseException:
+        _late_callbacks_ignored(asyncio.get_running_loop())
+        me = asyncio.current_task()
+        try:
+            rest = [task for task in asyncio.all_tasks() if task is not me]
+        except RuntimeError:  # pragma: no cover - all_tasks lost its race 1000 times
+            rest = []
+        for task in rest:
+            task.cancel()
+        if rest:
+            done, _ = await asyncio.wait(rest, timeout=_CANCEL_SECONDS)
+            for task in done:  # their errors are the step's: retrieved, not logged
+                if not task.cancelled():
+                    task.exception()
+        raise
+
+
+def _run_sync(step: Coroutine[Any, Any, Any]) -> Any:
+    return _orbax_run_sync(_ending_as_asyncio_run(step))
+
+
+@contextlib.contextmanager
+def _failed_steps_end_cleanly() -> Iterator[None]:
+    """While in this block (blocks in several threads may overlap), orbax's
+    steps end as `_ending_as_asyncio_run` says."""
+    global _wrap_users, _orbax_run_sync
+    if _orbax_asyncio is None:  # pragma: no cover
+        yield
+        return
+    with _wrap_lock:
+        if _wrap_users == 0 and _orbax_asyncio.run_sync is not _run_sync:
+            _orbax_run_sync = _orbax_asyncio.run_sync
+            _orbax_asyncio.run_sync = _run_sync
+        _wrap_users += 1
+    try:
+        yield
+    finally:
+        with _wrap_lock:
+            _wrap_users -= 1
+            if _wrap_users == 0 and _orbax_asyncio.run_sync is _run_sync:
+                _orbax_asyncio.run_sync = _orbax_run_sync
+
+
+@contextlib.contextmanager
+def _manager(
+    directory: str | os.PathLike, keep: int | None = None
+) -> Iterator[ocp.CheckpointManager]:
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
-    return ocp.CheckpointManager(
-        os.path.abspath(os.fspath(directory)), item_names=("state", "manifest"), options=options
-    )
+    with (
+        _failed_steps_end_cleanly(),
+        ocp.CheckpointManager(
+            os.path.abspath(os.fspath(directory)),
+            item_names=("state", "manifest"),
+            options=options,
+        ) as manager,
+    ):
+        yield manager
 
 
 def save(

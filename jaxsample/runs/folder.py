@@ -6,8 +6,8 @@ write; it takes the folder's lock (`jaxsample.runs.lock.FolderLock`) before
 anything else. Every file is written beside and renamed into place; a
 checkpoint step appears only once orbax has finalized it. Errors are one line
 (`FolderMismatch` for another run's or a damaged folder, `WriteFailed` for a
-full disk), with orbax's own log output and background-thread tracebacks
-kept off the terminal.
+full disk), with orbax's own log output kept off the terminal; the
+process's exception hooks are left as they are.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import logging
 import os
 import re
 import shutil
-import sys
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,51 +36,22 @@ RECORD_KEYS = ("algo", "config", "seed", "seeds", "sweep")
 KEEP = 2
 
 
-def _closed_loop(exc: BaseException | None) -> bool:
-    return isinstance(exc, RuntimeError) and "Event loop is closed" in str(exc)
-
-
-def _drop_closed_loop_errors() -> None:
-    """Drop, for the rest of the process, the ``RuntimeError: Event loop is
-    closed`` that orbax's background operations raise after a failed restore
-    or save has closed their loop (a traceback per operation, even at exit);
-    every other error still reaches the hooks that were there."""
-    if getattr(threading.excepthook, "_jaxsample", False):
-        return
-    thread_hook, unraisable_hook = threading.excepthook, sys.unraisablehook
-
-    def thread(args: Any) -> None:
-        if not _closed_loop(args.exc_value):
-            thread_hook(args)
-
-    def unraisable(args: Any) -> None:
-        if not _closed_loop(args.exc_value):
-            unraisable_hook(args)
-
-    thread._jaxsample = unraisable._jaxsample = True  # type: ignore[attr-defined]
-    threading.excepthook, sys.unraisablehook = thread, unraisable
-
-
 @contextlib.contextmanager
 def quiet_orbax() -> Iterator[None]:
-    """No orbax log lines and no tracebacks from its worker threads (on a full
-    disk it logs ~1,000 lines): the run says what is wrong in one line."""
-    _drop_closed_loop_errors()
+    """No orbax log lines during the block (on a full disk it logs ~1,000):
+    the run says what is wrong in one line. The exception hooks stay the
+    user's: orbax's abandoned operations after a failed step, whose
+    ``Event loop is closed`` tracebacks went there, are cancelled by
+    `jaxsample.checkpoint` before the step raises."""
     loggers = [logging.getLogger(n) for n in ("absl", "orbax", "asyncio")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.CRITICAL + 1)
-    hook = threading.excepthook
-    unraisable = sys.unraisablehook
-    threading.excepthook = lambda args: None
-    sys.unraisablehook = lambda args: None
     try:
         yield
     finally:
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
-        threading.excepthook = hook
-        sys.unraisablehook = unraisable
 
 
 def differences(

@@ -162,8 +162,9 @@ class TD3:
         """
         t = off_policy.transitions(self, params, samples)
         c, agent = self.config.target_noise_clip, self.agent
-        eps = jnp.clip(hparams.target_noise * noise, -c, c) * agent.loc_scale()[1]
-        eps = eps.reshape((len(t.x), *agent.action_shape))
+        shape = (len(t.x), *agent.action_shape)
+        scale = agent.loc_scale()[1].reshape((1, *agent.action_shape))
+        eps = jnp.clip(hparams.target_noise * noise, -c, c).reshape(shape) * scale
         mu = jax.vmap(agent.action, in_axes=(None, 0))(learner.target_actor, t.next_x)
         q = jax.vmap(agent.q_values, in_axes=(None, 0, 0))
         next_q = jnp.min(q(learner.target_critic, t.next_x, jax.vmap(agent.clip)(mu + eps)), -1)

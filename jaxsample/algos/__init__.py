@@ -1,8 +1,11 @@
 """End-to-end jitted training built on the sampler (import explicitly:
 ``from jaxsample.algos import ppo``).
 
-* [`ppo`][jaxsample.algos.ppo], [`dqn`][jaxsample.algos.dqn]: the reference
+* [`ppo`][jaxsample.algos.ppo], [`dqn`][jaxsample.algos.dqn],
+  [`sac`][jaxsample.algos.sac], [`td3`][jaxsample.algos.td3]: the reference
   trainers (frozen objects of pure functions);
+  [`off_policy`][jaxsample.algos.off_policy] what SAC and TD3 share (their
+  state, collection and replay-learning loop);
 * [`configs`][jaxsample.algos.configs]: their static configurations;
 * [`registry`][jaxsample.algos.registry]: the algorithms by name (``--algo``),
   each with its config, trainer and the facts its callers need;
@@ -45,8 +48,11 @@ __all__ = [
     "dqn",
     "drivers",
     "games",
+    "off_policy",
     "ppo",
     "registry",
     "returns",
+    "sac",
+    "td3",
     "trainer",
 ]

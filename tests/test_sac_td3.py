@@ -166,8 +166,8 @@ def test_config_validation_names_the_field(config, field, value, error) -> None:
 # One program and a run folder, resumed bit for bit with the replay buffer
 # ----------------------------------------------------------------------------
 
-# 8 iterations of 2 envs x 2 steps, learning from the third; chunks=8: a
-# checkpoint after every iteration.
+# 8 iterations of 2 envs x 2 steps: random actions in the first two, learning
+# from the second on (8 env steps in); chunks=8: a checkpoint after every iteration.
 TINY = {
     "num_envs": 2, "num_steps": 2, "total_timesteps": 32, "learning_starts": 8,
     "buffer_capacity": 16, "batch_size": 8, "gradient_steps": 2, "hidden_sizes": (8,),
@@ -211,7 +211,7 @@ def test_one_program_and_a_resumed_folder_agree_bit_for_bit(config, tmp_path) ->
     assert (np.asarray(saved.filled) == 6).all()  # 3 iterations x 2 steps per env
     resumed = runs.train(config, seeds=2, folder=folder, chunks=8, **QUIET)
     assert not resumed.interrupted and resumed.training.start_iteration == 3
-    assert int(np.asarray(resumed.state.updates)[0]) == 6 * config.gradient_steps
+    assert int(np.asarray(resumed.state.updates)[0]) == 7 * config.gradient_steps
     assert _same(resumed.state, whole.state)
     for name in ("loss", "q_mean", "episode_return_mean"):
         np.testing.assert_array_equal(resumed.training.metrics[name], whole.training.metrics[name])

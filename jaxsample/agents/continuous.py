@@ -69,7 +69,7 @@ class RunningNorm:
         w = weight.astype(jnp.float32)[:, None]
         n = jnp.sum(w)
         mean = jnp.sum(w * x, axis=0) / jnp.maximum(n, 1.0)
-        var = jnp.sum(w * jnp.square(x - mean), axis=0) / jnp.maximum(n, 1.0)
+        var = jnp.sum(w * jnp.square(x - mean[None, :]), axis=0) / jnp.maximum(n, 1.0)
         total = self.count + n
         delta = mean - self.mean
         m2 = self.var * self.count + var * n + jnp.square(delta) * self.count * n / total

@@ -30,7 +30,7 @@ SUITE_PRESETS = (
 )  # fmt: skip
 
 
-OFF_POLICY_PRESETS = ("Pendulum-v1:sac", "Pendulum-v1:td3")
+OFF_POLICY_PRESETS = ("Pendulum-v1:sac", "Pendulum-v1:td3", "brax/inverted_pendulum:sac")
 
 
 def test_every_entry_builds_a_valid_config_and_names_its_source() -> None:
@@ -51,7 +51,10 @@ def test_every_entry_builds_a_valid_config_and_names_its_source() -> None:
     for preset in presets.presets().values():  # the naming rule: ENV, or ENV:ALGO
         config = preset.config()
         assert isinstance(config, registry.get(preset.algo).config_type)
-        assert preset.name == presets.name_of(preset.env, preset.algo) and config.env_name == preset.env
+        assert (
+            preset.name == presets.name_of(preset.env, preset.algo)
+            and config.env_name == preset.env
+        )
         assert preset.source and preset.mapping
         assert all(getattr(config, k) == (tuple(v) if isinstance(v, list) else v)
                    for k, v in preset.values.items())  # fmt: skip

@@ -85,8 +85,8 @@ def test_sac_targets_worked_out_by_hand(ablation: bool) -> None:
     """
     config = sac.SACConfig(hidden_sizes=(), truncation_as_termination=ablation)
     trainer, state = _crafted(sac, config)
-    actor = {"params": {"head": {"kernel": jnp.zeros((3, 2)),
-                                 "bias": jnp.asarray([math.atanh(0.5), math.log(0.5)])}}}  # fmt: skip
+    bias = jnp.asarray([math.atanh(0.5), math.log(0.5)])  # mean, log_std
+    actor = {"params": {"head": {"kernel": jnp.zeros((3, 2)), "bias": bias}}}
     params = state.params.replace(actor=actor)
     learner = state.learner.replace(target_critic=_linear_critics(),
                                     log_alpha=jnp.asarray(math.log(0.5), jnp.float32))  # fmt: skip
@@ -153,9 +153,12 @@ def test_the_command_line_says_it_in_one_line(algo, capsys) -> None:
 
 @pytest.mark.parametrize(("config", "field", "value", "error"), [
     (sac.SACConfig, "tau", 0.0, ValueError), (sac.SACConfig, "alpha_init", -1.0, ValueError),
-    (sac.SACConfig, "log_std_min", 3.0, ValueError), (sac.SACConfig, "activation", "elu", ValueError),
-    (sac.SACConfig, "gradient_steps", 0, ValueError), (td3.TD3Config, "policy_delay", 0, ValueError),
-    (td3.TD3Config, "target_noise", -0.1, ValueError), (td3.TD3Config, "learning_starts", 1.5, TypeError),
+    (sac.SACConfig, "log_std_min", 3.0, ValueError),
+    (sac.SACConfig, "activation", "elu", ValueError),
+    (sac.SACConfig, "gradient_steps", 0, ValueError),
+    (td3.TD3Config, "policy_delay", 0, ValueError),
+    (td3.TD3Config, "target_noise", -0.1, ValueError),
+    (td3.TD3Config, "learning_starts", 1.5, TypeError),
 ])  # fmt: skip
 def test_config_validation_names_the_field(config, field, value, error) -> None:
     with pytest.raises(error, match=f"^{field} "):

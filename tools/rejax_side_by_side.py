@@ -78,9 +78,10 @@ def _ours(env: str, algo: str, seeds: int, extra: list[str]) -> dict:
         start = time.perf_counter()
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         wall = time.perf_counter() - start
-        data = json.load(open(json_path))
+        with open(json_path) as f:
+            data = json.load(f)
     summary = data.get("summary", data)
-    return {"command": " ".join(["jaxsample", *cmd[3:9], *extra]), "wall_s": wall,
+    return {"command": " ".join([*cmd[2:10], *extra]), "wall_s": wall,
             "compile_s": summary.get("compile_seconds"), "run_s": summary.get("wall_seconds"),
             "steps": summary.get("total_steps")}  # fmt: skip
 
@@ -107,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runs = {
         "ours": lambda: _ours(args.env, args.algo, args.seeds, []),
-        "ours_rejax_hp": lambda: _ours(args.env, args.algo, args.seeds,
-                                       REJAX_WORKLOAD[args.algo]),  # fmt: skip
+        "ours_rejax_hp": lambda: _ours(args.env, args.algo, args.seeds, REJAX_WORKLOAD[args.algo]),
         "rejax": lambda: _rejax(args.rejax_python, args.algo, args.rejax_config, args.seeds),
     }
     walls: dict[str, list[float]] = {name: [] for name in runs}
@@ -116,10 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(args.rounds):
         order = list(runs) if r % 2 == 0 else list(reversed(runs))  # alternated
         for name in order:
+            now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
             line = {"algo": args.algo, "env": args.env, "who": name, "round": r,
-                    "seeds": args.seeds, **runs[name](),
-                    "cpus": len(os.sched_getaffinity(0)),
-                    "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}  # fmt: skip
+                    "seeds": args.seeds, **runs[name](), "cpus": len(os.sched_getaffinity(0)),
+                    "date": now}  # fmt: skip
             walls[name].append(line["wall_s"])
             with open(args.out, "a") as f:
                 f.write(json.dumps(line) + "\n")

@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from preset_results import OFF_POLICY_TARGETS, append  # noqa: E402
+from preset_results import OFF_POLICY_TARGETS, append
 
 OUT = os.path.join("docs", "presets", "truncation_ablation.jsonl")
 

@@ -547,8 +547,12 @@ class _ContinuousOffPolicy(_RunLength):
         check_config(
             self,
             ints=[(name, 1) for name in _OFF_POLICY_POSITIVE_INTS] + [("learning_starts", 0)],
-            bools=("normalize_observations", "truncation_as_termination", "prioritized_replay",
-                   *bools),  # fmt: skip
+            bools=(
+                "normalize_observations",
+                "truncation_as_termination",
+                "prioritized_replay",
+                *bools,
+            ),
             floats=(
                 ("lr", 0.0, math.inf, True),
                 ("gamma", 0.0, 1.0, False),

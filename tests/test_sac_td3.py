@@ -270,3 +270,32 @@ def test_presets_name_their_algorithm() -> None:
         assert preset.algo == algo and presets.for_env("Pendulum-v1", algo) is preset
         assert dataclasses.asdict(preset.config())["env_name"] == "Pendulum-v1"
     assert presets.for_env("Pendulum-v1", "ppo").name == "Pendulum-v1"
+
+
+@pytest.mark.long
+def test_the_command_line_trains_sweeps_and_evaluates(tmp_path, capsys) -> None:
+    """``jaxsample train --algo td3`` with a swept ``tau`` into a folder, then
+    ``jaxsample eval``: the greedy and the sampled policy of each run; the
+    help lists the fields."""
+    import json
+
+    from jaxsample.cli import main
+
+    folder, out = tmp_path / "ck", tmp_path / "eval.json"
+    argv = ["train", "--algo", "td3", "--env", "Pendulum-v1", "--preset", "none",
+            "--num-envs", "2", "--num-steps", "2", "--total-steps", "32", "--learning-starts", "8",
+            "--buffer-capacity", "16", "--batch-size", "8", "--hidden-sizes", "8",
+            "--tau", "0.01,0.1", "--checkpoint-dir", str(folder),
+            "--csv", str(tmp_path / "m.csv")]  # fmt: skip
+    assert main(argv) == 0
+    rows = (tmp_path / "m.csv").read_text().splitlines()
+    assert len(rows) == 1 + 8 * 2 and "actor_loss" in rows[0]
+    assert main(["eval", "--checkpoint", str(folder), "--episodes", "2", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["sweep"] == {"tau": [0.01, 0.1]} and len(result["runs"]) == 2
+    assert all(r["greedy_episodes"] == r["sampled_episodes"] == 2 for r in result["runs"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["train", "--algo", "sac", "--help"])
+    text = capsys.readouterr().out
+    assert all(f"--{f}" in text for f in ("target-entropy", "learn-alpha", "gradient-steps"))

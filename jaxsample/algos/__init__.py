@@ -6,7 +6,9 @@
   trainers (frozen objects of pure functions);
   [`off_policy`][jaxsample.algos.off_policy] what SAC and TD3 share (their
   state, collection and replay-learning loop);
-* [`configs`][jaxsample.algos.configs]: their static configurations;
+* [`configs`][jaxsample.algos.configs] (PPO, DQN) and
+  [`off_policy_configs`][jaxsample.algos.off_policy_configs] (SAC, TD3): their
+  static configurations;
 * [`registry`][jaxsample.algos.registry]: the algorithms by name (``--algo``),
   each with its config, trainer and the facts its callers need;
 * [`returns`][jaxsample.algos.returns]: value targets that bootstrap through
@@ -49,6 +51,7 @@ __all__ = [
     "drivers",
     "games",
     "off_policy",
+    "off_policy_configs",
     "ppo",
     "registry",
     "returns",

@@ -20,13 +20,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType, ModuleType
 from typing import Any
 
-from jaxsample.algos.configs import (
-    MASKED_CARTPOLE_RECURRENT,
-    DQNConfig,
-    PPOConfig,
-    SACConfig,
-    TD3Config,
-)
+from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT, DQNConfig, PPOConfig
+from jaxsample.algos.off_policy_configs import SACConfig, TD3Config
 
 __all__ = ["ALGORITHMS", "DEFAULT", "Algorithm", "get", "of_config"]
 

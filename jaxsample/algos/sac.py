@@ -52,8 +52,8 @@ from flax import struct
 
 from jaxsample.agents import ContinuousParams, SquashedGaussianActor
 from jaxsample.algos import common, off_policy
-from jaxsample.algos.configs import SACConfig
 from jaxsample.algos.off_policy import TrainState
+from jaxsample.algos.off_policy_configs import SACConfig
 from jaxsample.algos.trainer import Reports, run, train
 from jaxsample.evaluation import Evaluator
 from jaxsample.replay import Replayer
@@ -267,7 +267,7 @@ def make_train(config: SACConfig, *, env: Any = None, env_params: Any = None) ->
     """Build SAC for ``config``: a [`SAC`][jaxsample.algos.sac.SAC] of pure functions.
 
     Args:
-      config: a [`SACConfig`][jaxsample.algos.configs.SACConfig].
+      config: a [`SACConfig`][jaxsample.algos.off_policy_configs.SACConfig].
       env, env_params: a gymnax environment with a bounded ``Box`` action space
         to use instead of ``config.env_name`` (``env_params`` defaults to its
         ``default_params``).

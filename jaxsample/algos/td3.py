@@ -45,8 +45,8 @@ from flax import struct
 
 from jaxsample.agents import ContinuousParams, DeterministicActor
 from jaxsample.algos import common, off_policy
-from jaxsample.algos.configs import TD3Config
 from jaxsample.algos.off_policy import TrainState
+from jaxsample.algos.off_policy_configs import TD3Config
 from jaxsample.algos.trainer import Reports, run, train
 from jaxsample.core.batched import cond_any
 from jaxsample.evaluation import Evaluator
@@ -245,7 +245,7 @@ def make_train(config: TD3Config, *, env: Any = None, env_params: Any = None) ->
     """Build TD3 for ``config``: a [`TD3`][jaxsample.algos.td3.TD3] of pure functions.
 
     Args:
-      config: a [`TD3Config`][jaxsample.algos.configs.TD3Config].
+      config: a [`TD3Config`][jaxsample.algos.off_policy_configs.TD3Config].
       env, env_params: a gymnax environment with a bounded ``Box`` action space
         to use instead of ``config.env_name`` (``env_params`` defaults to its
         ``default_params``).

@@ -132,10 +132,13 @@ def test_td3_targets_worked_out_by_hand(ablation: bool) -> None:
     (sac, sac.SACConfig, "SAC"), (td3, td3.TD3Config, "TD3"),
 ])  # fmt: skip
 def test_a_discrete_action_space_is_one_line_naming_what_fits(module, config, name) -> None:
+    from jaxsample.errors import ConfigError
+
     with pytest.raises(TypeError) as info:
         module.make_train(config(env_name="CartPole-v1"))
     message = str(info.value)
-    assert "\n" not in message and message.startswith("env_name: CartPole-v1: ")
+    assert isinstance(info.value, ConfigError) and info.value.field == "env_name"
+    assert "\n" not in message and message.startswith("env_name 'CartPole-v1': ")
     assert f"{name} is for continuous actions" in message
     assert all(a in message for a in ("PPO", "DQN", "PQN"))
 

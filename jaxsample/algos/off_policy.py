@@ -29,6 +29,7 @@ from jaxsample.agents import ContinuousParams, flatten_observation
 from jaxsample.agents.continuous import box_bounds
 from jaxsample.algos import common
 from jaxsample.core.batched import cond_any
+from jaxsample.errors import ConfigError, ConfigTypeError
 from jaxsample.evaluation import make_evaluator
 from jaxsample.metrics import StepMetrics
 from jaxsample.replay import ReplayState, prioritized, uniform
@@ -111,15 +112,18 @@ def make_parts(config: Any, env: Any, env_params: Any, who: str, make_agent: Cal
     ``make_agent(space, activation)``, the sampler, the replayer and the
     evaluator of ``eval_episodes`` greedy episodes. A ``Discrete`` action
     space (or an unbounded Box) is a one-line error naming ``who`` and the
-    algorithms that fit."""
+    algorithms that fit: a [`ConfigTypeError`][jaxsample.errors.ConfigTypeError] of the field
+    ``env_name`` when the env is the config's."""
     named = env is None
     env, env_params = common.make_env(config, env, env_params)
     space = env.action_space(env_params)
     try:
         box_bounds(space, who)
     except (TypeError, ValueError) as e:
-        where = f"env_name: {config.env_name}: " if named else ""
-        raise type(e)(f"{where}{e}") from None
+        if not named:
+            raise
+        error = ConfigTypeError if isinstance(e, TypeError) else ConfigError
+        raise error("env_name", f"{config.env_name!r}: {e}") from None
     agent = make_agent(space, ACTIVATIONS[config.activation])
     sampler = common.make_trainer_sampler(env, env_params, agent, config)
     if config.prioritized_replay:

@@ -4,8 +4,9 @@ for [`jaxsample.algos.sac`][jaxsample.algos.sac] and
 [`TD3Config`][jaxsample.algos.off_policy_configs.TD3Config] for
 [`jaxsample.algos.td3`][jaxsample.algos.td3] (both modules re-export theirs),
 on the checks of [`configs`][jaxsample.algos.configs] (a bad field raises a
-``TypeError`` or ``ValueError`` that names it). A module of its own beside
-``configs`` (which keeps PPO's and DQN's) so that neither passes 600 lines.
+[`ConfigError`][jaxsample.errors.ConfigError] that names it, as data:
+``error.field``). A module of its own beside ``configs`` (which keeps PPO's
+and DQN's) so that neither passes 600 lines.
 
 Imports no JAX (nor numpy), as ``configs``.
 """
@@ -14,15 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import ClassVar
 
-from jaxsample._checks import check_int
-from jaxsample.algos.configs import (
-    _MAX_REPLAY_CAPACITY,
-    _MAX_TIMESTEPS,
-    _RunLength,
-    check_config,
-    check_float,
-)
+from jaxsample._checks import MAX_REPLAY_CAPACITY, check_int
+from jaxsample.algos.configs import _MAX_TIMESTEPS, _RunLength, check_config, check_float
+from jaxsample.errors import ConfigError
 
 __all__ = ["SACConfig", "TD3Config"]
 
@@ -89,16 +86,16 @@ class _ContinuousOffPolicy(_RunLength):
         for name, maximum in (
             ("total_timesteps", _MAX_TIMESTEPS),
             ("learning_starts", _MAX_TIMESTEPS),
-            ("buffer_capacity", _MAX_REPLAY_CAPACITY),
+            ("buffer_capacity", MAX_REPLAY_CAPACITY),
             ("metrics_window", 2**30 - 1),
         ):
             if getattr(self, name) > maximum:
-                raise ValueError(f"{name} must be <= {maximum}, got {getattr(self, name)}")
+                raise ConfigError(name, f"must be <= {maximum}, got {getattr(self, name)}")
         if self.max_grad_norm is not None:
             check_float("max_grad_norm", self.max_grad_norm, 0.0, math.inf, True)
         if self.activation not in _OFF_POLICY_ACTIVATIONS:
-            raise ValueError(
-                f"activation must be one of {_OFF_POLICY_ACTIVATIONS}, got {self.activation!r}"
+            raise ConfigError(
+                "activation", f"must be one of {_OFF_POLICY_ACTIVATIONS}, got {self.activation!r}"
             )
 
 
@@ -158,6 +155,9 @@ class SACConfig(_ContinuousOffPolicy):
       log_std_min, log_std_max: the clip of the actor's ``log_std``.
     """
 
+    #: The fields that are data (the trainer's ``HParams``, vmapped; a list sweeps).
+    HPARAMS: ClassVar[tuple[str, ...]] = ("lr", "gamma", "tau")
+
     target_entropy: float | None = None
     alpha_init: float = 1.0
     learn_alpha: bool = True
@@ -177,9 +177,9 @@ class SACConfig(_ContinuousOffPolicy):
             check_float("target_entropy", self.target_entropy, -math.inf, math.inf)
         if not (math.isfinite(self.log_std_min) and self.log_std_min < self.log_std_max
                 and math.isfinite(self.log_std_max)):  # fmt: skip
-            raise ValueError(
-                f"log_std_min must be finite and < log_std_max ({self.log_std_max}), "
-                f"got {self.log_std_min}"
+            raise ConfigError(
+                "log_std_min",
+                f"must be finite and < log_std_max ({self.log_std_max}), got {self.log_std_min}",
             )
 
 
@@ -202,6 +202,9 @@ class TD3Config(_ContinuousOffPolicy):
       policy_delay: the actor and both targets are updated after every
         ``policy_delay``-th critic update.
     """
+
+    #: The fields that are data (the trainer's ``HParams``, vmapped; a list sweeps).
+    HPARAMS: ClassVar[tuple[str, ...]] = ("lr", "gamma", "tau", "target_noise")
 
     exploration_noise: float = 0.1
     target_noise: float = 0.2

@@ -64,20 +64,9 @@ from jaxsample.types import PyTree, Samples
 __all__ = ["SAC", "HParams", "Learner", "SACConfig", "TrainState", "make_train"]
 
 
-@struct.dataclass
-class HParams:
-    """SAC's hyperparameters as data (`SAC.hparams`, defaults from the
-    config): float32 ``[]`` for one run, ``[N]`` to vmap ``N`` runs.
-
-    Attributes:
-      lr: Adam's learning rate (actor, critics, temperature).
-      gamma: the discount of the target.
-      tau: the target critics' Polyak step.
-    """
-
-    lr: jax.Array
-    gamma: jax.Array
-    tau: jax.Array
+#: SAC's settings that are data (``SACConfig.HPARAMS``: lr, the target's
+#: gamma, the Polyak step tau): float32 ``[]`` for one run, ``[N]`` to vmap ``N``.
+HParams = common.hparams_type(SACConfig, __name__, "SAC's hyperparameters as data.")
 
 
 @struct.dataclass

@@ -58,23 +58,10 @@ from jaxsample.types import PyTree, Samples
 __all__ = ["TD3", "HParams", "Learner", "TD3Config", "TrainState", "make_train"]
 
 
-@struct.dataclass
-class HParams:
-    """TD3's hyperparameters as data (`TD3.hparams`, defaults from the
-    config): float32 ``[]`` for one run, ``[N]`` to vmap ``N`` runs.
-
-    Attributes:
-      lr: Adam's learning rate (actor and critics).
-      gamma: the discount of the target.
-      tau: the targets' Polyak step.
-      target_noise: the target-policy noise's standard deviation (units of
-        the Box's half-width), before its clip at ``target_noise_clip``.
-    """
-
-    lr: jax.Array
-    gamma: jax.Array
-    tau: jax.Array
-    target_noise: jax.Array
+#: TD3's settings that are data (``TD3Config.HPARAMS``: lr, the target's gamma,
+#: the Polyak step tau, the target-policy noise before its clip): float32 ``[]``
+#: for one run, ``[N]`` to vmap ``N``.
+HParams = common.hparams_type(TD3Config, __name__, "TD3's hyperparameters as data.")
 
 
 @struct.dataclass

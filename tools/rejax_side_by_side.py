@@ -3,9 +3,12 @@
 Issue 51 item 6: each round runs, in fresh processes one after the other,
 
 * ``ours``: the documented command, ``jaxsample train --env ENV --algo ALGO
-  --seeds 4`` (the preset; compile included; the greedy evaluation is not part
-  of it: the same seeds give the same state bit for bit with a run folder, so
-  ``tools/preset_results.py --algo ALGO`` measures the return);
+  --seeds 4`` (the preset; compile included, cold: ``--no-compile-cache``;
+  the greedy evaluation is not part of it: the same seeds give the same state
+  bit for bit with a run folder, so ``tools/preset_results.py --algo ALGO``
+  measures the return);
+* ``ours_warm``: the same with JAX's compilation cache (on by default; warm
+  after the first run);
 * ``ours_rejax_hp``: the same command with rejax's workload (1 env, one
   gradient step per env step, its Polyak step and buffer), the algorithm's
   speed apart from the workload;
@@ -76,7 +79,9 @@ def _ours(env: str, algo: str, seeds: int, extra: list[str]) -> dict:
                "--seeds", str(seeds), "--json", json_path, "--csv", os.path.join(d, "t.csv"),
                *extra]  # fmt: skip
         start = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
         wall = time.perf_counter() - start
         with open(json_path) as f:
             data = json.load(f)
@@ -107,8 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=OUT)
     args = parser.parse_args(argv)
     runs = {
-        "ours": lambda: _ours(args.env, args.algo, args.seeds, []),
-        "ours_rejax_hp": lambda: _ours(args.env, args.algo, args.seeds, REJAX_WORKLOAD[args.algo]),
+        "ours": lambda: _ours(args.env, args.algo, args.seeds, ["--no-compile-cache"]),
+        "ours_warm": lambda: _ours(args.env, args.algo, args.seeds, []),
+        "ours_rejax_hp": lambda: _ours(
+            args.env, args.algo, args.seeds, ["--no-compile-cache", *REJAX_WORKLOAD[args.algo]]
+        ),
         "rejax": lambda: _rejax(args.rejax_python, args.algo, args.rejax_config, args.seeds),
     }
     walls: dict[str, list[float]] = {name: [] for name in runs}

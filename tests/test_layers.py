@@ -57,6 +57,7 @@ def test_the_layers_are_fine_enough_to_see_what_the_issue_names() -> None:
         "jaxsample.errors",
         "jaxsample._checks",
         "jaxsample.algos.configs",
+        "jaxsample.algos.off_policy_configs",
         "jaxsample.algos.registry",
         "jaxsample.algos.presets",
     }

@@ -22,6 +22,7 @@ LIGHT = (
     "jaxsample.errors",
     "jaxsample._checks",
     "jaxsample.algos.configs",
+    "jaxsample.algos.off_policy_configs",
     "jaxsample.algos.registry",
     "jaxsample.algos.presets",
     "jaxsample.bench.schema",

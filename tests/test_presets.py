@@ -30,23 +30,47 @@ SUITE_PRESETS = (
 )  # fmt: skip
 
 
+OFF_POLICY_PRESETS = ("Pendulum-v1:sac", "Pendulum-v1:td3", "brax/inverted_pendulum:sac")
+
+
 def test_every_entry_builds_a_valid_config_and_names_its_source() -> None:
     import gymnax
 
+    from jaxsample.algos import registry
+
     fields = {f.name for f in dataclasses.fields(PPOConfig)}
-    assert presets.names() == [*GYMNAX_PRESETS, *SUITE_PRESETS]
-    for preset in presets.presets().values():
+    ppo = [p for p in presets.presets().values() if p.algo == "ppo"]
+    assert [p.name for p in ppo] == [*GYMNAX_PRESETS, *SUITE_PRESETS]
+    assert [p.name for p in presets.presets().values() if p.algo != "ppo"] == [
+        *OFF_POLICY_PRESETS
+    ]  # fmt: skip
+    for preset in ppo:
         assert set(preset.values) <= fields - {"env_name"}, preset.name
         config = preset.config()
         assert config.env_name == preset.env == preset.name and preset.algo == "ppo"
+    for preset in presets.presets().values():  # the naming rule: ENV, or ENV:ALGO
+        config = preset.config()
+        assert isinstance(config, registry.get(preset.algo).config_type)
+        assert (
+            preset.name == presets.name_of(preset.env, preset.algo)
+            and config.env_name == preset.env
+        )
         assert preset.source and preset.mapping
         assert all(getattr(config, k) == (tuple(v) if isinstance(v, list) else v)
                    for k, v in preset.values.items())  # fmt: skip
-        assert presets.for_env(preset.env) is preset
+        assert presets.for_env(preset.env, preset.algo) is preset
     for name in GYMNAX_PRESETS:
         assert name in gymnax.registered_envs
         assert "gymnax-blines agents/" + name + "/ppo.yaml" in presets.get(name).source
     assert presets.for_env("CartPole-v1", "dqn") is None and presets.for_env("Nope-v0") is None
+
+
+def test_the_env_and_the_algo_choose_the_preset(ran) -> None:
+    assert ran("--env", "Pendulum-v1", "--algo", "sac")["preset"] == "Pendulum-v1:sac"
+    assert ran("--env", "Pendulum-v1", "--algo", "td3")["preset"] == "Pendulum-v1:td3"
+    assert ran("--env", "Pendulum-v1")["preset"] == "Pendulum-v1"
+    call = ran("--env", "Pendulum-v1", "--algo", "sac", "--preset", "none")
+    assert call["preset"] is None and call["config"].num_envs == 1
 
 
 def test_gymnax_blines_values_mapped_onto_our_fields() -> None:

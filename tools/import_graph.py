@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
         "jaxsample.errors",
         "jaxsample._checks",
         "jaxsample.algos.configs",
+        "jaxsample.algos.off_policy_configs",
         "jaxsample.algos.registry",
         "jaxsample.algos.presets",
     ),

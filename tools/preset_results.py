@@ -19,6 +19,8 @@ Usage (pin it to one core on a shared machine)::
         --set hidden_sizes="(64, 64)" --out results.jsonl
     # the plain PPOConfig defaults instead of the env's preset:
     python tools/preset_results.py --env Catch-bsuite --preset none --out results.jsonl
+    # another algorithm's preset (ENV:ALGO; its fields for --set):
+    python tools/preset_results.py --env Pendulum-v1 --algo sac
 
 The settings start from ``--preset`` (default: the env's own preset in
 ``jaxsample/algos/presets.toml``; ``none``: PPOConfig's defaults) and
@@ -60,6 +62,15 @@ TARGETS: dict[str, tuple[float, int]] = {
     "Catch-bsuite": (1.0, 100_000),
 }
 
+#: The off-policy presets' targets and budgets (issue 51: the median greedy
+#: return and the env steps per seed), by ``(env, algo)``; their results go to
+#: `OFF_POLICY_RESULTS` (the PPO page's table reads `RESULTS`).
+OFF_POLICY_TARGETS: dict[tuple[str, str], tuple[float, int]] = {
+    ("Pendulum-v1", "sac"): (-155.0, 10_000),
+    ("Pendulum-v1", "td3"): (-160.0, 20_000),
+    ("brax/inverted_pendulum", "sac"): (1000.0, 200_000),
+}
+
 #: The MinAtar games: gymnax-blines ships PPO settings (10M steps) but no
 #: returns; ``--all`` trains each preset and the plain defaults at
 #: ``MINATAR_STEPS`` (what fits a 2-core CPU) and compares their curves.
@@ -68,6 +79,7 @@ MINATAR_STEPS = 1_000_000
 
 #: Where the results page's measurements are kept.
 RESULTS = os.path.join("docs", "presets", "results.jsonl")
+OFF_POLICY_RESULTS = os.path.join("docs", "presets", "off_policy.jsonl")
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -83,18 +95,20 @@ def parse_override(text: str) -> tuple[str, Any]:
     return name.strip(), parsed
 
 
-def make_config(env: str, preset: str | None, overrides: dict[str, Any]) -> tuple[Any, str | None]:
-    """The PPOConfig to train and the name of the preset it started from
-    (``preset``: a preset name, ``"none"``, or None for the env's own)."""
-    from jaxsample.algos.configs import PPOConfig
+def make_config(
+    env: str, preset: str | None, overrides: dict[str, Any], algo: str = "ppo"
+) -> tuple[Any, str | None]:
+    """The config of ``algo`` (PPOConfig for ``ppo``) to train and the name of
+    the preset it started from (``preset``: a preset name, ``"none"``, or None
+    for the env's own)."""
+    from jaxsample.algos import presets, registry
 
+    config_type = registry.get(algo).config_type
     if preset == "none":
-        return PPOConfig(env_name=env, **overrides), None
-    from jaxsample.algos import presets
-
-    found = presets.for_env(env) if preset is None else presets.get(preset)
+        return config_type(env_name=env, **overrides), None
+    found = presets.for_env(env, algo) if preset is None else presets.get(preset)
     if found is None:
-        return PPOConfig(env_name=env, **overrides), None
+        return config_type(env_name=env, **overrides), None
     return found.config(env_name=env, **overrides), found.name
 
 
@@ -160,16 +174,21 @@ def result_line(
     episodes: int,
     seed: int = 0,
     note: str = "",
+    algo: str = "ppo",
 ) -> dict[str, Any]:
     """Measure one setting: the JSON line (see the module docstring)."""
     import platform
 
     import jax
 
-    config, name = make_config(env, preset, overrides)
-    target, budget = TARGETS.get(env, (None, None))
+    config, name = make_config(env, preset, overrides, algo)
+    if algo == "ppo":
+        target, budget = TARGETS.get(env, (None, None))
+    else:
+        target, budget = OFF_POLICY_TARGETS.get((env, algo), (None, None))
     line = {
         "env": env,
+        **({} if algo == "ppo" else {"algo": algo}),
         "preset": name,
         "overrides": overrides,
         "note": note,
@@ -208,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--env", help="gymnax env id, e.g. CartPole-v1")
+    parser.add_argument("--algo", default="ppo",
+                        help="the algorithm (ppo; sac, td3: their ENV:ALGO presets, "
+                             f"results to {OFF_POLICY_RESULTS} by default)")  # fmt: skip
     parser.add_argument("--all", action="store_true",
                         help="the results page's whole table, then its figures "
                              "(tools/preset_page.py)")  # fmt: skip
@@ -224,9 +246,13 @@ def main(argv: list[str] | None = None) -> int:
                         type=parse_override, metavar="FIELD=VALUE",
                         help="override a PPOConfig field (repeatable)")  # fmt: skip
     parser.add_argument("--note", default="", help="free text stored in the JSON line")
-    parser.add_argument("--out", default=RESULTS,
+    parser.add_argument("--out", default=None,
                         help=f"JSON Lines file to append the results to ({RESULTS})")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = RESULTS if args.algo == "ppo" else OFF_POLICY_RESULTS
+    if args.all and args.algo != "ppo":
+        parser.error("--all is PPO's table: give --env with --algo")
     if args.seeds < 1 or args.episodes < 1:
         parser.error("--seeds and --episodes must be >= 1")
     if args.all == bool(args.env):
@@ -237,12 +263,12 @@ def main(argv: list[str] | None = None) -> int:
         jobs = [(args.env, args.preset, dict(args.overrides))]
     for env, preset, overrides in jobs:
         try:
-            make_config(env, preset, overrides)
+            make_config(env, preset, overrides, args.algo)
         except (TypeError, ValueError, KeyError) as error:
             parser.error(str(error))
     for env, preset, overrides in jobs:
         line = result_line(env, preset, overrides, seeds=args.seeds, episodes=args.episodes,
-                           seed=args.seed, note=args.note)  # fmt: skip
+                           seed=args.seed, note=args.note, algo=args.algo)  # fmt: skip
         append(args.out, line)
         print(json.dumps({k: v for k, v in line.items() if k not in ("config", "curve")}))
     if args.all:  # the page, drawn by its own script (which imports this one: no cycle)

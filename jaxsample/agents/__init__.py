@@ -11,6 +11,12 @@ from jaxsample.agents.actor_critic import (
     gaussian_log_prob,
 )
 from jaxsample.agents.base import Agent, RandomAgent, action_spec, null_action
+from jaxsample.agents.continuous import (
+    ContinuousParams,
+    DeterministicActor,
+    RunningNorm,
+    SquashedGaussianActor,
+)
 from jaxsample.agents.epsilon_greedy import (
     EpsilonGreedyAgent,
     EpsilonGreedyInfo,
@@ -26,6 +32,8 @@ __all__ = [
     "ActorCriticInfo",
     "Agent",
     "CategoricalActorCritic",
+    "ContinuousParams",
+    "DeterministicActor",
     "EpsilonGreedyAgent",
     "EpsilonGreedyInfo",
     "EpsilonGreedyParams",
@@ -34,7 +42,9 @@ __all__ = [
     "NoiseState",
     "RandomAgent",
     "RecurrentActorCritic",
+    "RunningNorm",
     "SharedAgent",
+    "SquashedGaussianActor",
     "TurnTaking",
     "action_spec",
     "categorical_entropy",

@@ -1,9 +1,14 @@
 """End-to-end jitted training built on the sampler (import explicitly:
 ``from jaxsample.algos import ppo``).
 
-* [`ppo`][jaxsample.algos.ppo], [`dqn`][jaxsample.algos.dqn]: the reference
+* [`ppo`][jaxsample.algos.ppo], [`dqn`][jaxsample.algos.dqn],
+  [`sac`][jaxsample.algos.sac], [`td3`][jaxsample.algos.td3]: the reference
   trainers (frozen objects of pure functions);
-* [`configs`][jaxsample.algos.configs]: their static configurations;
+  [`off_policy`][jaxsample.algos.off_policy] what SAC and TD3 share (their
+  state, collection and replay-learning loop);
+* [`configs`][jaxsample.algos.configs] (PPO, DQN) and
+  [`off_policy_configs`][jaxsample.algos.off_policy_configs] (SAC, TD3): their
+  static configurations;
 * [`registry`][jaxsample.algos.registry]: the algorithms by name (``--algo``),
   each with its config, trainer and the facts its callers need;
 * [`returns`][jaxsample.algos.returns]: value targets that bootstrap through
@@ -45,8 +50,12 @@ __all__ = [
     "dqn",
     "drivers",
     "games",
+    "off_policy",
+    "off_policy_configs",
     "ppo",
     "registry",
     "returns",
+    "sac",
+    "td3",
     "trainer",
 ]

@@ -21,6 +21,7 @@ from types import MappingProxyType, ModuleType
 from typing import Any
 
 from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT, DQNConfig, PPOConfig
+from jaxsample.algos.off_policy_configs import SACConfig, TD3Config
 
 __all__ = ["ALGORITHMS", "DEFAULT", "Algorithm", "get", "of_config"]
 
@@ -42,7 +43,8 @@ class Algorithm:
       masked_config: the config ``--mask-velocity`` starts from, or None where
         the flag does not apply.
       driver: its actor/learner adapter in `jaxsample.algos.drivers`
-        (``"ppo_driver"``).
+        (``"ppo_driver"``), or None where it has none (SAC, TD3):
+        `make_driver` then raises.
       batch_iterations: whether that adapter takes ``iterations_per_batch``
         (several trainer iterations per driver batch).
       updates_per_iteration: a config's gradient updates per iteration (DQN's
@@ -60,7 +62,7 @@ class Algorithm:
     trainer: str
     config_type: type
     updates_per_iteration: Callable[[Any], int]
-    driver: str
+    driver: str | None = None
     fixed: Mapping[str, Any] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     masked_config: Any = None
     batch_iterations: bool = False
@@ -99,6 +101,8 @@ class Algorithm:
     def make_driver(self, trainer: Any, iterations_per_batch: int = 1, **kwargs: Any) -> Any:
         """Its actor/learner [`Driver`][jaxsample.driver.Driver] of ``trainer``;
         ``iterations_per_batch`` where the adapter takes it (`batch_iterations`)."""
+        if self.driver is None:
+            raise ValueError(f"{self.name} has no actor/learner adapter (jaxsample.algos.drivers)")
         if self.batch_iterations:
             kwargs["iterations_per_batch"] = iterations_per_batch
         drivers = importlib.import_module("jaxsample.algos.drivers")  # by name, as `module`
@@ -130,6 +134,22 @@ ALGORITHMS: Mapping[str, Algorithm] = MappingProxyType(
             updates_per_iteration=lambda c: c.gradient_steps,
             driver="dqn_driver",
             batch_iterations=True,
+            greedy_eval=True,
+            replay=True,
+        ),
+        "sac": Algorithm(
+            name="sac",
+            trainer="sac",
+            config_type=SACConfig,
+            updates_per_iteration=lambda c: c.gradient_steps,
+            greedy_eval=True,
+            replay=True,
+        ),
+        "td3": Algorithm(
+            name="td3",
+            trainer="td3",
+            config_type=TD3Config,
+            updates_per_iteration=lambda c: c.gradient_steps,
             greedy_eval=True,
             replay=True,
         ),

@@ -1,8 +1,9 @@
 """End-to-end jitted training built on the sampler (import explicitly:
 ``from jaxsample.algos import ppo``).
 
-* [`ppo`][jaxsample.algos.ppo], [`dqn`][jaxsample.algos.dqn]: the reference
-  trainers (frozen objects of pure functions);
+* [`ppo`][jaxsample.algos.ppo], [`dqn`][jaxsample.algos.dqn],
+  [`pqn`][jaxsample.algos.pqn]: the reference trainers (frozen objects of
+  pure functions);
 * [`configs`][jaxsample.algos.configs]: their static configurations;
 * [`registry`][jaxsample.algos.registry]: the algorithms by name (``--algo``),
   each with its config, trainer and the facts its callers need;
@@ -50,6 +51,7 @@ __all__ = [
     "drivers",
     "games",
     "ppo",
+    "pqn",
     "program_store",
     "programs",
     "registry",

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType, ModuleType
 from typing import Any
 
-from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT, DQNConfig, PPOConfig
+from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT, DQNConfig, PPOConfig, PQNConfig
 
 __all__ = ["ALGORITHMS", "DEFAULT", "Algorithm", "get", "of_config"]
 
@@ -132,6 +132,17 @@ ALGORITHMS: Mapping[str, Algorithm] = MappingProxyType(
             batch_iterations=True,
             greedy_eval=True,
             replay=True,
+        ),
+        "pqn": Algorithm(
+            name="pqn",
+            trainer="pqn",
+            config_type=PQNConfig,
+            hparams_fields=("lr", "gamma", "q_lambda"),
+            updates_per_iteration=lambda c: c.update_epochs * c.num_minibatches,
+            # DQN's adapter fits: epsilon by the batch index, each batch learned once
+            driver="dqn_driver",
+            batch_iterations=True,
+            greedy_eval=True,
         ),
     }
 )

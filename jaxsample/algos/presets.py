@@ -1,10 +1,12 @@
 """Tuned settings per environment, as data: ``presets.toml`` in this package.
 
-``jaxsample train --env NAME`` starts from the preset tuned for ``NAME``
-where there is one (`for_env`); ``--preset none`` gives the plain
-[`PPOConfig`][jaxsample.algos.configs.PPOConfig] defaults, ``--preset NAME``
-another preset. Each entry names its source (gymnax-blines' PPO files for
-gymnax's envs, this project's own measured settings for the suites) and how
+``jaxsample train --env NAME --algo ALGO`` starts from the preset tuned for
+``NAME`` and ``ALGO`` where there is one (`for_env`: at most one per env and
+algorithm; PPO's is named after its env, another algorithm's
+``"<env>/<algo>"``, e.g. ``CartPole-v1/pqn``); ``--preset none`` gives the
+algorithm's plain config defaults, ``--preset NAME`` another preset. Each
+entry names its source (gymnax-blines' PPO files for gymnax's envs,
+purejaxql's for PQN, this project's own measured settings for the suites) and how
 the source's settings became config fields. A preset is data only: the same
 trainer runs it (no code path of its own). Imports no JAX.
 """
@@ -44,8 +46,8 @@ class Preset:
 
     def config(self, **overrides: Any) -> Any:
         """The preset as its algorithm's config (a
-        [`PPOConfig`][jaxsample.algos.configs.PPOConfig]) for its env
-        (``overrides`` on top)."""
+        [`PPOConfig`][jaxsample.algos.configs.PPOConfig] for ``ppo``) for its
+        env (``overrides`` on top)."""
         from jaxsample.algos import registry
 
         config_type = registry.get(self.algo).config_type
@@ -64,6 +66,10 @@ def presets() -> dict[str, Preset]:
         if set(entry) != _KEYS:
             raise ValueError(f"{PRESETS_FILE} [{name}]: keys {sorted(entry)}, want {sorted(_KEYS)}")
         out[name] = Preset(name=name, values=dict(entry.pop("config")), **entry)
+    pairs = [(p.env, p.algo) for p in out.values()]
+    if len(set(pairs)) < len(pairs):  # `for_env` finds one preset per env and algorithm
+        twice = sorted({f"{e} ({a})" for e, a in pairs if pairs.count((e, a)) > 1})
+        raise ValueError(f"{PRESETS_FILE}: more than one preset for {', '.join(twice)}")
     return out
 
 

@@ -33,16 +33,23 @@ SUITE_PRESETS = (
 def test_every_entry_builds_a_valid_config_and_names_its_source() -> None:
     import gymnax
 
-    fields = {f.name for f in dataclasses.fields(PPOConfig)}
-    assert presets.names() == [*GYMNAX_PRESETS, *SUITE_PRESETS]
+    from jaxsample.algos import registry
+
+    ppo = [name for name, p in presets.presets().items() if p.algo == "ppo"]
+    assert ppo == [*GYMNAX_PRESETS, *SUITE_PRESETS]
     for preset in presets.presets().values():
+        fields = {f.name for f in dataclasses.fields(registry.get(preset.algo).config_type)}
         assert set(preset.values) <= fields - {"env_name"}, preset.name
         config = preset.config()
-        assert config.env_name == preset.env == preset.name and preset.algo == "ppo"
+        assert config.env_name == preset.env
+        # the naming rule: PPO's named after its env, another algorithm's "<env>/<algo>"
+        assert preset.name == (
+            preset.env if preset.algo == "ppo" else f"{preset.env}/{preset.algo}"
+        )
         assert preset.source and preset.mapping
         assert all(getattr(config, k) == (tuple(v) if isinstance(v, list) else v)
                    for k, v in preset.values.items())  # fmt: skip
-        assert presets.for_env(preset.env) is preset
+        assert presets.for_env(preset.env, preset.algo) is preset
     for name in GYMNAX_PRESETS:
         assert name in gymnax.registered_envs
         assert "gymnax-blines agents/" + name + "/ppo.yaml" in presets.get(name).source

@@ -227,11 +227,11 @@ def test_config_validation_names_the_field(field, value, error) -> None:
 
 def test_the_preset_is_found_by_env_and_algo(ran) -> None:
     preset = presets.for_env("CartPole-v1", "pqn")
-    assert preset.name == "CartPole-v1/pqn" and preset.algo == "pqn"
+    assert preset.name == "CartPole-v1:pqn" and preset.algo == "pqn"
     assert "purejaxql" in preset.source
     assert presets.for_env("CartPole-v1", "ppo").name == "CartPole-v1"
     call = ran("--env", "CartPole-v1", "--algo", "pqn")
-    assert call["preset"] == "CartPole-v1/pqn" and call["config"] == preset.config()
+    assert call["preset"] == "CartPole-v1:pqn" and call["config"] == preset.config()
     assert ran("--env", "CartPole-v1")["preset"] == "CartPole-v1"
     for game in ("Breakout", "Asterix", "SpaceInvaders", "Freeway"):
         config = presets.for_env(f"{game}-MinAtar", "pqn").config()

@@ -42,10 +42,8 @@ def test_every_entry_builds_a_valid_config_and_names_its_source() -> None:
         assert set(preset.values) <= fields - {"env_name"}, preset.name
         config = preset.config()
         assert config.env_name == preset.env
-        # the naming rule: PPO's named after its env, another algorithm's "<env>/<algo>"
-        assert preset.name == (
-            preset.env if preset.algo == "ppo" else f"{preset.env}/{preset.algo}"
-        )
+        # the naming rule: PPO's named after its env, another algorithm's "ENV:ALGO"
+        assert preset.name == presets.name_of(preset.env, preset.algo)
         assert preset.source and preset.mapping
         assert all(getattr(config, k) == (tuple(v) if isinstance(v, list) else v)
                    for k, v in preset.values.items())  # fmt: skip

@@ -19,6 +19,8 @@ Usage (pin it to one core on a shared machine)::
         --set hidden_sizes="(64, 64)" --out results.jsonl
     # the plain PPOConfig defaults instead of the env's preset:
     python tools/preset_results.py --env Catch-bsuite --preset none --out results.jsonl
+    # another algorithm's preset for the env (presets.toml's "ENV:ALGO"):
+    python tools/preset_results.py --env CartPole-v1 --algo pqn --out pqn.jsonl
 
 The settings start from ``--preset`` (default: the env's own preset in
 ``jaxsample/algos/presets.toml``; ``none``: PPOConfig's defaults) and
@@ -59,6 +61,10 @@ TARGETS: dict[str, tuple[float, int]] = {
     "Catch-bsuite": (1.0, 100_000),
 }
 
+#: Other algorithms' targets, by (env, algo) (issue 51: PQN's CartPole-v1 500
+#: within 500k steps, rejax's budget).
+ALGO_TARGETS: dict[tuple[str, str], tuple[float, int]] = {("CartPole-v1", "pqn"): (500.0, 500_000)}
+
 #: The MinAtar games: gymnax-blines ships PPO settings (10M steps) but no
 #: returns; ``--all`` trains each preset and the plain defaults at
 #: ``MINATAR_STEPS`` (what fits a 2-core CPU) and compares their curves.
@@ -82,18 +88,20 @@ def parse_override(text: str) -> tuple[str, Any]:
     return name.strip(), parsed
 
 
-def make_config(env: str, preset: str | None, overrides: dict[str, Any]) -> tuple[Any, str | None]:
-    """The PPOConfig to train and the name of the preset it started from
-    (``preset``: a preset name, ``"none"``, or None for the env's own)."""
-    from jaxsample.algos.configs import PPOConfig
+def make_config(
+    env: str, preset: str | None, overrides: dict[str, Any], algo: str = "ppo"
+) -> tuple[Any, str | None]:
+    """The config of ``algo`` (a PPOConfig for ``ppo``) to train and the name
+    of the preset it started from (``preset``: a preset name, ``"none"``, or
+    None for the env's own for ``algo``)."""
+    from jaxsample.algos import presets, registry
 
+    config_type = registry.get(algo).config_type
     if preset == "none":
-        return PPOConfig(env_name=env, **overrides), None
-    from jaxsample.algos import presets
-
-    found = presets.for_env(env) if preset is None else presets.get(preset)
+        return config_type(env_name=env, **overrides), None
+    found = presets.for_env(env, algo) if preset is None else presets.get(preset)
     if found is None:
-        return PPOConfig(env_name=env, **overrides), None
+        return config_type(env_name=env, **overrides), None
     return found.config(env_name=env, **overrides), found.name
 
 
@@ -159,16 +167,21 @@ def result_line(
     episodes: int,
     seed: int = 0,
     note: str = "",
+    algo: str = "ppo",
 ) -> dict[str, Any]:
     """Measure one setting: the JSON line (see the module docstring)."""
     import platform
 
     import jax
 
-    config, name = make_config(env, preset, overrides)
-    target, budget = TARGETS.get(env, (None, None))
+    config, name = make_config(env, preset, overrides, algo)
+    if algo == "ppo":
+        target, budget = TARGETS.get(env, (None, None))
+    else:
+        target, budget = ALGO_TARGETS.get((env, algo), (None, None))
     line = {
         "env": env,
+        **({} if algo == "ppo" else {"algo": algo}),
         "preset": name,
         "overrides": overrides,
         "note": note,
@@ -207,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--env", help="gymnax env id, e.g. CartPole-v1")
+    parser.add_argument("--algo", default="ppo", help="the --algo of jaxsample train (ppo)")
     parser.add_argument("--all", action="store_true",
                         help="the results page's whole table, then its figures "
                              "(tools/preset_page.py)")  # fmt: skip
@@ -236,12 +250,12 @@ def main(argv: list[str] | None = None) -> int:
         jobs = [(args.env, args.preset, dict(args.overrides))]
     for env, preset, overrides in jobs:
         try:
-            make_config(env, preset, overrides)
+            make_config(env, preset, overrides, args.algo)
         except (TypeError, ValueError, KeyError) as error:
             parser.error(str(error))
     for env, preset, overrides in jobs:
         line = result_line(env, preset, overrides, seeds=args.seeds, episodes=args.episodes,
-                           seed=args.seed, note=args.note)  # fmt: skip
+                           seed=args.seed, note=args.note, algo=args.algo)  # fmt: skip
         append(args.out, line)
         print(json.dumps({k: v for k, v in line.items() if k not in ("config", "curve")}))
     if args.all:

@@ -1,12 +1,14 @@
 """Tuned settings per environment, as data: ``presets.toml`` in this package.
 
-``jaxsample train --env NAME --algo ALGO`` starts from the preset tuned for
-``NAME`` and ``ALGO`` where there is one (`for_env`: at most one per env and
-algorithm; PPO's is named after its env, another algorithm's
-``"<env>/<algo>"``, e.g. ``CartPole-v1/pqn``); ``--preset none`` gives the
-algorithm's plain config defaults, ``--preset NAME`` another preset. Each
-entry names its source (gymnax-blines' PPO files for gymnax's envs,
-purejaxql's for PQN, this project's own measured settings for the suites) and how
+``jaxsample train --env NAME`` starts from the preset tuned for ``NAME``
+and the ``--algo`` where there is one (`for_env`); ``--preset none`` gives
+the plain config defaults, ``--preset NAME`` another preset. The naming rule
+(`name_of`): a PPO preset is named after its env (``Pendulum-v1``), another
+algorithm's after its env and its algorithm, ``ENV:ALGO``
+(``Pendulum-v1:sac``), so that one env has a preset per algorithm and
+``--env Pendulum-v1 --algo sac`` finds SAC's. Each entry names its source
+(gymnax-blines' PPO files for gymnax's envs, purejaxql's for PQN, this
+project's own measured settings for the suites) and how
 the source's settings became config fields. A preset is data only: the same
 trainer runs it (no code path of its own). Imports no JAX.
 """
@@ -17,11 +19,19 @@ import dataclasses
 import functools
 from typing import Any
 
-__all__ = ["PRESETS_FILE", "Preset", "for_env", "get", "names", "presets"]
+__all__ = ["PRESETS_FILE", "Preset", "for_env", "get", "name_of", "names", "presets"]
 
 #: The data file, in this package (declared as package data).
 PRESETS_FILE = "presets.toml"
 _KEYS = {"env", "algo", "source", "mapping", "config"}
+#: The algorithm whose presets are named after their env alone.
+_PLAIN = "ppo"
+
+
+def name_of(env: str, algo: str) -> str:
+    """The name of ``algo``'s preset for ``env``: ``env`` for PPO, else
+    ``"<env>:<algo>"``."""
+    return env if algo == _PLAIN else f"{env}:{algo}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +56,8 @@ class Preset:
 
     def config(self, **overrides: Any) -> Any:
         """The preset as its algorithm's config (a
-        [`PPOConfig`][jaxsample.algos.configs.PPOConfig] for ``ppo``) for its
-        env (``overrides`` on top)."""
+        [`PPOConfig`][jaxsample.algos.configs.PPOConfig]) for its env
+        (``overrides`` on top)."""
         from jaxsample.algos import registry
 
         config_type = registry.get(self.algo).config_type
@@ -65,11 +75,11 @@ def presets() -> dict[str, Preset]:
     for name, entry in tomllib.loads(text).items():
         if set(entry) != _KEYS:
             raise ValueError(f"{PRESETS_FILE} [{name}]: keys {sorted(entry)}, want {sorted(_KEYS)}")
+        if name != name_of(entry["env"], entry["algo"]):
+            want = name_of(entry["env"], entry["algo"])
+            raise ValueError(f"{PRESETS_FILE} [{name}]: a preset of {entry['algo']} for "
+                             f"{entry['env']} is named {want!r}")  # fmt: skip
         out[name] = Preset(name=name, values=dict(entry.pop("config")), **entry)
-    pairs = [(p.env, p.algo) for p in out.values()]
-    if len(set(pairs)) < len(pairs):  # `for_env` finds one preset per env and algorithm
-        twice = sorted({f"{e} ({a})" for e, a in pairs if pairs.count((e, a)) > 1})
-        raise ValueError(f"{PRESETS_FILE}: more than one preset for {', '.join(twice)}")
     return out
 
 
@@ -91,8 +101,5 @@ def get(name: str) -> Preset:
 
 
 def for_env(env: str, algo: str = "ppo") -> Preset | None:
-    """The preset tuned for ``env`` and ``algo``, or None."""
-    for preset in presets().values():
-        if preset.env == env and preset.algo == algo:
-            return preset
-    return None
+    """The preset tuned for ``env`` and ``algo`` (its name: `name_of`), or None."""
+    return presets().get(name_of(env, algo))

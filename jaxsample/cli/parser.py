@@ -98,8 +98,9 @@ def _add_train(sub: argparse._SubParsersAction, algo: str) -> None:
         default=None,
         metavar="NAME|none",
         help="tuned settings under --config and the flags: none for the plain defaults, or "
-        f"one of {', '.join(_preset_names())} (default: the one for the --env and --algo, "
-        "where there is one; jaxsample/algos/presets.toml says where each comes from)",
+        f"one of {', '.join(_preset_names())} (default: the one of the --env and --algo, "
+        "where there is one: ENV for ppo, ENV:ALGO for another; jaxsample/algos/presets.toml "
+        "says where each comes from)",
     )
     p.add_argument("--seeds", type=int, default=None, help="seeds trained together (default: 1)")
     p.add_argument("--seed", type=int, default=None, help="the base seed (default: 0)")

@@ -37,8 +37,10 @@ def _leaves(tree) -> list[np.ndarray]:
 
 def _same(a, b) -> bool:
     la, lb = _leaves(a), _leaves(b)
-    return len(la) == len(lb) and all(x.dtype == y.dtype and np.array_equal(x, y)
-                                      for x, y in zip(la, lb, strict=True))  # fmt: skip
+    return len(la) == len(lb) and all(
+        x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
+        for x, y in zip(la, lb, strict=True)
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -298,3 +300,25 @@ def test_pqn_learns_cartpole_at_its_preset(tmp_path) -> None:
     runs.train(config, seeds=4, folder=tmp_path / "run", chunks=1, **QUIET)
     rows = runs.load(tmp_path / "run").evaluate(episodes=164, policy="greedy")
     assert statistics.median(r["return_mean"] for r in rows) == 500.0, rows
+
+
+@pytest.mark.slow  # the driver adapter compiles collect and learn apart (~20 s cold)
+def test_the_driver_in_sync_mode_is_trainer_run_bit_for_bit() -> None:
+    """The registry's adapter (DQN's: epsilon by the batch index, each batch
+    learned once) with one buffer in sync mode is the trainer's own run."""
+    from jaxsample.algos import registry
+
+    trainer = pqn.make_train(TINY)
+    key = jax.random.key(3)
+    ref_state, ref_metrics = jax.jit(trainer.train)(key)
+    actor, learner = jax.devices()[:2]
+    d = registry.get("pqn").make_driver(
+        trainer, 1, mode="sync", num_buffers=1, actor_devices=[actor], learner_device=learner
+    )
+    d = d.replace(init=jax.jit(d.options.init, static_argnums=1))
+    r = d.train(key)
+    # (the learner's params.decay is not the acting one: the actor sets it per batch)
+    assert _same(r.learner_state.params.network, ref_state.params.network)
+    assert _same(r.actor_states[0], ref_state.sampler_state)
+    flat = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), r.metrics)
+    assert _same(flat, ref_metrics)

@@ -127,8 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         import jax
 
-        data = {"rounds": args.rounds, "cpus": len(os.sched_getaffinity(0)),
-                "jax": jax.__version__, "python": sys.version.split()[0], "rows": results}  # fmt: skip
+        data = {
+            "rounds": args.rounds, "cpus": len(os.sched_getaffinity(0)), "jax": jax.__version__,
+            "python": sys.version.split()[0], "rows": results,
+        }  # fmt: skip
         with open(args.out, "w") as f:
             json.dump(data, f, indent=1)
     return 0

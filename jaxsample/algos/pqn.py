@@ -121,9 +121,10 @@ def make_train(config: PQNConfig, *, env: Any = None, env_params: Any = None) ->
     env, env_params = common.make_env(config, env, env_params)
     space = env.action_space(env_params)
     if not isinstance(space, spaces.Discrete):
+        fits = "for continuous actions use ppo, sac or td3"
         raise TypeError(
-            f"PQN needs a Discrete action space, got {type(space).__name__}: for continuous "
-            "actions use ppo, sac or td3"
+            f"PQN needs a Discrete action space, got {type(space).__name__}: "
+            + (fits if isinstance(space, spaces.Box) else "use ppo")
         )
     if getattr(env, "zero_sum", False):
         raise ValueError(

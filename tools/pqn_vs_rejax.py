@@ -67,7 +67,7 @@ print(json.dumps({"returns": np.asarray(returns)[:, -1].mean(axis=-1).tolist()})
 
 def ours_command(folder: str, cold: bool, rejax_hp: bool) -> list[str]:
     cmd = [sys.executable, "-m", "jaxsample", "train", "--algo", "pqn", "--seeds", "4",
-           "--checkpoint-dir", folder, "--csv", os.path.join(folder, "train.csv")]  # fmt: skip
+           "--checkpoint-dir", folder, "--csv", folder + ".csv"]  # fmt: skip
     if cold:
         cmd.append("--no-compile-cache")
     if rejax_hp:

@@ -31,6 +31,13 @@ SUITE_PRESETS = (
 
 
 OFF_POLICY_PRESETS = ("Pendulum-v1:sac", "Pendulum-v1:td3", "brax/inverted_pendulum:sac")
+PQN_PRESETS = tuple(
+    f"{env}:pqn"
+    for env in (
+        "CartPole-v1",
+        *(f"{g}-MinAtar" for g in ("Breakout", "Asterix", "SpaceInvaders", "Freeway")),
+    )
+)
 
 
 def test_every_entry_builds_a_valid_config_and_names_its_source() -> None:
@@ -42,13 +49,15 @@ def test_every_entry_builds_a_valid_config_and_names_its_source() -> None:
     ppo = [p for p in presets.presets().values() if p.algo == "ppo"]
     assert [p.name for p in ppo] == [*GYMNAX_PRESETS, *SUITE_PRESETS]
     assert [p.name for p in presets.presets().values() if p.algo != "ppo"] == [
-        *OFF_POLICY_PRESETS
+        *OFF_POLICY_PRESETS, *PQN_PRESETS
     ]  # fmt: skip
     for preset in ppo:
         assert set(preset.values) <= fields - {"env_name"}, preset.name
         config = preset.config()
         assert config.env_name == preset.env == preset.name and preset.algo == "ppo"
     for preset in presets.presets().values():  # the naming rule: ENV, or ENV:ALGO
+        algo_fields = {f.name for f in dataclasses.fields(registry.get(preset.algo).config_type)}
+        assert set(preset.values) <= algo_fields - {"env_name"}, preset.name
         config = preset.config()
         assert isinstance(config, registry.get(preset.algo).config_type)
         assert (

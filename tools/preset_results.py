@@ -21,6 +21,8 @@ Usage (pin it to one core on a shared machine)::
     python tools/preset_results.py --env Catch-bsuite --preset none --out results.jsonl
     # another algorithm's preset (ENV:ALGO; its fields for --set):
     python tools/preset_results.py --env Pendulum-v1 --algo sac
+    # another algorithm's preset for the env (presets.toml's "ENV:ALGO"):
+    python tools/preset_results.py --env CartPole-v1 --algo pqn --out pqn.jsonl
 
 The settings start from ``--preset`` (default: the env's own preset in
 ``jaxsample/algos/presets.toml``; ``none``: PPOConfig's defaults) and
@@ -62,13 +64,14 @@ TARGETS: dict[str, tuple[float, int]] = {
     "Catch-bsuite": (1.0, 100_000),
 }
 
-#: The off-policy presets' targets and budgets (issue 51: the median greedy
-#: return and the env steps per seed), by ``(env, algo)``; their results go to
+#: Other algorithms' targets and budgets (issue 51: the median greedy return
+#: and the env steps per seed), by ``(env, algo)``; their results go to
 #: `OFF_POLICY_RESULTS` (the PPO page's table reads `RESULTS`).
 OFF_POLICY_TARGETS: dict[tuple[str, str], tuple[float, int]] = {
     ("Pendulum-v1", "sac"): (-155.0, 10_000),
     ("Pendulum-v1", "td3"): (-160.0, 20_000),
     ("brax/inverted_pendulum", "sac"): (1000.0, 200_000),
+    ("CartPole-v1", "pqn"): (500.0, 500_000),
 }
 
 #: The MinAtar games: gymnax-blines ships PPO settings (10M steps) but no
@@ -98,9 +101,9 @@ def parse_override(text: str) -> tuple[str, Any]:
 def make_config(
     env: str, preset: str | None, overrides: dict[str, Any], algo: str = "ppo"
 ) -> tuple[Any, str | None]:
-    """The config of ``algo`` (PPOConfig for ``ppo``) to train and the name of
-    the preset it started from (``preset``: a preset name, ``"none"``, or None
-    for the env's own)."""
+    """The config of ``algo`` (a PPOConfig for ``ppo``) to train and the name
+    of the preset it started from (``preset``: a preset name, ``"none"``, or
+    None for the env's own for ``algo``)."""
     from jaxsample.algos import presets, registry
 
     config_type = registry.get(algo).config_type
@@ -228,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--env", help="gymnax env id, e.g. CartPole-v1")
     parser.add_argument("--algo", default="ppo",
-                        help="the algorithm (ppo; sac, td3: their ENV:ALGO presets, "
+                        help="the algorithm (ppo; sac, td3, pqn: their ENV:ALGO presets, "
                              f"results to {OFF_POLICY_RESULTS} by default)")  # fmt: skip
     parser.add_argument("--all", action="store_true",
                         help="the results page's whole table, then its figures "

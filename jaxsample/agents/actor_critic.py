@@ -343,15 +343,21 @@ class Heads(NamedTuple):
 
 
 class MLPTorso(nn.Module):
-    """``[D] -> [hidden_sizes[-1]]`` (identity when ``hidden_sizes`` is empty)."""
+    """``[D] -> [hidden_sizes[-1]]`` (identity when ``hidden_sizes`` is empty);
+    with ``layer_norm`` each dense layer's output is layer-normalised
+    (``norm_<i>``) before the activation, as PQN's Q-network is."""
 
     hidden_sizes: tuple[int, ...]
     activation: Callable[[jax.Array], jax.Array]
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         for i, size in enumerate(self.hidden_sizes):
-            x = self.activation(orthogonal_dense(size, math.sqrt(2.0), name=f"dense_{i}")(x))
+            x = orthogonal_dense(size, math.sqrt(2.0), name=f"dense_{i}")(x)
+            if self.layer_norm:
+                x = nn.LayerNorm(name=f"norm_{i}")(x)
+            x = self.activation(x)
         return x
 
 

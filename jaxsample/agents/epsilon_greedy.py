@@ -71,15 +71,18 @@ class EpsilonGreedyInfo(NamedTuple):
 
 
 class QNetwork(nn.Module):
-    """MLP ``[D] -> [num_actions]`` (orthogonal init: hidden ``sqrt(2)``, head ``1.0``)."""
+    """MLP ``[D] -> [num_actions]`` (orthogonal init: hidden ``sqrt(2)``, head
+    ``1.0``; ``layer_norm``: each hidden layer layer-normalised before its
+    activation)."""
 
     num_actions: int
     hidden_sizes: tuple[int, ...]
     activation: Callable[[jax.Array], jax.Array]
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = MLPTorso(self.hidden_sizes, self.activation, name="torso")(x)
+        x = MLPTorso(self.hidden_sizes, self.activation, self.layer_norm, name="torso")(x)
         return orthogonal_dense(self.num_actions, 1.0, name="q_head")(x)
 
 
@@ -111,6 +114,8 @@ class EpsilonGreedyAgent:
         (rank ``global_B - 1``).
       eval_epsilon: epsilon of the evaluation agent (``as_eval()``), in ``[0, 1]``.
       activation: hidden nonlinearity (default ReLU).
+      layer_norm: layer-normalise each hidden layer before its activation
+        (PQN's network, which learns without a target network).
       evaluation: act with ``eval_epsilon`` (set by ``as_eval``).
 
     State: float32 scalar, the env's final epsilon. ``agent_info``:
@@ -127,6 +132,7 @@ class EpsilonGreedyAgent:
     epsilon_final_min: float | None = None
     eval_epsilon: float = 0.0
     activation: Callable[[jax.Array], jax.Array] = nn.relu
+    layer_norm: bool = False
     evaluation: bool = False
 
     def __post_init__(self) -> None:
@@ -157,6 +163,8 @@ class EpsilonGreedyAgent:
             object.__setattr__(self, "epsilon_final_min", value)
         if not callable(self.activation):
             raise TypeError(f"activation must be callable, got {self.activation!r}")
+        if not isinstance(self.layer_norm, bool):
+            raise TypeError(f"layer_norm must be a bool, got {self.layer_norm!r}")
         if not isinstance(self.evaluation, bool):
             raise TypeError(f"evaluation must be a bool, got {self.evaluation!r}")
 
@@ -169,7 +177,7 @@ class EpsilonGreedyAgent:
     @property
     def network(self) -> QNetwork:
         """The flax Q-network module."""
-        return QNetwork(self.n_actions, self.hidden_sizes, self.activation)
+        return QNetwork(self.n_actions, self.hidden_sizes, self.activation, self.layer_norm)
 
     def init(self, key: jax.Array, observation: PyTree) -> EpsilonGreedyParams:
         """Params from ONE example observation (no batch axis); ``decay = 0``."""

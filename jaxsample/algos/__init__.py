@@ -2,11 +2,12 @@
 ``from jaxsample.algos import ppo``).
 
 * [`ppo`][jaxsample.algos.ppo], [`dqn`][jaxsample.algos.dqn],
-  [`sac`][jaxsample.algos.sac], [`td3`][jaxsample.algos.td3]: the reference
+  [`sac`][jaxsample.algos.sac], [`td3`][jaxsample.algos.td3],
+  [`pqn`][jaxsample.algos.pqn]: the reference
   trainers (frozen objects of pure functions);
   [`off_policy`][jaxsample.algos.off_policy] what SAC and TD3 share (their
   state, collection and replay-learning loop);
-* [`configs`][jaxsample.algos.configs] (PPO, DQN) and
+* [`configs`][jaxsample.algos.configs] (PPO, DQN, PQN) and
   [`off_policy_configs`][jaxsample.algos.off_policy_configs] (SAC, TD3): their
   static configurations;
 * [`registry`][jaxsample.algos.registry]: the algorithms by name (``--algo``),
@@ -53,6 +54,7 @@ __all__ = [
     "off_policy",
     "off_policy_configs",
     "ppo",
+    "pqn",
     "registry",
     "returns",
     "sac",

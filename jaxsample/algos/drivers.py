@@ -174,7 +174,8 @@ def ppo_driver(trainer: Any, *, refresh: bool = True, **driver_kwargs: Any) -> D
 
 def dqn_driver(trainer: Any, *, iterations_per_batch: int = 1, **driver_kwargs: Any) -> Driver:
     """A [`Driver`][jaxsample.driver.Driver] for a ``dqn.DQN`` trainer
-    ([`make_train`][jaxsample.algos.dqn.make_train]).
+    ([`make_train`][jaxsample.algos.dqn.make_train]), or a ``pqn.PQN`` one
+    (the same schedule; its ``learn`` is PQN's epochs on the batch, no replay).
 
     One driver batch is ``iterations_per_batch`` (``K``) DQN iterations: the
     actor collects ``K`` ``[num_steps, num_envs]`` batches in one program

@@ -1,8 +1,10 @@
-"""The static configurations of the off-policy trainers for continuous control,
-validated when constructed: [`SACConfig`][jaxsample.algos.off_policy_configs.SACConfig]
-for [`jaxsample.algos.sac`][jaxsample.algos.sac] and
+"""The static configurations of the off-policy trainers, validated when
+constructed: [`SACConfig`][jaxsample.algos.off_policy_configs.SACConfig]
+for [`jaxsample.algos.sac`][jaxsample.algos.sac],
 [`TD3Config`][jaxsample.algos.off_policy_configs.TD3Config] for
-[`jaxsample.algos.td3`][jaxsample.algos.td3] (both modules re-export theirs),
+[`jaxsample.algos.td3`][jaxsample.algos.td3] and
+[`PQNConfig`][jaxsample.algos.off_policy_configs.PQNConfig] for
+[`jaxsample.algos.pqn`][jaxsample.algos.pqn] (each module re-exports its own),
 on the checks of [`configs`][jaxsample.algos.configs] (a bad field raises a
 [`ConfigError`][jaxsample.errors.ConfigError] that names it, as data:
 ``error.field``). A module of its own beside ``configs`` (which keeps PPO's
@@ -21,7 +23,7 @@ from jaxsample._checks import MAX_REPLAY_CAPACITY, check_int
 from jaxsample.algos.configs import _MAX_TIMESTEPS, _RunLength, check_config, check_float
 from jaxsample.errors import ConfigError
 
-__all__ = ["SACConfig", "TD3Config"]
+__all__ = ["PQNConfig", "SACConfig", "TD3Config"]
 
 
 _OFF_POLICY_ACTIVATIONS = ("relu", "tanh", "swish")
@@ -220,3 +222,109 @@ class TD3Config(_ContinuousOffPolicy):
             ),
         )
         check_int("policy_delay", self.policy_delay, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class PQNConfig(_RunLength):
+    """Static configuration of a PQN run (validated when constructed).
+
+    The defaults are purejaxql's CartPole-v1 PQN (``config/alg/pqn_cartpole.yaml``):
+    32 envs x 64 steps, 5e5 steps, 4 epochs x 16 minibatches, RAdam 1e-4
+    linearly annealed, gradients clipped at norm 10, rewards scaled by 0.1,
+    gamma 0.99, lambda 0.95, epsilon from 1 to 0.2 over the first fifth of the
+    run, a 256 x 256 ReLU network layer-normalised after each hidden layer.
+
+    Attributes:
+      env_name: a gymnax environment id or ``"<suite>/<env>"`` with a
+        ``Discrete`` action space; ignored when [`make_train`][jaxsample.algos.pqn.make_train]
+        is given an ``env``.
+      num_envs, num_steps: ``B`` envs x ``T`` steps per iteration (one batch).
+      total_timesteps: the run is ``total_timesteps // (B * T)`` iterations.
+      lr: the learning rate (the default of [`HParams`][jaxsample.algos.pqn.HParams]).
+      anneal_lr: scale it by ``1 - i / num_iterations`` at iteration ``i``.
+      update_epochs, num_minibatches: passes over each batch, and minibatches
+        of steps per pass (``B * T`` must be divisible by it).
+      gamma, q_lambda: discount and the lambda of the Q(lambda) returns, in
+        ``[0, 1]`` (defaults of `HParams`).
+      reward_scale: the targets learn the rewards times this (the reported
+        returns are the env's).
+      epsilon_init, epsilon_final, epsilon_final_min, exploration_fraction: as
+        [`DQNConfig`][jaxsample.algos.configs.DQNConfig]'s (linear decay over
+        ``exploration_fraction`` of ``total_timesteps``; rlpyt's per-env final
+        epsilons with ``epsilon_final_min``).
+      optimizer: ``"radam"`` (purejaxql's) or ``"adam"``.
+      max_grad_norm: global gradient-norm clip.
+      adam_eps: the optimizer's epsilon.
+      hidden_sizes: the Q-network's MLP widths.
+      layer_norm: layer-normalise every hidden layer (PQN's stabiliser in
+        place of a target network).
+      max_decorrelation_steps: the sampler's start-state decorrelation.
+      metrics_window: episodes averaged by ``StepMetrics`` (``average_return``).
+      eval_episodes: episodes of [`evaluate`][jaxsample.algos.pqn.PQN.evaluate] (one per env).
+    """
+
+    HPARAMS: ClassVar[tuple[str, ...]] = ("lr", "gamma", "q_lambda")
+
+    env_name: str = "CartPole-v1"
+    num_envs: int = 32
+    num_steps: int = 64
+    total_timesteps: int = 500_000
+    lr: float = 1e-4
+    anneal_lr: bool = True
+    update_epochs: int = 4
+    num_minibatches: int = 16
+    gamma: float = 0.99
+    q_lambda: float = 0.95
+    reward_scale: float = 0.1
+    epsilon_init: float = 1.0
+    epsilon_final: float = 0.2
+    epsilon_final_min: float | None = None
+    exploration_fraction: float = 0.2
+    optimizer: str = "radam"
+    max_grad_norm: float = 10.0
+    adam_eps: float = 1e-8
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    layer_norm: bool = True
+    max_decorrelation_steps: int = 0
+    metrics_window: int = 100
+    eval_episodes: int = 16
+
+    def __post_init__(self) -> None:
+        check_config(
+            self,
+            ints=[("update_epochs", 1), ("num_minibatches", 1), ("eval_episodes", 1)],
+            bools=("anneal_lr", "layer_norm"),
+            floats=[
+                ("lr", 0.0, math.inf, True),
+                ("gamma", 0.0, 1.0, False),
+                ("q_lambda", 0.0, 1.0, False),
+                ("reward_scale", 0.0, math.inf, True),
+                ("epsilon_init", 0.0, 1.0, False),
+                ("epsilon_final", 0.0, 1.0, False),
+                ("exploration_fraction", 0.0, 1.0, False),
+                ("max_grad_norm", 0.0, math.inf, True),
+                ("adam_eps", 0.0, math.inf, False),
+            ],
+            sizes=("hidden_sizes",),
+        )
+        if self.total_timesteps > _MAX_TIMESTEPS:
+            raise ValueError(
+                f"total_timesteps must be <= {_MAX_TIMESTEPS}, got {self.total_timesteps}"
+            )
+        if self.epsilon_final_min is not None:
+            check_float("epsilon_final_min", self.epsilon_final_min, 0.0, 1.0, True)
+            if self.epsilon_final_min > self.epsilon_final:
+                raise ValueError(
+                    f"epsilon_final_min must be <= epsilon_final ({self.epsilon_final}), "
+                    f"got {self.epsilon_final_min}"
+                )
+        if self.optimizer not in _OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, got {self.optimizer!r}")
+        if self.steps_per_iteration % self.num_minibatches:
+            raise ValueError(
+                f"num_minibatches ({self.num_minibatches}) must divide num_envs * num_steps "
+                f"({self.steps_per_iteration})"
+            )
+
+
+_OPTIMIZERS = ("radam", "adam")

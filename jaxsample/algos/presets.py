@@ -7,9 +7,9 @@ the plain config defaults, ``--preset NAME`` another preset. The naming rule
 algorithm's after its env and its algorithm, ``ENV:ALGO``
 (``Pendulum-v1:sac``), so that one env has a preset per algorithm and
 ``--env Pendulum-v1 --algo sac`` finds SAC's. Each entry names its source
-(gymnax-blines' PPO files for gymnax's envs, rejax's for SAC and TD3, this
-project's own measured settings for the suites) and how the source's
-settings became config fields. A preset is data only: the same
+(gymnax-blines' PPO files for gymnax's envs, rejax's for SAC and TD3,
+purejaxql's for PQN, this project's own measured settings for the suites) and
+how the source's settings became config fields. A preset is data only: the same
 trainer runs it (no code path of its own). Imports no JAX.
 """
 

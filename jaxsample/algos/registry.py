@@ -21,7 +21,7 @@ from types import MappingProxyType, ModuleType
 from typing import Any
 
 from jaxsample.algos.configs import MASKED_CARTPOLE_RECURRENT, DQNConfig, PPOConfig
-from jaxsample.algos.off_policy_configs import SACConfig, TD3Config
+from jaxsample.algos.off_policy_configs import PQNConfig, SACConfig, TD3Config
 
 __all__ = ["ALGORITHMS", "DEFAULT", "Algorithm", "get", "of_config"]
 
@@ -152,6 +152,16 @@ ALGORITHMS: Mapping[str, Algorithm] = MappingProxyType(
             updates_per_iteration=lambda c: c.gradient_steps,
             greedy_eval=True,
             replay=True,
+        ),
+        "pqn": Algorithm(
+            name="pqn",
+            trainer="pqn",
+            config_type=PQNConfig,
+            updates_per_iteration=lambda c: c.update_epochs * c.num_minibatches,
+            # DQN's adapter fits: epsilon by the batch index, each batch learned once
+            driver="dqn_driver",
+            batch_iterations=True,
+            greedy_eval=True,
         ),
     }
 )

@@ -239,7 +239,7 @@ def _from_file(name: str, value: Any, tp: Any, sweep: bool, path: str) -> Any:
 def choose_preset(name: Any, algo: str, env: str, mask_velocity: bool) -> Any:
     """The run's [`Preset`][jaxsample.algos.presets.Preset] or None: ``name``
     (``--preset`` or the file's ``preset``; ``"none"``: none), else the one
-    tuned for ``env`` (``--algo ppo`` without ``--mask-velocity``, which has
+    tuned for ``env`` and ``algo`` (none with ``--mask-velocity``, which has
     its own)."""
     if name is None:
         return None if mask_velocity else presets.for_env(env, algo)

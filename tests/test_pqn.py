@@ -195,9 +195,10 @@ def test_masks_are_honoured_in_acting_and_in_the_targets() -> None:
 
 
 def test_a_box_action_space_says_which_algorithms_fit() -> None:
-    with pytest.raises(TypeError, match=r"^PQN needs a Discrete action space, got Box: "
-                       r"for continuous actions use ppo, sac or td3$"):  # fmt: skip
+    with pytest.raises(TypeError, match=r"^env_name 'Pendulum-v1': PQN needs a Discrete action "
+                       r"space, got Box: for continuous actions use ppo, sac or td3$") as info:  # fmt: skip
         pqn.make_train(pqn.PQNConfig(env_name="Pendulum-v1"))
+    assert info.value.field == "env_name"  # the CLI names its flag, --env
 
 
 def test_the_command_line_says_it_in_one_line(capsys) -> None:

@@ -46,6 +46,7 @@ from jaxsample.algos import common
 from jaxsample.algos.off_policy_configs import PQNConfig
 from jaxsample.algos.returns import gae
 from jaxsample.algos.trainer import Reports, run, train
+from jaxsample.errors import ConfigTypeError
 from jaxsample.evaluation import Evaluator, make_evaluator
 from jaxsample.metrics import StepMetrics
 from jaxsample.sampler import SamplerProtocol, SamplerState
@@ -112,9 +113,10 @@ def make_train(config: PQNConfig, *, env: Any = None, env_params: Any = None) ->
     space = env.action_space(env_params)
     if not isinstance(space, spaces.Discrete):
         fits = "for continuous actions use ppo, sac or td3"
-        raise TypeError(
-            f"PQN needs a Discrete action space, got {type(space).__name__}: "
-            + (fits if isinstance(space, spaces.Box) else "use ppo")
+        raise ConfigTypeError(
+            "env_name",
+            f"{config.env_name!r}: PQN needs a Discrete action space, got "
+            f"{type(space).__name__}: " + (fits if isinstance(space, spaces.Box) else "use ppo"),
         )
     if getattr(env, "zero_sum", False):
         raise ValueError(

@@ -195,8 +195,11 @@ def test_masks_are_honoured_in_acting_and_in_the_targets() -> None:
 
 
 def test_a_box_action_space_says_which_algorithms_fit() -> None:
-    with pytest.raises(TypeError, match=r"^env_name 'Pendulum-v1': PQN needs a Discrete action "
-                       r"space, got Box: for continuous actions use ppo, sac or td3$") as info:  # fmt: skip
+    message = (
+        r"^env_name 'Pendulum-v1': PQN needs a Discrete action space, got Box: "
+        r"for continuous actions use ppo, sac or td3$"
+    )
+    with pytest.raises(TypeError, match=message) as info:
         pqn.make_train(pqn.PQNConfig(env_name="Pendulum-v1"))
     assert info.value.field == "env_name"  # the CLI names its flag, --env
 

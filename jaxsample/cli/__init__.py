@@ -30,6 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from jaxsample.runs.signals import StopSignals
 
     signals = StopSignals(exit_early=True, prefix="jaxsample").install()
+    from jaxsample.cli.lazy_imports import defer_rendering_imports
+
+    undo_deferral = defer_rendering_imports()  # gymnax's plotting imports, until used
     import os
 
     # XLA's C++ log lines (e.g. jaxlib 0.9's AOT-loader notes on a cache load)
@@ -41,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(argv, signals)
     finally:
+        undo_deferral()
         signals.uninstall()
 
 

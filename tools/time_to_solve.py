@@ -130,7 +130,13 @@ class Target:
     python: str
     path: Path  # the checkout, or the peer's folder holding ppo.py
 
-    def argv(self, env: str, run_folder: Path | None, extra: Sequence[str], seeds: int) -> list:
+    def argv(
+        self, env: str, run_folder: Path | None, extra: Sequence[str], seeds: int,
+        python_flags: Sequence[str] = (),
+    ) -> list:  # fmt: skip
+        if python_flags:
+            argv = self.argv(env, run_folder, extra, seeds)
+            return [argv[0], *python_flags, *argv[1:]]
         if self.kind == PEER:
             if env == "CartPole-v1":
                 return [self.python, "ppo.py"]
@@ -286,6 +292,27 @@ def breakdown(timed: Timed, kind: str) -> dict[str, float | None]:
     return out
 
 
+def import_profile(timed: Timed, top: int = 15) -> dict[str, Any]:
+    """``python -X importtime``'s lines of a process: the seconds of its
+    top-level imports (each one's cumulative time, nested imports included),
+    and the packages with the most time of their own."""
+    total, own = 0, {}
+    for _, line in timed.lines:
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        fields = line[len("import time:") :].split("|")
+        if len(fields) != 3:
+            continue
+        name = fields[2].rstrip()
+        self_us, cum_us = int(fields[0]), int(fields[1])
+        if not name.startswith("  "):  # a top-level import (not nested in another)
+            total += cum_us
+        root = name.strip().split(".")[0]
+        own[root] = own.get(root, 0) + self_us
+    ranked = sorted(own.items(), key=lambda kv: -kv[1])[:top]
+    return {"total_s": total / 1e6, "own_s": {k: v / 1e6 for k, v in ranked}}
+
+
 # --- the measurement -------------------------------------------------------------
 
 
@@ -299,6 +326,7 @@ class Settings:
     train_args: tuple[str, ...]
     episodes: int
     timeout: float
+    importtime: int = 0
 
 
 def measure(
@@ -363,10 +391,55 @@ def measure(
     for (env, mode, name), records in timed.items():
         results[env, mode][name] = records
 
+    profiles: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    if settings.importtime:
+        jax_targets = [t.name for t in targets if t.kind != PEER]
+
+        def profile(rep: int, item: tuple[str, str]) -> dict[str, Any]:
+            env, name = item
+            target = by_name[name]
+            cache = warm_caches.get((name, env)) or work / f"cache-imports-{name}-{env}-{rep}"
+            cache.mkdir(parents=True, exist_ok=True)
+            scratch = work / f"imports-{name}-{env}-{rep}"
+            scratch.mkdir(parents=True)
+            folder = scratch / "run" if settings.save else None
+            argv = target.argv(
+                env, folder, settings.train_args, settings.seeds, ("-X", "importtime")
+            )
+            timed = run_process(argv, target.environ(base, cache), scratch, settings.timeout)
+            got = {**import_profile(timed), "wall_s": timed.wall_s, "ok": timed.ok}
+            got["startup"] = breakdown(timed, target.kind)["startup"]
+            say(f"imports {rep + 1}/{settings.importtime} {env:<12} {name:<10} "
+                f"{got['total_s']:.2f} s importing (wall {timed.wall_s:.1f} s)")  # fmt: skip
+            return got
+
+        items = [(env, name) for env in settings.envs for name in jax_targets]
+        for (env, name), got in alternate(items, settings.importtime, profile).items():
+            profiles.setdefault(env, {})[name] = got
+
     evaluations = {}
     if settings.save:
         evaluations = _evaluate_all(targets, results, settings, base, work, say)
-    return _summary(targets, settings, results, evaluations, prewarm)
+    result = _summary(targets, settings, results, evaluations, prewarm)
+    result["imports"] = _imports_summary(profiles)
+    return result
+
+
+def _imports_summary(profiles: dict) -> dict[str, Any]:
+    """Per env and checkout: the import seconds' spread, and each package's
+    median own seconds (its largest ones)."""
+    out: dict[str, Any] = {}
+    for env, per in profiles.items():
+        for name, runs in per.items():
+            roots = {k for r in runs for k in r["own_s"]}
+            own = {k: statistics.median(r["own_s"].get(k, 0.0) for r in runs) for k in roots}
+            out.setdefault(env, {})[name] = {
+                "total_s": spread([r["total_s"] for r in runs if r["ok"]]),
+                "startup_s": spread([r["startup"] for r in runs if r["ok"]]),
+                "own_s": dict(sorted(own.items(), key=lambda kv: -kv[1])[:12]),
+                "runs": runs,
+            }
+    return out
 
 
 def _record(timed: Timed, target: Target, folder: Path | None) -> dict[str, Any]:
@@ -512,6 +585,20 @@ def format_table(result: dict[str, Any]) -> str:
         for name, e in cell["targets"].items():
             parts = " / ".join(f"{k} {_s(v)}" for k, v in e["breakdown"].items())
             lines.append(f"| {cell['env']} | {cell['mode']} | {name} | {parts} |")
+    if result.get("imports"):
+        lines += [
+            "",
+            "Imports (python -X importtime, processes of their own): seconds importing (median, "
+            "q25-q75), launch to the first line, the packages' own seconds",
+            "",
+        ]
+        lines += ["| env | command | importing s | q25-q75 | startup s | largest own |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for env, per in result["imports"].items():
+            for name, e in per.items():
+                own = ", ".join(f"{k} {v:.2f}" for k, v in list(e["own_s"].items())[:8])
+                lines.append(f"| {env} | {name} | {_s(e['total_s'])} | {_range(e['total_s'])} | "
+                             f"{_s(e['startup_s'])} | {own} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -582,6 +669,11 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--episodes", type=int, default=EPISODES, help="greedy episodes per seed")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
+    p.add_argument(
+        "--importtime", type=int, default=0, metavar="N",
+        help="also N alternated processes of each checkout under python -X importtime "
+        "(untimed; warm cache where there is one)",
+    )  # fmt: skip
     p.add_argument("--json", default=None, help="write every figure here")
     p.add_argument("--markdown", default=None, help="write the tables here")
     p.add_argument("--keep", default=None, metavar="DIR", help="keep the runs and caches here")
@@ -610,8 +702,8 @@ def targets_of(args: argparse.Namespace) -> tuple[list[Target], list[str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.reps < 1 or args.seeds < 1 or args.episodes < 1:
-            raise ValueError("--reps, --seeds and --episodes must be >= 1")
+        if args.reps < 1 or args.seeds < 1 or args.episodes < 1 or args.importtime < 0:
+            raise ValueError("--reps, --seeds and --episodes must be >= 1, --importtime >= 0")
         targets, notes = targets_of(args)
         for t in targets:
             if t.kind != PEER:
@@ -624,7 +716,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = Settings(
         envs=tuple(args.envs), modes=tuple(args.modes), reps=args.reps, seeds=args.seeds,
         save=args.save, train_args=tuple(shlex.split(args.train_args)),
-        episodes=args.episodes, timeout=args.timeout,
+        episodes=args.episodes, timeout=args.timeout, importtime=args.importtime,
     )  # fmt: skip
     t0 = time.perf_counter()
     if args.keep:

@@ -329,8 +329,12 @@ class Settings:
     importtime: int = 0
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
 def measure(
-    targets: Sequence[Target], settings: Settings, work: Path, say: Callable[[str], None] = print
+    targets: Sequence[Target], settings: Settings, work: Path, say: Callable[[str], None] = _say
 ) -> dict[str, Any]:
     """Time every target in every (env, mode) cell, alternated; evaluate the saved runs."""
     base = dict(os.environ)

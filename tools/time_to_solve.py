@@ -182,10 +182,14 @@ def parse_checkout(text: str) -> tuple[str, Path]:
 
 
 def alternate(
-    names: Sequence[Any], reps: int, run_one: Callable[[int, Any], Any]
+    names: Sequence[Any],
+    reps: int,
+    run_one: Callable[[int, Any], Any],
+    after_rep: Callable[[dict[Any, list[Any]]], None] | None = None,
 ) -> dict[Any, list[Any]]:
     """``run_one(rep, name)`` for every name in every repetition, the order
-    reversed on every other one (rep 0 forwards, rep 1 backwards, ...).
+    reversed on every other one (rep 0 forwards, rep 1 backwards, ...);
+    ``after_rep(results so far)`` after each repetition.
 
     Returns:
       Each name's results, one per repetition, keyed like ``names``.
@@ -194,6 +198,8 @@ def alternate(
     for rep in range(reps):
         for name in names if rep % 2 == 0 else list(names)[::-1]:
             out[name].append(run_one(rep, name))
+        if after_rep is not None:
+            after_rep(out)
     return out
 
 
@@ -334,9 +340,14 @@ def _say(line: str) -> None:
 
 
 def measure(
-    targets: Sequence[Target], settings: Settings, work: Path, say: Callable[[str], None] = _say
+    targets: Sequence[Target],
+    settings: Settings,
+    work: Path,
+    say: Callable[[str], None] = _say,
+    partial: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Time every target in every (env, mode) cell, alternated; evaluate the saved runs."""
+    """Time every target in every (env, mode) cell, alternated; evaluate the saved
+    runs. ``partial(result so far)`` after every repetition (no evaluation yet)."""
     base = dict(os.environ)
     base.setdefault("MPLCONFIGDIR", _user_matplotlib_dir(base))
     cells = [(env, mode) for env in settings.envs for mode in settings.modes]
@@ -391,7 +402,15 @@ def measure(
         return record
 
     items = [(env, mode, name) for env, mode in cells for name in names]
-    timed = alternate(items, settings.reps, lambda rep, item: one(rep, item[2], *item[:2]))
+
+    def so_far(done: dict) -> None:
+        if partial is not None:
+            now = {cell: {t.name: [] for t in targets} for cell in cells}
+            for (env, mode, name), records in done.items():
+                now[env, mode][name] = list(records)
+            partial(_summary(targets, settings, now, {}, prewarm))
+
+    timed = alternate(items, settings.reps, lambda rep, item: one(rep, item[2], *item[:2]), so_far)
     for (env, mode, name), records in timed.items():
         results[env, mode][name] = records
 
@@ -723,23 +742,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         episodes=args.episodes, timeout=args.timeout, importtime=args.importtime,
     )  # fmt: skip
     t0 = time.perf_counter()
+
+    def write(result: dict[str, Any], final: bool = True) -> None:
+        result["notes"] = notes + ([] if final else ["partial: the repetitions so far"])
+        result["wall_s"] = time.perf_counter() - t0
+        if args.json:
+            tmp_path = Path(args.json + ".tmp")
+            tmp_path.write_text(json.dumps(result, indent=1) + "\n")
+            tmp_path.replace(args.json)
+
+    def partial(result: dict[str, Any]) -> None:
+        write(result, final=False)
+
     if args.keep:
         work = Path(args.keep).resolve()
         work.mkdir(parents=True, exist_ok=False)
-        result = measure(targets, settings, work)
+        result = measure(targets, settings, work, partial=partial)
     else:
         with tempfile.TemporaryDirectory(prefix="time-to-solve-") as tmp:
-            result = measure(targets, settings, Path(tmp))
-    result["notes"] = notes
-    result["wall_s"] = time.perf_counter() - t0
+            result = measure(targets, settings, Path(tmp), partial=partial)
+    write(result)
     text = format_table(result)
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")
     if args.json:
-        tmp_path = Path(args.json + ".tmp")
-        tmp_path.write_text(json.dumps(result, indent=1) + "\n")
-        tmp_path.replace(args.json)
         print(f"wrote {args.json}")
     return 0
 

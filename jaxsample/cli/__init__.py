@@ -11,8 +11,9 @@ Modules: `parser` (the parser and `main`),
 `train` (``train``, ``eval``, resume),
 `config` (config fields as flags, TOML/YAML files, sweeps),
 `log` (CSV, TensorBoard, W&B),
-`display` (the live display) and
-`base` (usage errors).
+`display` (the live display),
+`base` (usage errors) and
+`lazy_imports` (gymnax's plotting imports deferred in the command's process).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ __all__ = ["main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``jaxsample`` command: installs the signal handlers
     first (a Ctrl-C or ``SIGTERM`` while JAX imports or compiles ends the
-    process quietly, 130 / 143), then parses and runs
+    process quietly, 130 / 143), defers gymnax's plotting imports to their
+    first use (`jaxsample.cli.lazy_imports`), then parses and runs
     (`jaxsample.cli.parser.main`)."""
     from jaxsample.runs.signals import StopSignals
 

@@ -1,6 +1,8 @@
-"""Issue 53 item 2: the ``jaxsample`` command defers the plotting libraries gymnax
-imports only to render (`jaxsample.cli.lazy_imports`); rendering still works in
-that process, and the library alone defers nothing."""
+"""Issue 53 item 2: the ``jaxsample`` command defers what training imports and
+never uses (`jaxsample.cli.lazy_imports`): the plotting libraries gymnax imports
+only to render, and ``scipy.linalg``'s package around the LAPACK pointers
+jaxlib takes. Rendering and linear algebra still work in that process, and the
+library alone defers nothing."""
 
 from __future__ import annotations
 
@@ -14,9 +16,6 @@ import types
 import pytest
 
 from jaxsample.cli import lazy_imports
-
-# What the plotting imports bring with them (seaborn: pandas and scipy.stats).
-PLOTTING = ("seaborn", "pandas", "scipy.stats", "matplotlib.pyplot")
 
 
 def _python(code: str, tmp_path) -> dict:
@@ -41,7 +40,7 @@ def state():
 """
 
 
-def test_the_command_defers_gymnaxs_plotting_imports_and_rendering_still_works(
+def test_the_command_defers_plotting_and_scipy_linalg_and_both_still_work(
     tmp_path,
 ) -> None:
     # the entry point's own wiring: the parser's main is replaced by a probe
@@ -56,6 +55,13 @@ def test_the_command_defers_gymnaxs_plotting_imports_and_rendering_still_works(
         def probe(argv, signals):
             import gymnax
             seen["after_import"] = state()
+            import jax.numpy as jnp  # LAPACK: jaxlib imports scipy.linalg.cython_lapack
+            q, r = jnp.linalg.qr(jnp.array([[2.0, 1.0], [1.0, 3.0]]))
+            seen["det"] = float(jnp.linalg.det(q @ r))
+            seen["linalg"] = {n: type(sys.modules[n]).__name__ if n in sys.modules else None
+                              for n in ("scipy.linalg", "scipy.linalg.cython_lapack")}
+            from scipy.linalg import det
+            seen["scipy_det"] = float(det([[2.0, 1.0], [1.0, 3.0]]))
             key = jax.random.key(0)
             for name in ("Pong-misc", "Catch-bsuite"):
                 env, params = gymnax.make(name)
@@ -80,6 +86,10 @@ def test_the_command_defers_gymnaxs_plotting_imports_and_rendering_still_works(
     assert set(before["kinds"].values()) == {"DeferredModule"}
     assert before["loaded"] == []  # no pandas, no scipy.stats, no PIL (matplotlib's)
     assert before["finders"][0] == "_DeferringFinder"
+    # jaxlib's LAPACK pointers load without running scipy.linalg's package
+    # (jaxlib versions that take none import neither), which runs at its use
+    assert got["linalg"]["scipy.linalg"] in ("DeferredModule", None), got["linalg"]
+    assert got["det"] == pytest.approx(5.0) and got["scipy_det"] == pytest.approx(5.0)
     assert got["Pong-misc"] == "AxesImage" and got["Catch-bsuite"] == "tuple"
     after = got["after_render"]
     assert set(after["kinds"].values()) == {"module"}
@@ -127,7 +137,7 @@ def package(tmp_path, monkeypatch):
     monkeypatch.setattr("builtins.LAZYPROBE", runs, raising=False)
     names = ("lazyprobe_mod", "lazyprobe_pkg.sub", "lazyprobe_bad", "lazyprobe_dpkg")
     names += ("lazyprobe_dpkg.a", "lazyprobe_dpkg.b")
-    undo = lazy_imports.defer_rendering_imports(names)
+    undo = lazy_imports.defer_imports(names)
     try:
         yield runs
     finally:
@@ -208,7 +218,7 @@ def test_threads_run_a_deferred_module_once(package) -> None:
 def test_a_module_already_imported_is_left_as_it_is() -> None:
     import json as already
 
-    undo = lazy_imports.defer_rendering_imports(["json"])
+    undo = lazy_imports.defer_imports(["json"])
     try:
         assert sys.modules["json"] is already and type(already) is types.ModuleType
     finally:

@@ -1,14 +1,19 @@
-"""The plotting libraries gymnax imports only to render, deferred to their first use,
-in the ``jaxsample`` command's own process.
+"""What the training path imports and never uses, deferred to its first use, in
+the ``jaxsample`` command's own process.
 
 ``import gymnax`` imports every env module, and some import plotting libraries
 at their top for their ``render`` functions: ``gymnax.environments.misc.pong``
 imports seaborn (and through it pandas and ``scipy.stats``) and
 ``matplotlib.colors``, ``bsuite.catch`` and three others ``matplotlib.pyplot``.
 Training never renders, and those imports were about 40% of what ``jaxsample
-train`` imported (issue 53).
+train`` imported (issue 53). And jaxlib's CPU LAPACK kernels import
+``scipy.linalg.cython_blas`` and ``cython_lapack`` (at the first linear algebra,
+e.g. an orthogonal initializer) for their function pointers: the extension
+modules need no more of ``scipy.linalg`` than its folder, but importing them
+ran the package's ``__init__`` (all of ``scipy.linalg``, ``numpy.f2py``,
+``charset_normalizer``).
 
-`defer_rendering_imports` puts a finder first on ``sys.meta_path`` that answers
+`defer_imports` puts a finder first on ``sys.meta_path`` that answers
 for `DEFERRED` only: such a module is created as usual (its spec, its
 attributes, bound to its parent package) but its code runs at the first use of
 one of its attributes, in place, so every name bound to it stays valid
@@ -34,10 +39,11 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["DEFERRED", "DeferredModule", "defer_rendering_imports"]
+__all__ = ["DEFERRED", "DeferredModule", "defer_imports"]
 
-#: The modules deferred: what gymnax's env modules import only to render.
-DEFERRED = ("seaborn", "matplotlib", "matplotlib.colors", "matplotlib.pyplot")
+#: The modules deferred: what gymnax's env modules import only to render, and
+#: the ``scipy.linalg`` package around the two extension modules jaxlib loads.
+DEFERRED = ("seaborn", "matplotlib", "matplotlib.colors", "matplotlib.pyplot", "scipy.linalg")
 
 #: What the import system reads of a module in ``sys.modules`` (and
 #: ``inspect.getmodule`` of every module): answered without running its code.
@@ -160,7 +166,7 @@ class _DeferringFinder:
         return spec
 
 
-def defer_rendering_imports(names: Sequence[str] = DEFERRED) -> Callable[[], None]:
+def defer_imports(names: Sequence[str] = DEFERRED) -> Callable[[], None]:
     """Defer ``names`` (default `DEFERRED`) to their first use in this process.
 
     Returns:

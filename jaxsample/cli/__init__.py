@@ -11,8 +11,9 @@ Modules: `parser` (the parser and `main`),
 `train` (``train``, ``eval``, resume),
 `config` (config fields as flags, TOML/YAML files, sweeps),
 `log` (CSV, TensorBoard, W&B),
-`display` (the live display) and
-`base` (usage errors).
+`display` (the live display),
+`base` (usage errors) and
+`lazy_imports` (imports training never uses, deferred in the command's process).
 """
 
 from __future__ import annotations
@@ -25,11 +26,15 @@ __all__ = ["main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``jaxsample`` command: installs the signal handlers
     first (a Ctrl-C or ``SIGTERM`` while JAX imports or compiles ends the
-    process quietly, 130 / 143), then parses and runs
+    process quietly, 130 / 143), defers what training imports and never uses
+    to its first use (`jaxsample.cli.lazy_imports`), then parses and runs
     (`jaxsample.cli.parser.main`)."""
     from jaxsample.runs.signals import StopSignals
 
     signals = StopSignals(exit_early=True, prefix="jaxsample").install()
+    from jaxsample.cli.lazy_imports import defer_imports
+
+    undo_deferral = defer_imports()  # what training imports and never uses, until used
     import os
 
     # XLA's C++ log lines (e.g. jaxlib 0.9's AOT-loader notes on a cache load)
@@ -41,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(argv, signals)
     finally:
+        undo_deferral()
         signals.uninstall()
 
 

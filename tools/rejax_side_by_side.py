@@ -47,11 +47,12 @@ import time
 OUT = os.path.join("docs", "presets", "rejax_side_by_side.jsonl")
 
 #: rejax's workload on our trainer (its pendulum.yaml's: 1 env, 1 gradient
-#: step per env step, its polyak, buffer and warm-up), by algorithm.
+#: step per env step, its polyak and buffer; TD3 its 10k steps), by algorithm.
 REJAX_WORKLOAD = {
     "sac": ["--num-envs", "1", "--gradient-steps", "1", "--tau", "0.02",
             "--buffer-capacity", "10000"],
-    "td3": ["--num-envs", "1", "--gradient-steps", "1", "--buffer-capacity", "10000"],
+    "td3": ["--num-envs", "1", "--gradient-steps", "1", "--buffer-capacity", "10000",
+            "--total-steps", "10000"],
 }  # fmt: skip
 
 _REJAX = """

@@ -19,7 +19,12 @@ Issue 51 item 6: each round runs, in fresh processes one after the other,
   prints its compile and run times and its last evaluation's mean return per
   seed (rejax's ``act``: SAC samples its actions).
 
-The wall times are of the whole processes (imports included). One JSON line
+The wall times are of the whole processes (imports included), each with its
+modules' bytecode cached as a normal install has it: rejax's venv holds its
+``.pyc`` files; where ``PYTHONDONTWRITEBYTECODE`` is set (so a venv installed
+under it has none, and every process would compile gymnax's, scipy's and
+pandas' sources again: ~15 s on this machine), the processes write and read
+theirs under ``--pycache`` instead, filled by an untimed import first. One JSON line
 per process is appended to ``--out``; the medians over ``--rounds`` rounds are
 printed. Usage::
 
@@ -42,11 +47,12 @@ import time
 OUT = os.path.join("docs", "presets", "rejax_side_by_side.jsonl")
 
 #: rejax's workload on our trainer (its pendulum.yaml's: 1 env, 1 gradient
-#: step per env step, its polyak, buffer and warm-up), by algorithm.
+#: step per env step, its polyak and buffer; TD3 its 10k steps), by algorithm.
 REJAX_WORKLOAD = {
     "sac": ["--num-envs", "1", "--gradient-steps", "1", "--tau", "0.02",
             "--buffer-capacity", "10000"],
-    "td3": ["--num-envs", "1", "--gradient-steps", "1", "--buffer-capacity", "10000"],
+    "td3": ["--num-envs", "1", "--gradient-steps", "1", "--buffer-capacity", "10000",
+            "--total-steps", "10000"],
 }  # fmt: skip
 
 _REJAX = """
@@ -72,14 +78,20 @@ print(json.dumps({"compile_s": t2 - t1, "run_s": t3 - t2, "setup_s": t1 - t0,
 """
 
 
-def _ours(env: str, algo: str, seeds: int, extra: list[str]) -> dict:
+def _env(pycache: str) -> dict[str, str]:
+    """The processes' environment: bytecode cached under ``pycache``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": pycache}
+
+
+def _ours(env: str, algo: str, seeds: int, extra: list[str], pycache: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="side_by_side_") as d:
         json_path = os.path.join(d, "out.json")
         cmd = [sys.executable, "-m", "jaxsample", "train", "--env", env, "--algo", algo,
                "--seeds", str(seeds), "--json", json_path, "--csv", os.path.join(d, "t.csv"),
                *extra]  # fmt: skip
         start = time.perf_counter()
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=_env(pycache))
         if done.returncode:
             raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
         wall = time.perf_counter() - start
@@ -91,10 +103,10 @@ def _ours(env: str, algo: str, seeds: int, extra: list[str]) -> dict:
             "steps": summary.get("total_steps")}  # fmt: skip
 
 
-def _rejax(python: str, algo: str, config: str, seeds: int) -> dict:
+def _rejax(python: str, algo: str, config: str, seeds: int, pycache: str) -> dict:
     start = time.perf_counter()
     out = subprocess.run([python, "-c", _REJAX, algo, config, str(seeds)], check=True,
-                         capture_output=True, text=True)  # fmt: skip
+                         capture_output=True, text=True, env=_env(pycache))  # fmt: skip
     wall = time.perf_counter() - start
     return {"wall_s": wall, **json.loads(out.stdout.strip().splitlines()[-1])}
 
@@ -110,14 +122,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", default=OUT)
+    parser.add_argument("--pycache", default=os.path.expanduser("~/.cache/jaxsample/pycache"),
+                        help="where the processes cache their bytecode")  # fmt: skip
     args = parser.parse_args(argv)
+    warm = f"import jaxsample.algos.{args.algo}, jaxsample.runs.run, jaxsample.cli"
+    subprocess.run([sys.executable, "-c", warm], check=True, env=_env(args.pycache))
+    subprocess.run([args.rejax_python, "-c", "import jax, rejax, yaml"], check=True,
+                   env=_env(args.pycache))  # fmt: skip
+    pyc = args.pycache
     runs = {
-        "ours": lambda: _ours(args.env, args.algo, args.seeds, ["--no-compile-cache"]),
-        "ours_warm": lambda: _ours(args.env, args.algo, args.seeds, []),
+        "ours": lambda: _ours(args.env, args.algo, args.seeds, ["--no-compile-cache"], pyc),
+        "ours_warm": lambda: _ours(args.env, args.algo, args.seeds, [], pyc),
         "ours_rejax_hp": lambda: _ours(
-            args.env, args.algo, args.seeds, ["--no-compile-cache", *REJAX_WORKLOAD[args.algo]]
+            args.env, args.algo, args.seeds, ["--no-compile-cache", *REJAX_WORKLOAD[args.algo]], pyc
         ),
-        "rejax": lambda: _rejax(args.rejax_python, args.algo, args.rejax_config, args.seeds),
+        "rejax": lambda: _rejax(args.rejax_python, args.algo, args.rejax_config, args.seeds, pyc),
     }
     walls: dict[str, list[float]] = {name: [] for name in runs}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -168,7 +168,7 @@ def test_ctrl_c_writes_what_was_trained_and_exits_130(folder, tmp_path) -> None:
     ("argv", "match"),
     [
         (["train", "--seeds", "abc"], "argument --seeds: invalid int value: 'abc'"),
-        (["train", "--algo", "sac"], "argument --algo: invalid choice: 'sac'"),
+        (["train", "--algo", "a2c"], "argument --algo: invalid choice: 'a2c'"),
         (["collect", "--B", "abc"], "argument --B: invalid int value: 'abc'"),
         (["bench", "--reps", "abc"], "argument --reps: invalid int value: 'abc'"),
         (["eval", "--episodes", "x"], "argument --episodes: invalid int value: 'x'"),

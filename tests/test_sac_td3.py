@@ -232,26 +232,6 @@ def test_one_program_and_a_resumed_folder_agree_bit_for_bit(config, tmp_path) ->
 # ----------------------------------------------------------------------------
 
 
-def _greedy_median(preset_name: str, episodes: int = 164) -> tuple[float, list[float], int]:
-    from jaxsample.evaluation import make_evaluator
-    from jaxsample.traj_info import summarize
-
-    preset = presets.get(preset_name)
-    config = preset.config()
-    module = {"sac": sac, "td3": td3}[preset.algo]
-    trainer = module.make_train(config)
-    keys = jax.vmap(jax.random.key)(jnp.arange(4, dtype=jnp.uint32))
-    state, _ = jax.jit(jax.vmap(trainer.train))(keys)
-    limit = int(getattr(trainer.env_params, "max_steps_in_episode", None) or 1000)  # Brax: 1000
-    evaluator = make_evaluator(trainer.env, trainer.env_params, trainer.agent, n_envs=episodes,
-                               max_steps=episodes * (limit + 1))  # fmt: skip
-    returns = jax.jit(jax.vmap(lambda k, p: summarize(evaluator.run(k, p))["episode_return_mean"]))(
-        jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys), state.params
-    )
-    returns = [float(r) for r in np.asarray(returns)]
-    return float(np.median(returns)), returns, config.total_timesteps
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "target", "budget"), [
     ("Pendulum-v1:sac", -155.0, 10_000), ("Pendulum-v1:td3", -160.0, 20_000),
@@ -259,12 +239,19 @@ def _greedy_median(preset_name: str, episodes: int = 164) -> tuple[float, list[f
 ])  # fmt: skip
 def test_the_presets_learn(name: str, target: float, budget: int) -> None:
     """Median over 4 seeds of each seed's 164-episode greedy mean (issue 51's
-    measure; docs/guides/off-policy.md has the figures)."""
+    measure; docs/guides/off-policy.md has the figures), within the budget."""
     if name.startswith("brax/"):
         pytest.importorskip("brax")
-    median, returns, steps = _greedy_median(name)
-    assert steps <= budget
-    assert median >= target, returns
+    from helpers import load_tool
+
+    config = presets.get(name).config()
+    # tools/preset_results.py's measure: runs.train (its iterations compiled at
+    # LLVM -O2, as the command line's are) then each seed's greedy policy on 164
+    # episodes. (XLA's CPU backend at -O0, this suite's default, miscompiles SAC's
+    # iteration: a NaN at its 36th, where -O1 and -O2 give finite values.)
+    result = load_tool("preset_results").measure(config, seeds=4, episodes=164)
+    assert result["steps"] <= budget
+    assert result["median"] >= target, result["returns"]
 
 
 def test_presets_name_their_algorithm() -> None:

@@ -20,17 +20,22 @@ from jaxsample.traj_info import summarize
 from jaxsample.types import Batch, BatchSpec, PyTree
 
 __all__ = [
-    "annealed_lr", "episode_metrics", "hparams_of", "hparams_type", "make_env", "make_optimizer",
-    "make_trainer_sampler", "start",
+    "RunLength", "annealed_lr", "episode_metrics", "hparams_of", "hparams_type", "make_env",
+    "make_optimizer", "make_trainer_sampler", "start",
 ]  # fmt: skip
 
 
+class RunLength:
+    """A trainer's ``num_iterations`` and ``steps_per_iteration``: its config's."""
+
+    num_iterations = property(lambda self: int(self.config.num_iterations))
+    steps_per_iteration = property(lambda self: int(self.config.steps_per_iteration))
+
+
 def make_env(config: Any, env: Any, env_params: Any) -> tuple[Any, Any]:
-    """``(env, env_params)``: the env named ``config.env_name`` (a gymnax name
-    or a suite's ``"<suite>/<env>"``, [`jaxsample.envs.suites.make`][jaxsample.envs.suites.make])
-    when ``env`` is None, else ``env`` with ``env_params`` (default: its
-    ``default_params``). An unknown name is a
-    [`ConfigError`][jaxsample.errors.ConfigError] of the field ``env_name``."""
+    """``(env, env_params)`` named by ``config.env_name`` (`suites.make`) when
+    ``env`` is None (an unknown name: a ``ConfigError`` of ``env_name``), else
+    ``env`` with ``env_params`` (default: its ``default_params``)."""
     if env is None:
         if env_params is not None:
             raise ValueError("env_params given without env")
@@ -46,16 +51,11 @@ def make_trainer_sampler(
 ) -> SamplerProtocol:
     """The ``"auto"``-reset sampler of ``[num_steps, num_envs]`` batches (its
     sparse final-observation store: exact wherever a target bootstraps)."""
+    spec = BatchSpec(T=config.num_steps, B=config.num_envs)
     return make_sampler(
-        env,
-        env_params,
-        agent,
-        BatchSpec(T=config.num_steps, B=config.num_envs),
-        max_decorrelation_steps=config.max_decorrelation_steps,
-        reset_mode="auto",
-        discount=config.gamma,
-        **options,
-    )
+        env, env_params, agent, spec, max_decorrelation_steps=config.max_decorrelation_steps,
+        reset_mode="auto", discount=config.gamma, **options,
+    )  # fmt: skip
 
 
 def make_optimizer(config: Any) -> optax.GradientTransformation:

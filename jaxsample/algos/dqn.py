@@ -115,7 +115,7 @@ class TrainState:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class DQN:
+class DQN(common.RunLength):
     """DQN as pure functions; build it with [`make_train`][jaxsample.algos.dqn.make_train].
 
     All methods are jittable and vmappable (over keys and `HParams`);
@@ -147,14 +147,6 @@ class DQN:
     evaluator: Evaluator
     optimizer: optax.GradientTransformation
     reports = Reports()
-
-    @property
-    def num_iterations(self) -> int:
-        return self.config.num_iterations
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.config.steps_per_iteration
 
     def hparams(self, **overrides: Any) -> HParams:
         """`HParams` from the config, with ``overrides`` (e.g. ``lr=[...]``)."""

@@ -153,7 +153,7 @@ def make_train(
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class PPO:
+class PPO(common.RunLength):
     """PPO as pure functions; build it with `make_train`. ``metrics`` of an
     iteration (float32 scalars): ``env_steps``,
     ``episode_return_mean``, ``episode_length_mean``, ``n_episodes`` (of this
@@ -180,14 +180,6 @@ class PPO:
     evaluation: Any = None
     mesh: Mesh | None = None
     mesh_axis: str = "envs"
-
-    @property
-    def num_iterations(self) -> int:
-        return self.config.num_iterations
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.config.steps_per_iteration
 
     @property
     def reports(self) -> Reports:

@@ -149,7 +149,7 @@ def make_optimizer(config: PQNConfig) -> optax.GradientTransformation:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class PQN:
+class PQN(common.RunLength):
     """PQN as pure functions; build it with `make_train`. ``metrics`` of an
     iteration (float32 scalars): ``env_steps``, ``episode_return_mean``,
     ``episode_length_mean``, ``n_episodes`` (this batch's; NaN means when
@@ -166,14 +166,6 @@ class PQN:
     evaluator: Evaluator
     optimizer: optax.GradientTransformation
     reports = Reports()
-
-    @property
-    def num_iterations(self) -> int:
-        return self.config.num_iterations
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.config.steps_per_iteration
 
     def hparams(self, **overrides: Any) -> HParams:
         """`HParams` from the config, with ``overrides`` (e.g. ``lr=[...]``)."""

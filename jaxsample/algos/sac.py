@@ -84,7 +84,7 @@ class Learner:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class SAC:
+class SAC(common.RunLength):
     """SAC as pure functions; build it with [`make_train`][jaxsample.algos.sac.make_train].
 
     All methods are jittable and vmappable (over keys and `HParams`).
@@ -115,14 +115,6 @@ class SAC:
     evaluator: Evaluator
     optimizer: optax.GradientTransformation
     reports = Reports()
-
-    @property
-    def num_iterations(self) -> int:
-        return self.config.num_iterations
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.config.steps_per_iteration
 
     @property
     def target_entropy(self) -> float:

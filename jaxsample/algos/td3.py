@@ -77,7 +77,7 @@ class Learner:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class TD3:
+class TD3(common.RunLength):
     """TD3 as pure functions; build it with [`make_train`][jaxsample.algos.td3.make_train].
 
     All methods are jittable and vmappable (over keys and `HParams`).
@@ -106,14 +106,6 @@ class TD3:
     evaluator: Evaluator
     optimizer: optax.GradientTransformation
     reports = Reports()
-
-    @property
-    def num_iterations(self) -> int:
-        return self.config.num_iterations
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.config.steps_per_iteration
 
     def hparams(self, **overrides: Any) -> HParams:
         """`HParams` from the config, with ``overrides`` (e.g. ``lr=[...]``)."""

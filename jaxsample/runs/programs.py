@@ -196,11 +196,13 @@ class Chunks:
 
     @classmethod
     def compile(
-        cls, trainer: Trainer, keys: Any, hparams: Any, lengths: tuple[int, ...], state: Any = None
-    ) -> tuple[Chunks, Any]:
+        cls, trainer: Trainer, keys: Any, hparams: Any, lengths: tuple[int, ...], state: Any = None,
+        store: ProgramStore | None = None,
+    ) -> tuple[Chunks, Any]:  # fmt: skip
         """The chunks of ``lengths`` iterations compiled for the runs ``(keys,
         hparams)`` (leading ``[R]``), and the first state: init's, or
-        ``state`` (a resumed run: no init)."""
+        ``state`` (a resumed run: no init). With ``store``, init and the
+        iteration are traced from it (kept between processes)."""
         options = compiler_options("run")
 
         def build(like: Any) -> dict[int, Callable[[Any], Any]]:
@@ -210,13 +212,15 @@ class Chunks:
                 def chunk(s: Any, n: int = n) -> Any:
                     return jax.lax.scan(lambda c, _: trainer.iteration(c), s, None, length=n)
 
-                jitted = jax.jit(over_runs(chunk), donate_argnums=0)
-                out[n] = jitted.lower(like).compile(options)
+                program = over_runs(chunk)
+                if store is not None:
+                    program = store.function(f"chunk-{n}", program, like)
+                out[n] = jax.jit(program, donate_argnums=0).lower(like).compile(options)
             return out
 
         if state is not None:
             return cls(tuple(lengths), build(state)), state
-        programs, state = _compile_for_state(build, *initial_state(trainer, keys, hparams))
+        programs, state = _compile_for_state(build, *initial_state(trainer, keys, hparams, store))
         return cls(tuple(lengths), programs), state
 
     def run(self, state: Any, history: History, hooks: Hooks) -> tuple[Any, History, float]:

@@ -37,6 +37,7 @@ How they compile, in one place:
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import itertools
 import threading
@@ -147,6 +148,12 @@ def in_background(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
     return future.result
 
 
+def _ignoring_errors(fn: Callable[[], Any]) -> None:
+    """``fn()``; what it raises is dropped (it is raised again where needed)."""
+    with contextlib.suppress(Exception):
+        fn()
+
+
 def initial_state(
     trainer: Trainer, keys: Any, hparams: Any, store: ProgramStore | None = None
 ) -> tuple[Any, Callable[[], Any]]:
@@ -197,13 +204,16 @@ class Chunks:
     @classmethod
     def compile(
         cls, trainer: Trainer, keys: Any, hparams: Any, lengths: tuple[int, ...], state: Any = None,
-        store: ProgramStore | None = None,
+        store: ProgramStore | None = None, meanwhile: Callable[[], Any] | None = None,
     ) -> tuple[Chunks, Any]:  # fmt: skip
         """The chunks of ``lengths`` iterations compiled for the runs ``(keys,
         hparams)`` (leading ``[R]``), and the first state: init's, or
         ``state`` (a resumed run: no init). With ``store``, init and the
-        iteration are traced from it (kept between processes)."""
+        chunks are traced from it (kept between processes); ``meanwhile``
+        runs on a worker thread from the first chunk's XLA compile on (its
+        errors ignored)."""
         options = compiler_options("run")
+        pending = [meanwhile] if meanwhile is not None else []
 
         def build(like: Any) -> dict[int, Callable[[Any], Any]]:
             out = {}
@@ -215,7 +225,10 @@ class Chunks:
                 program = over_runs(chunk)
                 if store is not None:
                     program = store.function(f"chunk-{n}", program, like)
-                out[n] = jax.jit(program, donate_argnums=0).lower(like).compile(options)
+                lowered = jax.jit(program, donate_argnums=0).lower(like)
+                if pending:  # XLA compiles without Python's lock: the worker gets it
+                    in_background(_ignoring_errors, pending.pop())
+                out[n] = lowered.compile(options)
             return out
 
         if state is not None:

@@ -126,7 +126,8 @@ def test_the_command_defers_the_mosaic_dialects_jax_imports(tmp_path) -> None:
     import jax
 
     # jax 0.9 reads the GPU dialect's bindings as it imports (they run then)
-    gpu = "DeferredModule" if tuple(map(int, jax.__version__.split(".")[:2])) >= (0, 11) else "module"
+    new_jax = tuple(map(int, jax.__version__.split(".")[:2])) >= (0, 11)
+    gpu = "DeferredModule" if new_jax else "module"
     assert got["after_jax"] == ["DeferredModule", gpu]
     assert got["has_ops"] and got["after_use"] == "module"
 

@@ -148,7 +148,16 @@ def _add_train(
         "--checkpoint-dir",
         default=None,
         metavar="DIR",
-        help="save after every chunk; started again with the same settings, resume",
+        help="a run folder: checkpoints (--checkpoint-every), and started again with the "
+        "same settings, resume",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --checkpoint-dir: a checkpoint when a chunk ends this long after the last "
+        "one, and at the end and on SIGTERM/Ctrl-C; 0: after every chunk (default: 60)",
     )
     add_config_flags(p, algo, *start)
     p.epilog = cleanrl_epilog(p)

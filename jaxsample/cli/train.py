@@ -81,6 +81,7 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
         s["algo"], s["env"], s["mask_velocity"], file_values, args.config_flags, args.config,
         preset,
     )  # fmt: skip
+    every = _checkpoint_every(args)
     start_compiling(args)  # JAX from here on: the settings are checked
     from jaxsample.runs import run
 
@@ -89,7 +90,7 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
     try:
         result = run.train(
             config, seeds=s["seeds"], seed=s["seed"], sweep=sweep, folder=args.checkpoint_dir,
-            chunks=s["chunks"], json=args.json, csv=args.csv, plot=args.plot,
+            chunks=s["chunks"], **every, json=args.json, csv=args.csv, plot=args.plot,
             tensorboard=args.tensorboard, wandb_project=args.wandb_project if args.wandb else None,
             signals=signals, folder_flag="--checkpoint-dir",
             preset=None if preset is None else preset.name,
@@ -99,6 +100,19 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
     if result.interrupted:
         print(run.final_line(result), file=sys.stderr, flush=True)
     return result.exit_status
+
+
+def _checkpoint_every(args: argparse.Namespace) -> dict[str, float]:
+    """``--checkpoint-every`` checked, as `jaxsample.runs.train`'s keyword
+    (none where not given: the run's default)."""
+    every = getattr(args, "checkpoint_every", None)
+    if every is None:
+        return {}
+    if not every >= 0:  # NaN too
+        raise UsageError(f"--checkpoint-every must be >= 0 seconds, got {every}")
+    if args.checkpoint_dir is None:
+        raise UsageError("--checkpoint-every needs --checkpoint-dir (where checkpoints go)")
+    return {"checkpoint_seconds": every}
 
 
 def evaluate(args: argparse.Namespace) -> int:

@@ -145,7 +145,7 @@ def test_bad_arguments_are_named_and_nothing_is_written(cartpole, tmp_path) -> N
          "give a path ending in .gif"),
         ({"episodes": 0}, ValueError, "episodes must be"),
         ({"episodes": [1, 1]}, ValueError, "distinct episode numbers"),
-        ({"episodes": 1.5}, TypeError, "episodes must be a count"),
+        ({"episodes": 1.5}, TypeError, "episodes must be an int, got 1.5"),
         ({"fps": 0}, ValueError, r"fps must be in \(0, 100\]"),
         ({"max_steps": 0}, ValueError, "max_steps must be"),
         ({"run": 2}, ValueError, r"run must be in 0..1, got 2"),

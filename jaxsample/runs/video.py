@@ -181,10 +181,7 @@ def check(env: Any, path: str | os.PathLike[str]) -> str:
 
 def _episode_numbers(episodes: Any) -> tuple[int, ...]:
     """``episodes`` as episode numbers: a count ``n`` is ``0 .. n - 1``."""
-    if isinstance(episodes, bool) or not isinstance(episodes, (int, Sequence)):
-        raise TypeError(f"episodes must be a count or a sequence of episode numbers, "
-                        f"got {episodes!r}")  # fmt: skip
-    if not isinstance(episodes, Sequence):
+    if not isinstance(episodes, Sequence) or isinstance(episodes, str):
         return tuple(range(check_int("episodes", episodes, 1)))
     numbers = tuple(check_int("episodes[i]", e, 0, 2**31 - 1) for e in episodes)
     if not numbers or len(set(numbers)) != len(numbers):

@@ -122,11 +122,13 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
     check_output(args.json, "--json")
+    _check_video_flags(args)
     start_compiling(args)  # JAX from here on: the arguments are checked
     from jaxsample.runs import files, loaded
     from jaxsample.runs.run import environment
 
     run = loaded.load(args.checkpoint, folder_flag="--checkpoint")
+    _check_video(run, args)
     opponent = getattr(args, "opponent", None)
     if opponent is not None and not run.is_game:
         raise UsageError(f"--opponent: {run.config.env_name} is not a two-player game")
@@ -151,7 +153,57 @@ def evaluate(args: argparse.Namespace) -> int:
         data = {**run.record, "iteration": run.iteration, "runs": rows, **environment()}
         files.write_json(args.json, data)
         print(f"wrote {args.json}")
+    _video(run, args)
     return 0
+
+
+def _check_video_flags(args: argparse.Namespace) -> None:
+    """``--video`` and its options, before JAX is imported."""
+    if getattr(args, "video", None) is None:
+        return
+    check_output(args.video, "--video")
+    for flag, value in (("--video-episodes", args.video_episodes),
+                        ("--video-max-steps", args.video_max_steps)):  # fmt: skip
+        if value < 1:
+            raise UsageError(f"{flag} must be >= 1, got {value}")
+    fps = args.video_fps
+    if fps is not None and not 0 < fps <= 100:
+        raise UsageError(f"--video-fps must be in (0, 100], got {fps}")
+
+
+def _check_video(run: Any, args: argparse.Namespace) -> None:
+    """One line, before anything runs, where the env has no renderer or the
+    path's suffix is not its format's."""
+    if getattr(args, "video", None) is None:
+        return
+    from jaxsample.runs import video
+
+    try:
+        video.check(run.trainer.env, args.video)
+    except (ValueError, ImportError) as e:
+        raise UsageError(f"--video {args.video!r}: {e}") from None
+
+
+def _video(run: Any, args: argparse.Namespace) -> None:
+    """``--video``: run 0's greedy episodes (against ``--opponent`` in a game)."""
+    if getattr(args, "video", None) is None:
+        return
+    from jaxsample.runs import loaded
+
+    opponent = getattr(args, "opponent", None) or "random"
+    if opponent != "random":
+        opponent = loaded.load(opponent, folder_flag="--opponent")
+    made = run.video(
+        args.video, args.video_episodes, seed=args.seed, opponent=opponent,
+        fps=args.video_fps, max_steps=args.video_max_steps,
+    )  # fmt: skip
+    cut = sum(not ended for ended in made.ended)
+    print(
+        f"wrote {made.path}: {made.frames} frames of {made.run}'s greedy episode(s) "
+        f"{', '.join(map(str, made.episodes))} (lengths {', '.join(map(str, made.lengths))}"
+        + (f"; {cut} cut at --video-max-steps" if cut else "")
+        + "), the reset state and one frame per step"
+    )
 
 
 def _evaluate(run: Any, args: argparse.Namespace) -> list[dict[str, Any]]:

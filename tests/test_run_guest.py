@@ -28,7 +28,7 @@ from jaxsample.runs.errors import FolderMismatch
 pytestmark = pytest.mark.xdist_group("runs")
 
 # TINY, 2 seeds, a checkpoint after every iteration (as test_runs: one compile)
-RUN = {"seeds": 2, "chunks": 8, **QUIET}
+RUN = {"seeds": 2, "chunks": 8, "checkpoint_seconds": 0, **QUIET}  # a checkpoint per chunk
 
 
 @pytest.fixture

@@ -20,15 +20,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import jax
 import pytest
-from helpers import HANG_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -84,35 +81,6 @@ def _page_params() -> list:
     return params
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site, built once with ``--strict`` (about 6 s on 2 cores, mostly
-    mkdocstrings reading the package's docstrings); the build's failure fails
-    every test that reads it."""
-    out_dir = tmp_path_factory.mktemp("mkdocs") / "site"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mkdocs",
-            "build",
-            "--strict",
-            "--quiet",
-            "-f",
-            str(ROOT / "mkdocs.yml"),
-            "-d",
-            str(out_dir),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=HANG_SECONDS,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # mkdocs-material's banner
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out_dir
-
-
 #: A Sphinx role as the site shows it when mkdocstrings leaves it alone: the
 #: role's name, then its target as inline code (``<code>``) or, escaped or in a
 #: code block, the backtick itself (":class:`~jaxsample.Sampler`", ":meth:`init`").
@@ -121,7 +89,8 @@ RAW_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|exc|obj|const|
 
 @pytest.mark.xdist_group("mkdocs_site")
 def test_mkdocs_build_strict(site: Path) -> None:
-    """The site builds with ``--strict``: no broken link, page or reference."""
+    """The site builds with ``--strict`` (the ``site`` fixture, tests/conftest.py):
+    no broken link, page or reference."""
     for page in ("index.html", "guides/training/index.html", "api/agents/index.html"):
         assert (site / page).is_file(), page
     # mkdocstrings rendered the docstrings, not an empty page

@@ -70,7 +70,9 @@ class LoadedRun:
         ``env_params``, ``agent``, ``init``, ``iteration``, ...).
       state: the vmapped trainer state (leading ``[R]`` axis).
       history: every per-iteration metric, numpy ``[R, iteration]``.
-      names, seeds, settings: ``[R]`` each run's name, seed and swept values.
+      names: ``[R]`` each run's name (``seed0``, ``seed1_lr0.001``, ...).
+      seeds: ``[R]`` each run's seed.
+      settings: ``[R]`` each run's swept values (``{field: value}``).
     """
 
     folder: str

@@ -199,3 +199,55 @@ def test_every_image_a_page_shows_is_in_the_repository() -> None:
                 continue
             path = (page.parent / target).resolve()
             assert path in tracked_paths, f"{page.relative_to(ROOT)}: {target} is not tracked"
+
+
+#: Headless Chromium, where installed (CI has none: the test is skipped there).
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chromium-headless-shell")
+
+#: Run in the page after it loads: each table's width and its scroll box's.
+MEASURE = """<script>
+window.addEventListener('load', () => {
+  const out = Array.from(document.querySelectorAll('.md-typeset table')).map(t => {
+    const box = t.closest('.md-typeset__scrollwrap') || t.parentElement;
+    return {head: t.querySelector('tr').textContent.trim().slice(0, 60),
+            box: box.clientWidth, scroll: box.scrollWidth};
+  });
+  const pre = document.createElement('pre');
+  pre.id = 'measured';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+@pytest.mark.xdist_group("mkdocs_site")
+def test_the_presets_tables_fit_a_1280px_window(site: Path) -> None:
+    """At 1280 px (the navigation and the table of contents beside the
+    content), no table of the presets page scrolls sideways: its last
+    columns in view (tools/preset_page.py writes the results table)."""
+    import html
+    import json
+    import shutil
+
+    browser = next((path for b in BROWSERS if (path := shutil.which(b))), None)
+    if browser is None:
+        pytest.skip(f"no headless browser ({', '.join(BROWSERS)})")
+    page = site / "presets" / "index.html"
+    probe = page.with_name("measured.html")  # beside it: the same stylesheets
+    probe.write_text(page.read_text().replace("</body>", MEASURE + "</body>"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"]
+    try:
+        out = subprocess.run(
+            [browser, *flags, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        probe.unlink()
+    found = re.search(r'<pre id="measured">(.*?)</pre>', out.stdout, re.S)
+    assert found, out.stderr[-2000:]
+    tables = json.loads(html.unescape(found.group(1)))
+    assert len(tables) >= 3, tables
+    wide = [t for t in tables if t["scroll"] > t["box"]]
+    assert not wide, wide

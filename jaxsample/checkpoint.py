@@ -309,8 +309,8 @@ def save(
 
 def all_steps(directory: str | os.PathLike) -> Sequence[int]:
     """The steps saved in ``directory``, ascending (empty if none)."""
-    if not os.path.isdir(directory):
-        return []
+    if not os.path.isdir(directory) or not any(n.isdigit() for n in os.listdir(directory)):
+        return []  # no step's folder (named by its number): no manager to open
     with _manager(directory) as manager:
         return sorted(manager.all_steps())
 

@@ -51,6 +51,11 @@ Key schedule (what a reference implementation must reproduce; written in
 After an episode end the agent's inputs restart as docs/design.md says: the reset
 observation, the null previous action, ``prev_reward = 0`` and
 ``agent.initial_state(b)``.
+
+`Evaluator.trace` replays the first episode of one env rank with the same
+keys, step by step, and keeps its env states (what a video renders): the
+same steps as ``run``'s (for an env whose ``step`` is gymnax's own: every
+env jaxsample adapts), without the reset after the end.
 """
 
 from __future__ import annotations
@@ -99,6 +104,27 @@ class EvalStats:
     env_steps: jax.Array
     n_completed: jax.Array
     budget_exhausted: jax.Array
+
+
+@struct.dataclass
+class Episode:
+    """One env's first episode, step by step (`Evaluator.trace`; ``S`` the
+    steps traced).
+
+    Attributes:
+      env_state: ``[S + 1, ...]`` the env's state: frame 0 the reset state,
+        frame ``t`` the state after step ``t``; after the episode's end its
+        final state is held (no reset).
+      reward: float32 ``[S]`` (the env's reward shape after it), 0 after the end.
+      length: int32 scalar, the steps of the episode (its end included), or
+        ``S`` where it did not end within them.
+      ended: bool scalar, whether it ended within the ``S`` steps.
+    """
+
+    env_state: PyTree
+    reward: jax.Array
+    length: jax.Array
+    ended: jax.Array
 
 
 @struct.dataclass
@@ -238,6 +264,36 @@ class Evaluator:
             budget_exhausted=wanted(end),
         )
         return out, stats
+
+    def trace(self, key: jax.Array, agent_params: PyTree, rank: Any, steps: int) -> Episode:
+        """The first episode of the env of rank ``rank`` (a scalar, traced or
+        not) with ``run``'s keys, as an `Episode` of ``steps`` steps (a
+        static int >= 1); pure and jittable. Its steps are those of
+        ``run(key, agent_params)``'s env ``rank`` (for an env whose ``step``
+        is gymnax's own; another env steps with ``step_env`` and the step's
+        env key), ending at the same step with the same return."""
+        check_key(key)
+        steps = check_int("steps", steps, 1)
+        start = self._init_env(key, jnp.asarray(rank, jnp.int32))
+        act = self._stepper.agent.agent_act(agent_params)
+
+        def body(carry: tuple[EnvCarry, jax.Array], t: jax.Array) -> tuple[Any, Any]:
+            env, ended = carry
+            k_agent, k_env = K.eval_step_keys(start.key, t)
+            keys = self._stepper.keys_of(k_env)
+            moved, tr = self._stepper.step(env, act, k_agent, keys, auto_reset=False)
+            env = jax.tree.map(lambda a, b: jax.lax.select(ended, a, b), env, moved)
+            reward = jnp.where(ended, jnp.zeros_like(tr.reward), tr.reward)
+            return (env, ended | tr.done), (env.env_state, reward, ended)
+
+        times = jnp.arange(steps, dtype=jnp.int32)
+        (_, ended), (states, reward, before) = jax.lax.scan(
+            body, (start.env, jnp.zeros((), bool)), times
+        )
+        first = start.env.env_state
+        states = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, states)
+        length = jnp.sum(~before, dtype=jnp.int32)
+        return Episode(env_state=states, reward=reward, length=length, ended=ended)
 
     # ------------------------------------------------------------ internals
     def _traj(self) -> TrajAccumulator:

@@ -72,6 +72,12 @@ def test_a_bare_import_loads_no_heavy_package(tmp_path) -> None:
         (["train", "--config", "missing.toml"], 2, "no such file"),
         (["eval", "--checkpoint", "x", "--episodes", "0"], 2, "--episodes must be >= 1"),
         (["collect", "--batches", "0"], 2, "--batches must be >= 1"),
+        (["train", "--checkpoint-every", "10"], 2, "--checkpoint-every needs --checkpoint-dir"),
+        (
+            ["train", "--checkpoint-dir", "r", "--checkpoint-every", "-1"],
+            2,
+            "--checkpoint-every must be >= 0 seconds, got -1.0",
+        ),
         (["bench", "--methods", "nope"], 2, "invalid choice"),
         (["frobnicate"], 2, "invalid choice"),
     ],

@@ -373,3 +373,30 @@ def test_program_store_loads_what_it_stored_and_survives_a_damaged_file(tmp_path
     store = ProgramStore(tmp_path / "a-file" / "sub", "f v1")
     np.testing.assert_array_equal(store.function("f", f, args)(args)["y"], want["y"])
     assert store.loaded == []
+
+
+@pytest.mark.long
+def test_a_second_run_in_a_folder_loads_its_chunks_from_the_program_store(tmp_path) -> None:
+    """A run folder's chunks (no host callbacks: stored on every JAX): the
+    second ``train --checkpoint-dir`` of the same settings traces neither
+    init nor its chunk (both loaded from the program store) and trains the
+    same, bit for bit (the CSVs, the saved state)."""
+    from jaxsample import runs
+
+    cache = tmp_path / "cache"
+    store = cache / "jaxsample" / "jax" / "jaxsample-programs"
+    args = [*_TRAIN, "--total-steps", "64", "--chunks", "2"]
+    first = _cli([*args, "--json", "1.json", "--checkpoint-dir", "r1"], tmp_path, cache)
+    assert re.search(r"^compiled in [0-9.]+ s$", first, re.M), first
+    stored = sorted(p.name.split("-")[0] for p in store.glob("*.jaxexport"))
+    assert stored == ["chunk", "init"]
+    second = _cli([*args, "--json", "2.json", "--checkpoint-dir", "r2"], tmp_path, cache)
+    assert re.search(r"^loaded from the compile cache in [0-9.]+ s \(tracing", second, re.M)
+    assert len(list(store.glob("*.jaxexport"))) == 2  # loaded, none exported again
+    csvs = [(tmp_path / f"{i}.csv").read_text() for i in (1, 2)]
+    assert csvs[0] == csvs[1] and csvs[0].count("\n") == 5
+    states = [runs.load(tmp_path / f"r{i}").state for i in (1, 2)]
+    for a, b in zip(jax.tree.leaves(states[0]), jax.tree.leaves(states[1]), strict=True):
+        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            a, b = jax.random.key_data(a), jax.random.key_data(b)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

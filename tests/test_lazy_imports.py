@@ -98,6 +98,40 @@ def test_the_command_defers_plotting_and_scipy_linalg_and_both_still_work(
     assert "_DeferringFinder" not in got["after_main"]["finders"]  # removed on return
 
 
+def test_the_command_defers_the_mosaic_dialects_jax_imports(tmp_path) -> None:
+    """``import jax`` in the command's process leaves the Mosaic TPU and GPU
+    dialect bindings (Pallas's) deferred; a use runs them in place."""
+    got = _python(
+        textwrap.dedent("""
+        import json, sys
+        import jaxsample.cli.parser as parser
+        names = ("jaxlib.mosaic.python.tpu", "jaxlib.mosaic.python.mosaic_gpu")
+        seen = {}
+        def probe(argv, signals):
+            import jax
+            jax.numpy.ones(2).block_until_ready()
+            seen["after_jax"] = [type(sys.modules[n]).__name__ for n in names]
+            from jaxlib.mosaic.python import tpu
+            seen["has_ops"] = len([n for n in dir(tpu) if n.endswith("Op")]) > 10
+            seen["after_use"] = type(sys.modules[names[0]]).__name__
+            return 0
+        parser.main = probe
+        from jaxsample.cli import main
+        seen["code"] = main(["train"])
+        print(json.dumps(seen))
+        """),
+        tmp_path,
+    )
+    assert got["code"] == 0
+    import jax
+
+    # jax 0.9 reads the GPU dialect's bindings as it imports (they run then)
+    new_jax = tuple(map(int, jax.__version__.split(".")[:2])) >= (0, 11)
+    gpu = "DeferredModule" if new_jax else "module"
+    assert got["after_jax"] == ["DeferredModule", gpu]
+    assert got["has_ops"] and got["after_use"] == "module"
+
+
 def test_the_library_alone_defers_nothing(tmp_path) -> None:
     got = _python(_STATE + "import jaxsample, gymnax\nprint(json.dumps(state()))\n", tmp_path)
     assert "_DeferringFinder" not in got["finders"]

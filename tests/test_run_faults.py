@@ -215,7 +215,7 @@ def test_the_rerun_after_a_fault_ends_bit_for_bit_where_an_uninterrupted_run_end
     runtime is lost): SIGKILL mid-run, then the same command: it takes over
     the dead run's lock and resumes from the last chunk's checkpoint. Both end
     bit for bit where an uninterrupted run ends."""
-    args = ["train", *LONG, "--chunks", "40", "--checkpoint-dir"]
+    args = ["train", *LONG, "--chunks", "40", "--checkpoint-every", "0", "--checkpoint-dir"]
     full = _run([*args, "full", "--json", "full.json"], tmp_path)
     assert full.returncode == 0, full.stderr[-3000:]
     proc = _start([*args, "ck", "--json", "ck.json"], tmp_path)

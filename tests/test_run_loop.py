@@ -181,3 +181,26 @@ def test_two_runs_of_one_config_at_once_each_get_their_own_progress() -> None:
             assert e["recent_loss"] == pytest.approx(float(loss[:, done - 2 : done].mean()))
         losses.append(loss)
     assert not np.array_equal(losses[0], losses[1])  # a leaked event would show
+
+
+def test_chunks_run_meanwhile_on_a_worker_while_xla_compiles() -> None:
+    """``meanwhile`` runs once, on another thread, after the chunk program is
+    lowered (its error dropped): what a run folder imports for its checkpoints
+    while XLA compiles."""
+    from jaxsample.runs import loop
+
+    calls: list[tuple[str, bool]] = []
+
+    def meanwhile() -> None:
+        import jax._src.dispatch  # anything: an import
+
+        calls.append((threading.current_thread().name, jax.numpy.zeros(1).shape == (1,)))
+        raise RuntimeError("dropped")
+
+    result = loop.run_training(_Toy(), jax.random.key(0), seeds=2, chunks=3, meanwhile=meanwhile)
+    assert result.iterations == result.num_iterations
+    for _ in range(100):  # it may end after the run: wait for it
+        if calls:
+            break
+        time.sleep(0.05)
+    assert len(calls) == 1 and calls[0][0].startswith("jaxsample-compile") and calls[0][1]

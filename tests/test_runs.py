@@ -120,6 +120,52 @@ def test_an_interrupt_keeps_the_work_and_the_same_call_resumes_bit_for_bit(
     assert np.array_equal(resumed.training.returns, full.training.returns, equal_nan=True)
 
 
+@pytest.mark.parametrize("seconds, steps", [(0, [7, 8]), (3600, [8])])
+def test_checkpoints_come_every_so_many_seconds_and_at_the_end(tmp_path, seconds, steps) -> None:
+    """``checkpoint_seconds=0``: one after every chunk (the newest two kept);
+    an hour: none of the run's 8 chunks is due, so the run saves once, at
+    its end. Each order of checkpoints restores the same final state."""
+    from jaxsample import checkpoint
+
+    saves = []
+    real = RunFolder.save
+
+    def counted(self, state, done, metrics):
+        saves.append(done)
+        real(self, state, done, metrics)
+
+    RunFolder.save = counted
+    try:
+        result = runs.train(TINY, folder=tmp_path / "run", chunks=8, checkpoint_seconds=seconds,
+                            **QUIET)  # fmt: skip
+    finally:
+        RunFolder.save = real
+    assert saves == ([1, 2, 3, 4, 5, 6, 7, 8] if seconds == 0 else [8])
+    assert list(checkpoint.all_steps(tmp_path / "run")) == steps
+    assert _same(runs.load(tmp_path / "run").state, result.state)
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), "60", True])
+def test_a_bad_checkpoint_interval_is_named(tmp_path, bad) -> None:
+    with pytest.raises(ValueError, match="checkpoint_seconds must be a number >= 0"):
+        runs.train(TINY, folder=tmp_path / "run", checkpoint_seconds=bad, **QUIET)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_fresh_folder_is_opened_without_orbax(tmp_path) -> None:
+    """Whether a new folder holds checkpoints is answered without importing
+    orbax (half a second of a short run's start); a folder with a step's
+    folder asks orbax."""
+    script = (
+        "import sys; from jaxsample.runs.folder import RunFolder; "
+        "f = RunFolder(sys.argv[1]); print(f.latest_step(), 'orbax' in sys.modules)"
+    )
+    (tmp_path / "new").mkdir()
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "new")],
+                         capture_output=True, text=True, timeout=HANG_SECONDS)  # fmt: skip
+    assert out.stdout.split() == ["None", "False"], out.stderr[-2000:]
+
+
 _HOLDER = """
 import sys, time
 from jaxsample.runs.lock import FolderLock

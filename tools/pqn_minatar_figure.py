@@ -53,7 +53,10 @@ def main() -> int:
 
     ours = ROOT / "docs" / "presets" / "pqn.jsonl"
     lines = {
-        "PQN": latest(ours, lambda x: x.get("algo") == "pqn" and x["preset"]),
+        "PQN": latest(
+            ours,
+            lambda x: x.get("algo") == "pqn" and x["preset"] and x["python"].startswith("3.12"),
+        ),
         "PPO preset": latest(
             ROOT / "docs" / "presets" / "results.jsonl",
             lambda x: x["preset"] and x["python"].startswith("3.12") and "algo" not in x,

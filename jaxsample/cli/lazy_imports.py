@@ -41,9 +41,14 @@ from typing import Any
 
 __all__ = ["DEFERRED", "DeferredModule", "defer_imports"]
 
-#: The modules deferred: what gymnax's env modules import only to render, and
-#: the ``scipy.linalg`` package around the two extension modules jaxlib loads.
-DEFERRED = ("seaborn", "matplotlib", "matplotlib.colors", "matplotlib.pyplot", "scipy.linalg")
+#: The modules deferred: what gymnax's env modules import only to render, the
+#: ``scipy.linalg`` package around the two extension modules jaxlib loads, and
+#: the Python bindings of the Mosaic TPU and GPU dialects that ``import jax``
+#: loads for Pallas kernels (about 60 ms; a run on CPU never uses them).
+DEFERRED = (
+    "seaborn", "matplotlib", "matplotlib.colors", "matplotlib.pyplot", "scipy.linalg",
+    "jaxlib.mosaic.python.tpu", "jaxlib.mosaic.python.mosaic_gpu",
+)  # fmt: skip
 
 #: What the import system reads of a module in ``sys.modules`` (and
 #: ``inspect.getmodule`` of every module): answered without running its code.

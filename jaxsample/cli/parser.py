@@ -151,7 +151,16 @@ def _add_train(
         "--checkpoint-dir",
         default=None,
         metavar="DIR",
-        help="save after every chunk; started again with the same settings, resume",
+        help="a run folder: checkpoints (--checkpoint-every), and started again with the "
+        "same settings, resume",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --checkpoint-dir: a checkpoint when a chunk ends this long after the last "
+        "one, and at the end and on SIGTERM/Ctrl-C; 0: after every chunk (default: 60)",
     )
     add_config_flags(p, algo, *start)
     p.epilog = cleanrl_epilog(p)
@@ -202,6 +211,19 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="the evaluation's key")
     p.add_argument("--json", default=None, help="write the per-run table here")
+    p.add_argument(
+        "--video",
+        default=None,
+        metavar="PATH",
+        help="also draw run 0's greedy episodes (those of --seed) with the env's renderer: "
+        ".gif for gymnax's classic control and MinAtar, .svg for a Pgx game (against "
+        "--opponent), .html for Brax (its viewer)",
+    )
+    p.add_argument("--video-episodes", type=int, default=1, metavar="N", help="episodes drawn")
+    p.add_argument("--video-fps", type=float, default=None, help="frames per second "
+                   "(default: the renderer's own; Brax's viewer plays in real time)")  # fmt: skip
+    p.add_argument("--video-max-steps", type=int, default=1000, metavar="N",
+                   help="steps drawn per episode at most")  # fmt: skip
     p.set_defaults(func=_eval)
 
 

@@ -82,6 +82,7 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
         s["algo"], s["env"], s["mask_velocity"], file_values, args.config_flags, args.config,
         preset, flag_names,
     )  # fmt: skip
+    every = _checkpoint_every(args)
     start_compiling(args)  # JAX from here on: the settings are checked
     from jaxsample.runs import run
 
@@ -90,7 +91,7 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
     try:
         result = run.train(
             config, seeds=s["seeds"], seed=s["seed"], sweep=sweep, folder=args.checkpoint_dir,
-            chunks=s["chunks"], json=args.json, csv=args.csv, plot=args.plot,
+            chunks=s["chunks"], **every, json=args.json, csv=args.csv, plot=args.plot,
             tensorboard=args.tensorboard, wandb_project=args.wandb_project if args.wandb else None,
             signals=signals, folder_flag="--checkpoint-dir",
             preset=None if preset is None else preset.name,
@@ -102,6 +103,19 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
     return result.exit_status
 
 
+def _checkpoint_every(args: argparse.Namespace) -> dict[str, float]:
+    """``--checkpoint-every`` checked, as `jaxsample.runs.train`'s keyword
+    (none where not given: the run's default)."""
+    every = getattr(args, "checkpoint_every", None)
+    if every is None:
+        return {}
+    if not every >= 0:  # NaN too
+        raise UsageError(f"--checkpoint-every must be >= 0 seconds, got {every}")
+    if args.checkpoint_dir is None:
+        raise UsageError("--checkpoint-every needs --checkpoint-dir (where checkpoints go)")
+    return {"checkpoint_seconds": every}
+
+
 def evaluate(args: argparse.Namespace) -> int:
     """Run ``jaxsample eval``: every run of a run folder, greedy and with sampled
     actions; a two-player game against an opponent (wins, draws, losses per
@@ -111,11 +125,13 @@ def evaluate(args: argparse.Namespace) -> int:
     check_output(args.json, "--json")
     folder_flag = (getattr(args, "flag_names", None) or {}).get("checkpoint", "--checkpoint-dir")
     _check_run_folder(args.checkpoint, folder_flag)
+    _check_video_flags(args)
     start_compiling(args)  # JAX from here on: the arguments are checked
     from jaxsample.runs import files, loaded
     from jaxsample.runs.run import environment
 
     run = loaded.load(args.checkpoint, folder_flag=folder_flag)
+    _check_video(run, args)
     opponent = getattr(args, "opponent", None)
     if opponent is not None and not run.is_game:
         raise UsageError(f"--opponent: {run.config.env_name} is not a two-player game")
@@ -140,6 +156,7 @@ def evaluate(args: argparse.Namespace) -> int:
         data = {**run.record, "iteration": run.iteration, "runs": rows, **environment()}
         files.write_json(args.json, data)
         print(f"wrote {args.json}")
+    _video(run, args)
     return 0
 
 
@@ -158,6 +175,55 @@ def _check_run_folder(path: str, flag: str) -> None:
             "run.json and the checkpoints; the file --json writes holds no checkpoint)"
         )
     raise UsageError(f"{flag} {path!r} is a file, not a run folder: {hint}")
+
+
+def _check_video_flags(args: argparse.Namespace) -> None:
+    """``--video`` and its options, before JAX is imported."""
+    if getattr(args, "video", None) is None:
+        return
+    check_output(args.video, "--video")
+    for flag, value in (("--video-episodes", args.video_episodes),
+                        ("--video-max-steps", args.video_max_steps)):  # fmt: skip
+        if value < 1:
+            raise UsageError(f"{flag} must be >= 1, got {value}")
+    fps = args.video_fps
+    if fps is not None and not 0 < fps <= 100:
+        raise UsageError(f"--video-fps must be in (0, 100], got {fps}")
+
+
+def _check_video(run: Any, args: argparse.Namespace) -> None:
+    """One line, before anything runs, where the env has no renderer or the
+    path's suffix is not its format's."""
+    if getattr(args, "video", None) is None:
+        return
+    from jaxsample.runs import video
+
+    try:
+        video.check(run.trainer.env, args.video)
+    except (ValueError, ImportError) as e:
+        raise UsageError(f"--video {args.video!r}: {e}") from None
+
+
+def _video(run: Any, args: argparse.Namespace) -> None:
+    """``--video``: run 0's greedy episodes (against ``--opponent`` in a game)."""
+    if getattr(args, "video", None) is None:
+        return
+    from jaxsample.runs import loaded
+
+    opponent = getattr(args, "opponent", None) or "random"
+    if opponent != "random":
+        opponent = loaded.load(opponent, folder_flag="--opponent")
+    made = run.video(
+        args.video, args.video_episodes, seed=args.seed, opponent=opponent,
+        fps=args.video_fps, max_steps=args.video_max_steps,
+    )  # fmt: skip
+    cut = sum(not ended for ended in made.ended)
+    print(
+        f"wrote {made.path}: {made.frames} frames of {made.run}'s greedy episode(s) "
+        f"{', '.join(map(str, made.episodes))} (lengths {', '.join(map(str, made.lengths))}"
+        + (f"; {cut} cut at --video-max-steps" if cut else "")
+        + "), the reset state and one frame per step"
+    )
 
 
 def _evaluate(run: Any, args: argparse.Namespace) -> list[dict[str, Any]]:

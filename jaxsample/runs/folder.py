@@ -120,11 +120,13 @@ class RunFolder:
 
     def latest_step(self) -> int | None:
         """The newest finalized checkpoint (its iteration count), or None."""
-        from jaxsample import checkpoint
-
         try:
+            if not os.path.isdir(self.path) or not any(n.isdigit() for n in os.listdir(self.path)):
+                return None  # no step's folder (named by its number): orbax not imported
+            from jaxsample import checkpoint
+
             with quiet_orbax():
-                return checkpoint.latest_step(self.path) if os.path.isdir(self.path) else None
+                return checkpoint.latest_step(self.path)
         except Exception as e:  # an unreadable folder
             raise FolderMismatch(
                 f"{self.what}: its checkpoints cannot be listed ({cause(e)})"

@@ -7,6 +7,7 @@ run = runs.load("runs/cartpole")         # the folder of runs.train(..., folder=
 run.config, run.iteration, run.names     # what it trained, and how far
 params = run.params_of(0)                # run 0's parameters (no [R] axis)
 stats = run.evaluate(episodes=10)        # the greedy policy of every run
+run.video("cartpole.gif")                # watch run 0's first greedy episode
 ```
 
 Loading takes no lock: a run still writing the folder is read at its latest
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -175,20 +177,18 @@ class LoadedRun:
             })  # fmt: skip
         return rows
 
-    def play(self, opponent: Any = "random", games: int = 10, seed: int = 0) -> list[dict]:
-        """Every run's greedy policy against ``opponent`` in a two-player game:
-        ``"random"`` (a uniformly random legal player) or another
-        `LoadedRun` of the same game (its first run's greedy policy). Each
-        run plays ``games`` games, opening every other one (env ``b`` opens
-        when ``b`` is even). One row per run: ``wins``, ``draws``, ``losses``
-        overall and per seat (``first_*`` opening, ``second_*``), and
-        ``win_or_draw`` (a fraction).
+    def match(self, opponent: Any = "random") -> tuple[Any, Any]:
+        """The agent against ``opponent`` in a two-player game, as `play`
+        plays it: ``(TurnTaking((agent, other)), other_params)``, the
+        evaluator's agent (its params: ``(params_of(r), other_params)``).
+        ``opponent``: ``"random"`` (a uniformly random legal player) or
+        another `LoadedRun` of the same game (its first run's policy).
 
         Raises:
           ValueError: the env is not a two-player game, or the opponent
             plays another one.
         """
-        from jaxsample.agents import RandomAgent, TurnTaking, seat_returns
+        from jaxsample.agents import RandomAgent, TurnTaking
 
         if not self.is_game:
             raise ValueError(f"{self.config.env_name} is not a two-player game: no opponent")
@@ -203,7 +203,54 @@ class LoadedRun:
             other, other_params = opponent.agent, opponent.params_of(0)
         else:
             raise ValueError(f"opponent must be 'random' or a LoadedRun, got {opponent!r}")
-        match = TurnTaking((self.agent, other))
+        return TurnTaking((self.agent, other)), other_params
+
+    def video(
+        self,
+        path: str | os.PathLike[str],
+        episodes: int | Sequence[int] = 1,
+        *,
+        run: int = 0,
+        seed: int = 0,
+        opponent: Any = "random",
+        fps: float | None = None,
+        max_steps: int = 1000,
+    ) -> Any:
+        """Render run ``run``'s greedy episodes to ``path`` with the suite's
+        own renderer (`jaxsample.runs.video.write`: an animated GIF for
+        gymnax's classic control and MinAtar, an animated SVG of a Pgx game
+        against ``opponent``, Brax's HTML viewer): ``episodes`` (a count, or
+        the episode numbers) of ``evaluate(seed=seed)``'s greedy evaluation,
+        at most ``max_steps`` steps each, ``fps`` frames per second (None:
+        the renderer's own). Returns a `jaxsample.runs.video.Video`.
+
+        Raises:
+          ValueError: the env has no renderer, the path's suffix is not its
+            format's, or a bad argument (named); nothing is written.
+        """
+        from jaxsample.runs import video
+
+        return video.write(
+            self, path, episodes, run=run, seed=seed, opponent=opponent, fps=fps,
+            max_steps=max_steps,
+        )  # fmt: skip
+
+    def play(self, opponent: Any = "random", games: int = 10, seed: int = 0) -> list[dict]:
+        """Every run's greedy policy against ``opponent`` in a two-player game:
+        ``"random"`` (a uniformly random legal player) or another
+        `LoadedRun` of the same game (its first run's greedy policy). Each
+        run plays ``games`` games, opening every other one (env ``b`` opens
+        when ``b`` is even). One row per run: ``wins``, ``draws``, ``losses``
+        overall and per seat (``first_*`` opening, ``second_*``), and
+        ``win_or_draw`` (a fraction).
+
+        Raises:
+          ValueError: the env is not a two-player game, or the opponent
+            plays another one.
+        """
+        from jaxsample.agents import seat_returns
+
+        match, other_params = self.match(opponent)
         evaluator = self.evaluator(games, agent=match, traj_fields=seat_returns())
         run = jax.vmap(evaluator.run, in_axes=(0, (0, None)))
         infos = jax.jit(run)(self._keys(seed), (self.params, other_params))

@@ -239,6 +239,7 @@ def run_training(
     on_chunk: Callable[[Any, int, dict[str, np.ndarray]], None] | None = None,
     stop: Callable[[], bool] | None = None,
     store: ProgramStore | None = None,
+    meanwhile: Callable[[], Any] | None = None,
 ) -> TrainingResult:
     """Train ``seeds`` seeds (x the ``hparams`` settings) of ``trainer`` at once
     under ``jax.vmap``.
@@ -280,8 +281,11 @@ def run_training(
         (the program then ends after the current iteration); in chunks, after
         each chunk (and its ``on_chunk``). The result then holds the
         iterations run, with ``interrupted=True``.
-      store: with ``one_program``, where the program's traced init and
-        iteration are kept between processes (``jaxsample train`` passes one
+      meanwhile: in chunks, called on a worker thread while XLA compiles
+        them (what Python can do meanwhile: the imports a run folder's
+        checkpoints need); what it raises is ignored.
+      store: where the programs' traced init and iteration are kept between
+        processes (``jaxsample train`` passes one
         when JAX's compilation cache is on: a second run then neither traces
         nor compiles them).
     """
@@ -308,7 +312,7 @@ def run_training(
     else:
         full, rest = divmod(max(n - start, 0), every)
         lengths = (every,) * full + ((rest,) if rest else ())
-        chunked, state = Chunks.compile(trainer, keys, hparams, lengths, state)
+        chunked, state = Chunks.compile(trainer, keys, hparams, lengths, state, store, meanwhile)
         compile_seconds = time.perf_counter() - t0
         state, history, seconds = chunked.run(state, history, hooks)
     done = next(iter(history.values())).shape[1]

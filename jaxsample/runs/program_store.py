@@ -2,19 +2,20 @@
 training program skips tracing and lowering as JAX's persistent compilation
 cache skips XLA's compile.
 
-JAX's cache is keyed by the lowered program, so every process still traces
-and lowers a program before it can look it up: for a training program, most
-of what a cached run spends. A [`ProgramStore`][jaxsample.runs.program_store.ProgramStore] exports
-the
+JAX's cache is keyed by the lowered program, so every process still traces and
+lowers a program before it can look it up: for a training program, most of what
+a cached run spends. A
+[`ProgramStore`][jaxsample.runs.program_store.ProgramStore] exports the
 callback-free parts of the program (``jax.export``: the trainer's ``init`` and
-one ``iteration``) to a file named by a hash of everything that determines
-them: the caller's ``identity`` (the algorithm and its config), the example
-arguments' structure, shapes and dtypes, jaxsample's own source, every
-installed distribution's name and version (their ``.dist-info`` folders),
-JAX's configuration, the backend and its devices, ``XLA_FLAGS`` and the
-Python version. A later process with the same hash deserializes them instead
-of tracing; the program around them (the loop with its progress callbacks) is
-small to trace, and XLA's compile of the whole is found in JAX's cache.
+one ``iteration`` of the one program, or a run folder's whole chunk) to a file
+named by a hash of everything that determines them: the caller's ``identity``
+(the algorithm and its config), the example arguments' structure, shapes and
+dtypes, jaxsample's own source, every installed distribution's name and version
+(their ``.dist-info`` folders), JAX's configuration, the backend and its
+devices, ``XLA_FLAGS`` and the Python version. A later process with the same
+hash deserializes them instead of tracing; the program around them (the loop
+with its progress callbacks) is small to trace, and XLA's compile of the whole
+is found in JAX's cache.
 
 A damaged or unreadable file is a miss (the parts are exported again and the
 file rewritten); files are written whole, then renamed into place.

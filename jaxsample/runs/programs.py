@@ -37,6 +37,7 @@ How they compile, in one place:
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import itertools
 import threading
@@ -147,6 +148,12 @@ def in_background(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
     return future.result
 
 
+def _ignoring_errors(fn: Callable[[], Any]) -> None:
+    """``fn()``; what it raises is dropped (it is raised again where needed)."""
+    with contextlib.suppress(Exception):
+        fn()
+
+
 def initial_state(
     trainer: Trainer, keys: Any, hparams: Any, store: ProgramStore | None = None
 ) -> tuple[Any, Callable[[], Any]]:
@@ -196,12 +203,17 @@ class Chunks:
 
     @classmethod
     def compile(
-        cls, trainer: Trainer, keys: Any, hparams: Any, lengths: tuple[int, ...], state: Any = None
-    ) -> tuple[Chunks, Any]:
+        cls, trainer: Trainer, keys: Any, hparams: Any, lengths: tuple[int, ...], state: Any = None,
+        store: ProgramStore | None = None, meanwhile: Callable[[], Any] | None = None,
+    ) -> tuple[Chunks, Any]:  # fmt: skip
         """The chunks of ``lengths`` iterations compiled for the runs ``(keys,
         hparams)`` (leading ``[R]``), and the first state: init's, or
-        ``state`` (a resumed run: no init)."""
+        ``state`` (a resumed run: no init). With ``store``, init and the
+        chunks are traced from it (kept between processes); ``meanwhile``
+        runs on a worker thread from the first chunk's XLA compile on (its
+        errors ignored)."""
         options = compiler_options("run")
+        pending = [meanwhile] if meanwhile is not None else []
 
         def build(like: Any) -> dict[int, Callable[[Any], Any]]:
             out = {}
@@ -210,13 +222,18 @@ class Chunks:
                 def chunk(s: Any, n: int = n) -> Any:
                     return jax.lax.scan(lambda c, _: trainer.iteration(c), s, None, length=n)
 
-                jitted = jax.jit(over_runs(chunk), donate_argnums=0)
-                out[n] = jitted.lower(like).compile(options)
+                program = over_runs(chunk)
+                if store is not None:
+                    program = store.function(f"chunk-{n}", program, like)
+                lowered = jax.jit(program, donate_argnums=0).lower(like)
+                if pending:  # XLA compiles without Python's lock: the worker gets it
+                    in_background(_ignoring_errors, pending.pop())
+                out[n] = lowered.compile(options)
             return out
 
         if state is not None:
             return cls(tuple(lengths), build(state)), state
-        programs, state = _compile_for_state(build, *initial_state(trainer, keys, hparams))
+        programs, state = _compile_for_state(build, *initial_state(trainer, keys, hparams, store))
         return cls(tuple(lengths), programs), state
 
     def run(self, state: Any, history: History, hooks: Hooks) -> tuple[Any, History, float]:

@@ -5,8 +5,9 @@ trained for every seed (and every swept setting) under one ``jax.vmap``
 (the run loop, `jaxsample.runs.loop.run_training`). Around it the run owns:
 
 * its folder (optional): the lock (one writer), the settings (``run.json``,
-  compared with the folder's before anything else happens), a checkpoint
-  after every chunk, and resuming from the latest one, bit for bit;
+  compared with the folder's before anything else happens), checkpoints
+  (every `CHECKPOINT_SECONDS` at a chunk's end, at the end and at a stop), and
+  resuming from the latest one, bit for bit;
 * its outputs: a progress display, the summary, JSON, CSV and PNG, written
   beside and renamed into place, also when the run is stopped;
 * its signals: ``SIGINT`` / ``SIGTERM`` / a notebook's interrupt stop it
@@ -22,6 +23,7 @@ import dataclasses
 import importlib.metadata
 import os
 import textwrap
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,8 +37,15 @@ from jaxsample.runs.logs import MetricLogs, run_names
 from jaxsample.runs.signals import StopSignals
 
 __all__ = [
-    "RunResult", "algo_of", "build_trainer", "config_type", "environment", "final_line", "train",
+    "CHECKPOINT_SECONDS", "RunResult", "algo_of", "build_trainer", "config_type", "environment",
+    "final_line", "train",
 ]  # fmt: skip
+
+#: `train`'s default time between two checkpoints of a run folder (seconds):
+#: a checkpoint costs about 0.1 s on a 2-core CPU (orbax's manager, the files),
+#: so a run of a few seconds saves once, at its end, instead of after each of
+#: its 20 chunks; a signal saves at once.
+CHECKPOINT_SECONDS = 60.0
 
 _PACKAGES = ("jaxsample", "jax", "jaxlib", "flax", "optax", "gymnax")
 
@@ -184,15 +193,16 @@ class RunResult:
         return self.training.final_returns(window)
 
 
-def _program_store(config: Any) -> Any:
+def _program_store(config: Any, callbacks: bool) -> Any:
     """Where the training program's traced parts are kept between runs: beside
-    JAX's compilation cache, when that is on and caches the program's
-    progress callbacks (else a second run compiles again anyway)."""
+    JAX's compilation cache, when that is on and, for a program with
+    progress ``callbacks`` (the one program), caches them (else a second run
+    compiles again anyway)."""
     from jaxsample import compile_cache
     from jaxsample.runs.program_store import ProgramStore
 
     folder = compile_cache.active_dir()
-    if folder is None or not compile_cache.CACHES_CALLBACKS:
+    if folder is None or (callbacks and not compile_cache.CACHES_CALLBACKS):
         return None
     return ProgramStore(folder / "jaxsample-programs", repr(config))
 
@@ -221,6 +231,7 @@ def train(
     sweep: dict[str, list[float]] | None = None,
     folder: str | os.PathLike[str] | None = None,
     chunks: int = 20,
+    checkpoint_seconds: float = CHECKPOINT_SECONDS,
     json: str | None = None,
     csv: str | None = None,
     plot: str | None = None,
@@ -243,11 +254,16 @@ def train(
         every seed in the same program (``config`` holds the first values).
       folder: the run folder: locked for the run (a second run on it raises
         `FolderBusy`), its ``run.json`` compared with these settings (another
-        run's raises `FolderMismatch`), a checkpoint after every chunk, and
-        started again with the same settings it resumes from the latest one
-        and ends bit for bit where an uninterrupted run ends. Without it the
-        run is one compiled program.
-      chunks: about how many chunks the run reports (and checkpoints) in.
+        run's raises `FolderMismatch`), checkpoints (``checkpoint_seconds``),
+        and started again with the same settings it resumes from the latest
+        one and ends bit for bit where an uninterrupted run ends. Without it
+        the run is one compiled program.
+      chunks: about how many chunks the run reports in (progress, logs).
+      checkpoint_seconds: with ``folder``, a checkpoint after the first chunk
+        that ends at least this long after the previous checkpoint (or the
+        start), and always at the end and when a signal stops the run; 0: after
+        every chunk. What a lost machine (no signal) loses at most: this, and
+        one chunk.
       json: the JSON file to write (config, versions, results and curves),
         or None.
       csv: the CSV file to write (every metric per run and iteration), or
@@ -283,6 +299,9 @@ def train(
       ValueError: a bad config or argument value, named.
     """
     plan = _Plan.of(config, seeds, seed, dict(sweep or {}), chunks, preset)
+    if isinstance(checkpoint_seconds, bool) or not isinstance(checkpoint_seconds, (int, float)) \
+            or not checkpoint_seconds >= 0:  # fmt: skip
+        raise ValueError(f"checkpoint_seconds must be a number >= 0, got {checkpoint_seconds!r}")
     own_signals = signals is None
     signals = signals or StopSignals()
     run_folder = None
@@ -302,7 +321,9 @@ def train(
         )  # fmt: skip
         display = _display(progress)
         try:
-            result, watch = _run(plan, resume, run_folder, signals, logs, display)
+            result, watch = _run(
+                plan, resume, run_folder, signals, logs, display, float(checkpoint_seconds)
+            )
         finally:
             logs.close()
             if hasattr(display, "close"):
@@ -411,10 +432,12 @@ def _start(
 
 def _run(
     plan: _Plan, resume: Any, run_folder: RunFolder | None, signals: StopSignals, logs: Any,
-    display: Any,
+    display: Any, checkpoint_seconds: float,
 ) -> tuple[Any, Any]:  # fmt: skip
     """Train (one program without a folder, checkpointed chunks with one):
-    ``(TrainingResult, CompileWatch)``."""
+    ``(TrainingResult, CompileWatch)``. A checkpoint is saved after a chunk
+    once ``checkpoint_seconds`` have passed since the last one, and at the
+    end (complete or stopped) where the last chunk was not saved."""
     from jaxsample.compile_cache import CompileWatch
     from jaxsample.runs.loop import run_training
 
@@ -426,11 +449,19 @@ def _run(
         if display is not None:
             display(event)
 
+    start = next(iter(resume[1].values())).shape[1] if resume is not None and resume[1] else 0
+    saved = {"done": start, "at": time.monotonic()}
+
+    def save(state: Any, done: int, metrics: dict[str, np.ndarray]) -> None:
+        run_folder.save(state, done, metrics)
+        saved.update(done=done, at=time.monotonic())
+
     def on_chunk(state: Any, done: int, metrics: dict[str, np.ndarray]) -> None:
         signals.started()
         logs.write(metrics, per_iteration)
-        if run_folder is not None:
-            run_folder.save(state, done, metrics)
+        due = time.monotonic() - saved["at"] >= checkpoint_seconds
+        if run_folder is not None and (due or signals.stop_requested()):
+            save(state, done, metrics)
 
     if resume is not None and resume[1]:
         logs.write(resume[1], per_iteration)
@@ -440,9 +471,18 @@ def _run(
             plan.trainer, plan.key, seeds=plan.seeds, chunks=plan.chunks, hparams=plan.hparams,
             one_program=one_program, resume=resume, progress=on_progress, on_chunk=on_chunk,
             stop=signals.stop_requested,
-            store=_program_store(plan.config) if one_program else None,
+            store=_program_store(plan.config, callbacks=one_program),
+            meanwhile=None if one_program else _import_checkpoints,
         )  # fmt: skip
+    if run_folder is not None and result.iterations > saved["done"]:  # the end, or a stop
+        save(result.final_state, result.iterations, result.metrics)
     return result, watch
+
+
+def _import_checkpoints() -> None:
+    """Import what a run folder's checkpoints need (orbax: about 0.5 s of a
+    short run), while XLA compiles its chunks."""
+    import jaxsample.checkpoint  # noqa: F401
 
 
 def _finish(

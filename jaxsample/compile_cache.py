@@ -145,7 +145,8 @@ class CompileWatch:
     Attributes (after the block; live inside it):
       hits: programs loaded from the persistent cache.
       compiles: programs compiled by XLA.
-      trace_seconds, lower_seconds: tracing to jaxprs, lowering to StableHLO.
+      trace_seconds: tracing to jaxprs.
+      lower_seconds: lowering to StableHLO.
       backend_seconds: XLA's compiles and the cache's loads.
     """
 

@@ -264,9 +264,11 @@ def shard_sampler(sampler: Sampler, mesh: Mesh, mesh_axis: str = DEFAULT_AXIS) -
     global rank (device ``i`` has ``sampler.options.env_ranks[i * B / n : (i + 1) * B / n]``).
 
     Raises:
-      TypeError, ValueError: ``mesh`` is not a ``Mesh``, has no axis
-        ``mesh_axis``, or ``B`` is not divisible by the axis size; with several
-        processes, when they disagree on ``BatchSpec`` or ``global_B``.
+      TypeError: ``mesh`` is not a ``Mesh``, ``mesh_axis`` not a str, or
+        ``sampler`` is already sharded.
+      ValueError: ``mesh`` has no axis ``mesh_axis``, or ``B`` is not
+        divisible by the axis size; with several processes, when they
+        disagree on ``BatchSpec`` or ``global_B``.
     """
     if isinstance(sampler, ShardedSampler):
         raise TypeError("sampler is already sharded; shard the one-device sampler")

@@ -321,9 +321,9 @@ def make_driver(
     """Build an actor/learner [`Driver`][jaxsample.driver.Driver] (see the module docstring).
 
     Args:
-      collect, learn, publish: ``collect(actor_state, params, index) ->
-        (actor_state, batch)``, ``learn(learner_state, batch) -> (learner_state,
-        metrics)`` and ``publish(learner_state) -> params``.
+      collect: ``collect(actor_state, params, index) -> (actor_state, batch)``.
+      learn: ``learn(learner_state, batch) -> (learner_state, metrics)``.
+      publish: ``publish(learner_state) -> params``.
       options: the keyword options, checked and held as ``driver.options``
         (their meaning and defaults:
         [`DriverOptions`][jaxsample.driver.DriverOptions]): ``mode``,
@@ -334,7 +334,8 @@ def make_driver(
         ``batch_view``.
 
     Raises:
-      TypeError, ValueError: for a bad argument, naming it.
+      TypeError: for an argument of the wrong type, naming it.
+      ValueError: for a bad value, naming it.
     """
     opts = driver_options("make_driver", collect, learn, publish, options)
     return Driver(opts, _programs(opts))

@@ -151,18 +151,26 @@ class _Loop:
 class Evaluator:
     """Runs an agent's greedy behaviour and reports finished trajectories.
 
-    Build it with [`make_evaluator`][jaxsample.evaluation.make_evaluator]. ``run`` and
-    ``run_with_stats`` are pure
-    and jittable; everything else is static configuration.
+    Build it with [`make_evaluator`][jaxsample.evaluation.make_evaluator].
+    ``run`` and ``run_with_stats`` are pure and jittable; everything else is
+    static configuration.
 
     Attributes:
+      env: the environment, as given.
+      env_params: its parameters, as given.
       agent: the evaluation agent (``agent.as_eval()`` of the one given).
-      n_envs, max_steps, max_trajectories, mode, discount: as given.
+      n_envs: the number of envs stepped together, as given.
+      max_steps: the total env-step budget, as given.
+      max_trajectories: the number of trajectories wanted, as given (None: no
+        limit but the budget).
+      mode: ``"first_per_env"`` or ``"rlpyt"``, as given.
+      discount: the discount of the returns, as given.
       max_T: ``max_steps // n_envs``, the step budget of each env.
       capacity: ``N``, the static length of the returned TrajInfo fields:
         ``min(max_trajectories, n_envs * max_T)``; when ``max_trajectories`` is
         None, ``n_envs`` in ``"first_per_env"`` mode and ``n_envs * max_T``
         (every env finishing at every step) in ``"rlpyt"`` mode.
+      traj_fields: the extra per-trajectory fields recorded, as given.
     """
 
     env: Any
@@ -340,7 +348,8 @@ def make_evaluator(
     """Build an evaluator of ``agent.as_eval()`` on ``n_envs`` envs.
 
     Args:
-      env, env_params: a gymnax (>= 1.0) environment and its parameters.
+      env: a gymnax (>= 1.0) environment.
+      env_params: its parameters.
       agent: an [`Agent`][jaxsample.agents.Agent]; the evaluator acts with
         ``agent.as_eval()`` (its greedy behaviour).
       n_envs: number of envs stepped together, >= 1 (their ranks are
@@ -377,8 +386,10 @@ def make_evaluator(
       ``evaluator.run(key, agent_params)`` (under ``jax.jit`` or not).
 
     Raises:
-      TypeError, ValueError: naming the offending argument, for bad arguments
-      or an agent whose action does not fit the action space.
+      TypeError: naming the offending argument, for an argument of the wrong
+        type.
+      ValueError: naming the offending argument, for a bad value, or an agent
+        whose action does not fit the action space.
     """
     n_envs, max_steps, max_trajectories = _check_run(n_envs, max_steps, max_trajectories, mode)
     discount = check_discount(discount)

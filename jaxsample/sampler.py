@@ -119,7 +119,8 @@ def make_sampler(
     """Build a sampler of ``batch_spec.T`` steps of ``batch_spec.B`` envs.
 
     Args:
-      env, env_params: a gymnax (>= 1.0) environment and its parameters.
+      env: a gymnax (>= 1.0) environment.
+      env_params: its parameters.
       agent: an [`Agent`][jaxsample.agents.Agent] (unbatched functions).
       batch_spec: ``BatchSpec(T, B)``, both positive.
       options: the keyword options every sampler takes, checked and held as
@@ -154,8 +155,9 @@ def make_sampler(
         ``mesh``). Default: the largest divisor of ``B`` up to 64.
 
     Raises:
-      TypeError, ValueError: for bad arguments, or an agent whose action does not
-      fit the action space, or whose state or agent_info changes structure.
+      TypeError: for an argument of the wrong type, naming it.
+      ValueError: for a bad value, naming it, or an agent whose action does not
+        fit the action space, or whose state or agent_info changes structure.
     """
     if mesh is not None:
         reset_pool_block = _mesh_block(mesh, mesh_axis, batch_spec, reset_pool, reset_pool_block)

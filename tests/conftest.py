@@ -84,3 +84,34 @@ def ran(monkeypatch, tmp_path):
         return calls[-1]
 
     return train
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The documentation site, built once with ``mkdocs build --strict`` (about
+    10 s on 2 cores, mostly mkdocstrings reading the package's docstrings);
+    the build's failure fails every test that reads it (tests/test_docs.py,
+    tests/test_api_reference.py: one ``xdist_group``, so one worker builds it).
+    Not ``--quiet``: it raises mkdocs' log level past warnings, and ``--strict``
+    counts only the warnings that are logged, so a quiet build passes with a
+    broken cross-reference."""
+    import subprocess
+    import sys
+
+    from helpers import HANG_SECONDS
+
+    root = Path(__file__).resolve().parent.parent
+    out_dir = tmp_path_factory.mktemp("mkdocs") / "site"
+    build = ["build", "--strict", "-f", str(root / "mkdocs.yml"), "-d", str(out_dir)]
+    out = subprocess.run(
+        [sys.executable, "-m", "mkdocs", *build],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # mkdocs-material's banner
+    )
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log
+    assert "WARNING" not in log, log
+    return out_dir

@@ -55,7 +55,7 @@ def test_every_unknown_flag_gets_its_own_suggestion(capsys) -> None:
         (["--ent-coef", "-.5"], "--ent-coef must be in [0.0, inf], got -0.5"),
         (["--gamma", "-1E-2"], "--gamma must be in [0.0, 1.0], got -0.01"),
         (["--num-envs", "-4"], "--num-envs must be >= 1, got -4"),
-        (["--learning-rate", "-3e-4"], "--lr must be in (0.0, inf], got -0.0003"),
+        (["--learning-rate", "-3e-4"], "--learning-rate must be in (0.0, inf], got -0.0003"),
     ],
 )
 def test_negative_numbers_are_values_and_reach_the_range_check(argv, message, capsys) -> None:

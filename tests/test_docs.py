@@ -20,15 +20,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import jax
 import pytest
-from helpers import HANG_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -84,35 +81,6 @@ def _page_params() -> list:
     return params
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site, built once with ``--strict`` (about 6 s on 2 cores, mostly
-    mkdocstrings reading the package's docstrings); the build's failure fails
-    every test that reads it."""
-    out_dir = tmp_path_factory.mktemp("mkdocs") / "site"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mkdocs",
-            "build",
-            "--strict",
-            "--quiet",
-            "-f",
-            str(ROOT / "mkdocs.yml"),
-            "-d",
-            str(out_dir),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=HANG_SECONDS,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # mkdocs-material's banner
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out_dir
-
-
 #: A Sphinx role as the site shows it when mkdocstrings leaves it alone: the
 #: role's name, then its target as inline code (``<code>``) or, escaped or in a
 #: code block, the backtick itself (":class:`~jaxsample.Sampler`", ":meth:`init`").
@@ -121,7 +89,8 @@ RAW_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|exc|obj|const|
 
 @pytest.mark.xdist_group("mkdocs_site")
 def test_mkdocs_build_strict(site: Path) -> None:
-    """The site builds with ``--strict``: no broken link, page or reference."""
+    """The site builds with ``--strict`` (the ``site`` fixture, tests/conftest.py):
+    no broken link, page or reference."""
     for page in ("index.html", "guides/training/index.html", "api/agents/index.html"):
         assert (site / page).is_file(), page
     # mkdocstrings rendered the docstrings, not an empty page
@@ -230,3 +199,55 @@ def test_every_image_a_page_shows_is_in_the_repository() -> None:
                 continue
             path = (page.parent / target).resolve()
             assert path in tracked_paths, f"{page.relative_to(ROOT)}: {target} is not tracked"
+
+
+#: Headless Chromium, where installed (CI has none: the test is skipped there).
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chromium-headless-shell")
+
+#: Run in the page after it loads: each table's width and its scroll box's.
+MEASURE = """<script>
+window.addEventListener('load', () => {
+  const out = Array.from(document.querySelectorAll('.md-typeset table')).map(t => {
+    const box = t.closest('.md-typeset__scrollwrap') || t.parentElement;
+    return {head: t.querySelector('tr').textContent.trim().slice(0, 60),
+            box: box.clientWidth, scroll: box.scrollWidth};
+  });
+  const pre = document.createElement('pre');
+  pre.id = 'measured';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+@pytest.mark.xdist_group("mkdocs_site")
+def test_the_presets_tables_fit_a_1280px_window(site: Path) -> None:
+    """At 1280 px (the navigation and the table of contents beside the
+    content), no table of the presets page scrolls sideways: its last
+    columns in view (tools/preset_page.py writes the results table)."""
+    import html
+    import json
+    import shutil
+
+    browser = next((path for b in BROWSERS if (path := shutil.which(b))), None)
+    if browser is None:
+        pytest.skip(f"no headless browser ({', '.join(BROWSERS)})")
+    page = site / "presets" / "index.html"
+    probe = page.with_name("measured.html")  # beside it: the same stylesheets
+    probe.write_text(page.read_text().replace("</body>", MEASURE + "</body>"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"]
+    try:
+        out = subprocess.run(
+            [browser, *flags, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        probe.unlink()
+    found = re.search(r'<pre id="measured">(.*?)</pre>', out.stdout, re.S)
+    assert found, out.stderr[-2000:]
+    tables = json.loads(html.unescape(found.group(1)))
+    assert len(tables) >= 3, tables
+    wide = [t for t in tables if t["scroll"] > t["box"]]
+    assert not wide, wide

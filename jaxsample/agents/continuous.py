@@ -263,7 +263,8 @@ class SquashedGaussianActor(_ContinuousAgent):
 
     Attributes (beyond the shared ``action_space``, ``hidden_sizes``,
     ``activation``, ``num_critics``, ``normalize_observations``, ``greedy``):
-      log_std_min, log_std_max: the clip of ``log_std``.
+      log_std_min: the lower clip of ``log_std``.
+      log_std_max: the upper clip of ``log_std``.
     """
 
     log_std_min: float = -10.0

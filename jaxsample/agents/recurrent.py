@@ -85,7 +85,8 @@ class RecurrentActorCritic:
         sampled unclipped, the env clips); anything else is a TypeError.
       hidden_size: width ``H`` of the cell.
       cell: ``"gru"`` or ``"lstm"``.
-      use_prev_action / use_prev_reward: feed the previous action / reward.
+      use_prev_action: feed the previous action.
+      use_prev_reward: feed the previous reward.
       greedy: act with the mode (argmax / mean) instead of sampling.
       encoder_sizes: widths of an MLP applied to the features before the cell
         (default none).

@@ -69,11 +69,16 @@ def make_optimizer(config: Any) -> optax.GradientTransformation:
     return optax.flatten(optax.chain(*transforms))
 
 
-def hparams_type(config_type: type, module: str, doc: str) -> type:
+def hparams_type(config_type: type, module: str) -> type:
     """``HParams``: a ``flax.struct`` dataclass with one float32 ``jax.Array``
     field per name of ``config_type.HPARAMS`` (the light layer's one list of
     the hyperparameters that are data), in that order."""
     fields = {name: "jax.Array" for name in config_type.HPARAMS}
+    algo = config_type.__name__.removesuffix("Config")
+    doc = (
+        f"{algo}'s hyperparameters as data: one float32 field per name of "
+        f"{config_type.__name__}.HPARAMS ({', '.join(fields)})."
+    )
     namespace = {"__annotations__": fields, "__doc__": doc, "__module__": module}
     cls = type("HParams", (), {**namespace, "__qualname__": "HParams"})
     return struct.dataclass(cls)

@@ -166,14 +166,16 @@ class PPOConfig(_RunLength):
       num_minibatches: minibatches per epoch. Feedforward: ``B * T`` must be
         divisible by it; recurrent (minibatches of whole env sequences): ``B``
         must.
-      gamma, gae_lambda: discount and GAE's lambda, in ``[0, 1]``.
+      gamma: the discount, in ``[0, 1]``.
+      gae_lambda: GAE's lambda, in ``[0, 1]``.
       reward_scale: the rewards are multiplied by it before GAE (the values
         learn the scaled return; the reported returns are the env's), as in
         Brax's PPO: rewards of hundreds make value errors whose gradient
         dominates the global-norm clip of the actor's and critic's gradient.
       clip_eps: PPO's ratio clip (default of `clip_eps`).
       clip_vloss: clip the value loss around the old values as CleanRL does.
-      ent_coef, vf_coef: loss coefficients (defaults of [`HParams`][jaxsample.algos.ppo.HParams]).
+      ent_coef: the entropy bonus's coefficient (default of `ent_coef`).
+      vf_coef: the value loss's coefficient (default of `vf_coef`).
       max_grad_norm: global gradient-norm clip.
       adam_eps: Adam's epsilon (CleanRL: 1e-5).
       normalize_advantages: normalize the advantages per minibatch.
@@ -187,8 +189,9 @@ class PPOConfig(_RunLength):
       noise_repeat: a Gaussian policy's exploration noise is drawn every
         ``noise_repeat`` steps and held in between
         ([`HeldNoise`][jaxsample.agents.HeldNoise]; 1: every step).
-      rnn_hidden_size, rnn_cell, rnn_encoder_sizes: the recurrent agent's cell
-        width, cell (``"gru"`` / ``"lstm"``) and the MLP before the cell.
+      rnn_hidden_size: the recurrent agent's cell width.
+      rnn_cell: its cell, ``"gru"`` or ``"lstm"``.
+      rnn_encoder_sizes: the widths of its MLP before the cell.
       mask_velocity: wrap the env with
         [`jaxsample.envs.mask_velocity`][jaxsample.envs.mask_velocity]
         (e.g. CartPole with only position and angle observed: a POMDP).
@@ -201,12 +204,13 @@ class PPOConfig(_RunLength):
         ``player``/``next_player`` info). ``"auto"`` (default): what the env
         says (its ``zero_sum`` attribute: True for Pgx's two-player games);
         ``"on"``; ``"off"``.
-      eval_games, eval_every: in a zero-sum two-player game (``env.zero_sum``,
-        Pgx's), the trainer plays its greedy policy ``eval_games`` games (even;
-        half opened by each side; 0: none) against a uniformly random legal
-        opponent after every ``eval_every``-th iteration (0: the run's
-        iterations over 20) and after the last, and reports the
+      eval_games: in a zero-sum two-player game (``env.zero_sum``, Pgx's), the
+        trainer plays its greedy policy ``eval_games`` games (even; half opened
+        by each side; 0: none) against a uniformly random legal opponent after
+        every ``eval_every``-th iteration and after the last, and reports the
         ``*_vs_random`` rates ([`jaxsample.algos.games`][jaxsample.algos.games]).
+      eval_every: the iterations between those evaluations (0: the run's
+        iterations over 20).
     """
 
     #: The fields that are data, not static config: those of the trainer's
@@ -335,8 +339,8 @@ class DQNConfig(_RunLength):
     """Static configuration of a DQN run (validated when constructed).
 
     The defaults train CartPole-v1 to a return of ~500 within 5e5 env steps
-    (the reference benchmark,
-    [`reference_run`][jaxsample.bench.reference.reference_run]). They follow
+    (the reference benchmark, ``jaxsample.bench.reference.reference_run``).
+    They follow
     purejaxrl's and CleanRL's CartPole DQN: 10 envs x 1 step per iteration and one gradient
     step per iteration (one per 10 env steps), minibatches of 128, a 10k-step
     buffer, Adam 2.5e-4, MSE loss, target copied every 500 env steps, learning

@@ -68,9 +68,9 @@ from jaxsample.types import Batch, PyTree, Samples
 __all__ = ["DQN", "DQNConfig", "HParams", "TrainState", "make_train", "td_target"]
 
 
-#: DQN's settings that are data (``DQNConfig.HPARAMS``: lr, the TD target's
-#: gamma): float32 ``[]`` for one run, ``[N]`` to vmap ``N`` runs.
-HParams = common.hparams_type(DQNConfig, __name__, "DQN's hyperparameters as data.")
+HParams = common.hparams_type(DQNConfig, __name__)
+"""DQN's settings that are data (``DQNConfig.HPARAMS``: lr, the TD target's
+gamma): float32 ``[]`` for one run, ``[N]`` to vmap ``N`` runs."""
 
 
 @struct.dataclass
@@ -131,8 +131,14 @@ class DQN(common.RunLength):
     far).
 
     Attributes:
-      replayer: the `uniform` replayer, or the
-        `prioritized` one with ``prioritized_replay``.
+      config: the run's config.
+      env: the environment it trains in.
+      env_params: its parameters.
+      agent: the [`EpsilonGreedyAgent`][jaxsample.agents.EpsilonGreedyAgent]
+        it acts with (env ``b`` has rank ``b``).
+      sampler: the sampler of its batches (`make_train`).
+      replayer: the `uniform` replayer, or the `prioritized` one with
+        ``prioritized_replay``.
       evaluator: the [`Evaluator`][jaxsample.evaluation.Evaluator] of ``agent.as_eval()``
         (``eval_episodes`` envs, one episode each).
       optimizer: `common.make_optimizer`, stepped by ``-lr`` times its output.
@@ -363,9 +369,10 @@ def make_train(config: DQNConfig, *, env: Any = None, env_params: Any = None) ->
 
     Args:
       config: a [`DQNConfig`][jaxsample.algos.dqn.DQNConfig].
-      env, env_params: a gymnax environment with a ``Discrete`` action space to
-        use instead of ``gymnax.make(config.env_name)`` (``env_params`` defaults
-        to its ``default_params``), e.g. with another time limit.
+      env: a gymnax environment with a ``Discrete`` action space to use
+        instead of ``gymnax.make(config.env_name)``, e.g. with another time
+        limit.
+      env_params: its parameters (default: its ``default_params``).
 
     The agent is ``EpsilonGreedyAgent(space, global_B=num_envs, ...)`` (env
     ``b`` has rank ``b``); the sampler ``make_sampler(env, env_params, agent,

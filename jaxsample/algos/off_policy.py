@@ -56,7 +56,8 @@ class TrainState:
       sampler_state: the envs and their key chains.
       replay_state: the buffer, leaves ``[num_envs, buffer_capacity, ...]``.
       key: the key of the minibatches and the policies' noise.
-      iteration, updates: int32 ``[]``, iterations and gradient steps done.
+      iteration: int32 ``[]``, iterations done.
+      updates: int32 ``[]``, gradient steps done.
       metrics: `StepMetrics` of the training episodes.
       hparams: this run's ``HParams``.
     """

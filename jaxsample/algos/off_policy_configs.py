@@ -119,7 +119,8 @@ class SACConfig(_ContinuousOffPolicy):
       env_name: a gymnax id or ``"<suite>/<env>"`` with a bounded ``Box``
         action space; ignored when [`make_train`][jaxsample.algos.sac.make_train]
         is given an ``env``.
-      num_envs, num_steps: ``B`` envs collected ``T`` steps per iteration.
+      num_envs: ``B``, environments collected in parallel.
+      num_steps: ``T``, steps per env per iteration.
       total_timesteps: the run is ``total_timesteps // (B * T)`` iterations.
       buffer_capacity: replay steps kept per env (``num_envs * buffer_capacity``
         transitions in all).
@@ -132,8 +133,9 @@ class SACConfig(_ContinuousOffPolicy):
       gamma: the discount (also the sampler's, for ``discounted_return``).
       tau: the Polyak step of the target critics, ``target <- tau * online +
         (1 - tau) * target`` after every gradient step.
-      hidden_sizes, activation: the actor's and each critic's MLP
-        (``"relu"``, ``"tanh"`` or ``"swish"``).
+      hidden_sizes: the actor's and each critic's MLP widths.
+      activation: their hidden layers' nonlinearity, ``"relu"``, ``"tanh"``
+        or ``"swish"``.
       num_critics: ``K`` critics; the target is their minimum (2: twin).
       max_grad_norm: global gradient-norm clip of each network, or None.
       adam_eps: Adam's epsilon.
@@ -144,17 +146,21 @@ class SACConfig(_ContinuousOffPolicy):
         truncated step either (``r + gamma * (1 - done) * ...``, what rejax
         and most JAX code do). False: a truncated step bootstraps from its
         true final observation, a terminated one does not.
-      prioritized_replay, priority_alpha, priority_beta, priority_eps:
-        Schaul et al.'s prioritized replay (priorities ``|td| + eps``, the
-        mean over critics), as DQN's.
-      max_decorrelation_steps, metrics_window: the sampler's decorrelation,
-        the episodes ``average_return`` is over.
+      prioritized_replay: use Schaul et al.'s prioritized replay instead of
+        the uniform buffer, as DQN's (priorities ``|td| + eps``, the mean
+        over critics).
+      priority_alpha: its priority exponent, in ``[0, 1]``.
+      priority_beta: its importance-weight exponent, in ``[0, 1]`` (constant).
+      priority_eps: added to ``|td|`` for the new priorities, ``> 0``.
+      max_decorrelation_steps: the sampler's start-state decorrelation.
+      metrics_window: episodes averaged by ``StepMetrics`` (``average_return``).
       eval_episodes: episodes of ``evaluate`` (one per env).
       target_entropy: the entropy the temperature is tuned toward; None:
         ``-|A|``.
       alpha_init: the initial temperature, ``> 0``.
       learn_alpha: learn ``log(alpha)``; False keeps ``alpha_init``.
-      log_std_min, log_std_max: the clip of the actor's ``log_std``.
+      log_std_min: the lower clip of the actor's ``log_std``.
+      log_std_max: the upper clip of the actor's ``log_std``.
     """
 
     #: The fields that are data (the trainer's ``HParams``, vmapped; a list sweeps).
@@ -198,9 +204,11 @@ class TD3Config(_ContinuousOffPolicy):
     Attributes:
       exploration_noise: the acting noise's standard deviation in units of the
         Box's half-width; the noisy action is clipped to the Box.
-      target_noise, target_noise_clip: target-policy smoothing: the target
-        action is ``clip(mu'(s') + clip(target_noise * eps, -c, c) * scale,
-        low, high)``, both in units of the half-width ``scale``.
+      target_noise: target-policy smoothing: the target action is
+        ``clip(mu'(s') + clip(target_noise * eps, -c, c) * scale, low, high)``
+        with ``eps`` standard normal, in units of the half-width ``scale``.
+      target_noise_clip: ``c`` above, the clip of the smoothing noise, in
+        units of the half-width.
       policy_delay: the actor and both targets are updated after every
         ``policy_delay``-th critic update.
     """
@@ -238,20 +246,27 @@ class PQNConfig(_RunLength):
       env_name: a gymnax environment id or ``"<suite>/<env>"`` with a
         ``Discrete`` action space; ignored when [`make_train`][jaxsample.algos.pqn.make_train]
         is given an ``env``.
-      num_envs, num_steps: ``B`` envs x ``T`` steps per iteration (one batch).
+      num_envs: ``B``, environments collected in parallel.
+      num_steps: ``T``, steps per env per iteration (one batch of
+        ``B * T`` steps).
       total_timesteps: the run is ``total_timesteps // (B * T)`` iterations.
       lr: the learning rate (the default of [`HParams`][jaxsample.algos.pqn.HParams]).
       anneal_lr: scale it by ``1 - i / num_iterations`` at iteration ``i``.
-      update_epochs, num_minibatches: passes over each batch, and minibatches
-        of steps per pass (``B * T`` must be divisible by it).
-      gamma, q_lambda: discount and the lambda of the Q(lambda) returns, in
-        ``[0, 1]`` (defaults of `HParams`).
+      update_epochs: passes over each batch.
+      num_minibatches: minibatches of steps per pass (``B * T`` must be
+        divisible by it).
+      gamma: the discount, in ``[0, 1]`` (default of `HParams`).
+      q_lambda: the lambda of the Q(lambda) returns, in ``[0, 1]`` (default
+        of `HParams`).
       reward_scale: the targets learn the rewards times this (the reported
         returns are the env's).
-      epsilon_init, epsilon_final, epsilon_final_min, exploration_fraction: as
-        [`DQNConfig`][jaxsample.algos.configs.DQNConfig]'s (linear decay over
-        ``exploration_fraction`` of ``total_timesteps``; rlpyt's per-env final
-        epsilons with ``epsilon_final_min``).
+      epsilon_init: exploration probability at the start of the run, as
+        [`DQNConfig`][jaxsample.algos.configs.DQNConfig]'s.
+      epsilon_final: final exploration probability (that of the most
+        exploring env when ``epsilon_final_min`` is set), as DQN's.
+      epsilon_final_min: None or rlpyt's per-env final epsilons, as DQN's.
+      exploration_fraction: fraction of ``total_timesteps`` over which the
+        epsilons decay linearly, as DQN's.
       optimizer: ``"radam"`` (purejaxql's) or ``"adam"``.
       max_grad_norm: global gradient-norm clip.
       adam_eps: the optimizer's epsilon.

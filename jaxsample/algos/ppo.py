@@ -67,9 +67,9 @@ __all__ = [
 ]  # fmt: skip
 
 
-#: PPO's settings that are data, not static config (``PPOConfig.HPARAMS``: lr,
-#: clip_eps, ent_coef, vf_coef): float32 ``[]`` for one run, ``[N]`` to vmap ``N``.
-HParams = common.hparams_type(PPOConfig, __name__, "PPO's hyperparameters as data.")
+HParams = common.hparams_type(PPOConfig, __name__)
+"""PPO's settings that are data, not static config (``PPOConfig.HPARAMS``: lr,
+clip_eps, ent_coef, vf_coef): float32 ``[]`` for one run, ``[N]`` to vmap ``N``."""
 
 
 @struct.dataclass
@@ -110,15 +110,17 @@ def make_train(
 
     Args:
       config: a [`PPOConfig`][jaxsample.algos.configs.PPOConfig].
-      env, env_params: an environment instead of the one ``config.env_name``
-        names (``env_params`` default: its ``default_params``).
+      env: an environment instead of the one ``config.env_name`` names.
+      env_params: its parameters (default: its ``default_params``).
       evaluation: None, or a factory ``evaluation(env, env_params, agent,
         num_iterations)`` of a hook (or None) that the iteration calls as
         ``hook(params, key, iterations_done)`` for float32 metrics (NaN when
         not due) named by ``hook.names`` ([`games.evaluation`][jaxsample.algos.games.evaluation]).
-      mesh, mesh_axis: data parallel over this mesh axis, in one program (the
-        envs and every minibatch split over its devices, the gradient
-        all-reduced); ``num_envs`` and a minibatch must divide by its size.
+      mesh: a ``jax.sharding.Mesh``: data parallel over its ``mesh_axis``,
+        in one program (the envs and every minibatch split over its devices,
+        the gradient all-reduced); ``num_envs`` and a minibatch must divide by
+        the axis's size.
+      mesh_axis: the axis of ``mesh`` to split over.
 
     The sampler resets in ``"auto"`` mode, returns ``bootstrap_value``, and
     stores an agent's state before each step where it has one (recurrent, or

@@ -56,9 +56,9 @@ from jaxsample.types import Batch, PyTree, Samples
 __all__ = ["PQN", "HParams", "PQNConfig", "TrainState", "make_train"]
 
 
-#: PQN's settings that are data (``PQNConfig.HPARAMS``: lr, and the Q(lambda)
-#: targets' gamma and q_lambda): float32 ``[]`` for one run, ``[N]`` to vmap.
-HParams = common.hparams_type(PQNConfig, __name__, "PQN's hyperparameters as data.")
+HParams = common.hparams_type(PQNConfig, __name__)
+"""PQN's settings that are data (``PQNConfig.HPARAMS``: lr, and the Q(lambda)
+targets' gamma and q_lambda): float32 ``[]`` for one run, ``[N]`` to vmap."""
 
 
 @struct.dataclass
@@ -99,9 +99,9 @@ def make_train(config: PQNConfig, *, env: Any = None, env_params: Any = None) ->
 
     Args:
       config: a [`PQNConfig`][jaxsample.algos.off_policy_configs.PQNConfig].
-      env, env_params: an environment with a ``Discrete`` action space instead
-        of the one ``config.env_name`` names (``env_params`` default: its
-        ``default_params``).
+      env: an environment with a ``Discrete`` action space instead of the one
+        ``config.env_name`` names.
+      env_params: its parameters (default: its ``default_params``).
 
     The sampler resets in ``"auto"`` mode and returns ``bootstrap_value``; an
     env with legal-action masks (a Pgx or Jumanji game) is acted in, and its

@@ -55,7 +55,8 @@ def gae(
       terminated: bool, the episode reached a terminal state at step ``t``.
       truncated: bool, the episode was cut (time limit) at step ``t``. A step
         that is both counts as terminated.
-      gamma, lam: discount and GAE lambda.
+      gamma: the discount.
+      lam: GAE's lambda.
       valid: optional bool mask (the sampler's ``samples.valid``); an invalid
         (idle) step ends the recursion and gets advantage 0.
       next_sign: optional float ``+1``/``-1`` per step (`turn_signs`): the

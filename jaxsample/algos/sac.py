@@ -64,9 +64,9 @@ from jaxsample.types import PyTree, Samples
 __all__ = ["SAC", "HParams", "Learner", "SACConfig", "TrainState", "make_train"]
 
 
-#: SAC's settings that are data (``SACConfig.HPARAMS``: lr, the target's
-#: gamma, the Polyak step tau): float32 ``[]`` for one run, ``[N]`` to vmap ``N``.
-HParams = common.hparams_type(SACConfig, __name__, "SAC's hyperparameters as data.")
+HParams = common.hparams_type(SACConfig, __name__)
+"""SAC's settings that are data (``SACConfig.HPARAMS``: lr, the target's
+gamma, the Polyak step tau): float32 ``[]`` for one run, ``[N]`` to vmap ``N``."""
 
 
 @struct.dataclass
@@ -97,8 +97,12 @@ class SAC(common.RunLength):
     (``-log pi`` of the actor's fresh actions), and ``lr``.
 
     Attributes:
+      config: the run's config.
+      env: the environment it trains in.
+      env_params: its parameters.
       agent: the [`SquashedGaussianActor`][jaxsample.agents.SquashedGaussianActor]
         (its critics' parameters are in ``state.params`` too).
+      sampler: the sampler of its batches (`make_train`).
       replayer: the `uniform` replayer, or the `prioritized` one.
       evaluator: the greedy policy's [`Evaluator`][jaxsample.evaluation.Evaluator]
         (``eval_episodes`` envs, one episode each).
@@ -249,9 +253,9 @@ def make_train(config: SACConfig, *, env: Any = None, env_params: Any = None) ->
 
     Args:
       config: a [`SACConfig`][jaxsample.algos.off_policy_configs.SACConfig].
-      env, env_params: a gymnax environment with a bounded ``Box`` action space
-        to use instead of ``config.env_name`` (``env_params`` defaults to its
-        ``default_params``).
+      env: a gymnax environment with a bounded ``Box`` action space to use
+        instead of ``config.env_name``.
+      env_params: its parameters (default: its ``default_params``).
 
     A ``Discrete`` action space is a one-line ``TypeError`` that names the
     algorithms for it (PPO, DQN, PQN). The sampler is

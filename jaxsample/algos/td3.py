@@ -58,10 +58,10 @@ from jaxsample.types import PyTree, Samples
 __all__ = ["TD3", "HParams", "Learner", "TD3Config", "TrainState", "make_train"]
 
 
-#: TD3's settings that are data (``TD3Config.HPARAMS``: lr, the target's gamma,
-#: the Polyak step tau, the target-policy noise before its clip): float32 ``[]``
-#: for one run, ``[N]`` to vmap ``N``.
-HParams = common.hparams_type(TD3Config, __name__, "TD3's hyperparameters as data.")
+HParams = common.hparams_type(TD3Config, __name__)
+"""TD3's settings that are data (``TD3Config.HPARAMS``: lr, the target's gamma,
+the Polyak step tau, the target-policy noise before its clip): float32 ``[]``
+for one run, ``[N]`` to vmap ``N``."""
 
 
 @struct.dataclass
@@ -89,8 +89,12 @@ class TD3(common.RunLength):
     iteration without one) and ``lr``.
 
     Attributes:
+      config: the run's config.
+      env: the environment it trains in.
+      env_params: its parameters.
       agent: the [`DeterministicActor`][jaxsample.agents.DeterministicActor]
         (its critics' parameters are in ``state.params`` too).
+      sampler: the sampler of its batches (`make_train`).
       replayer: the `uniform` replayer, or the `prioritized` one.
       evaluator: the greedy policy's [`Evaluator`][jaxsample.evaluation.Evaluator].
       optimizer: `common.make_optimizer` (each network its own state),
@@ -225,9 +229,9 @@ def make_train(config: TD3Config, *, env: Any = None, env_params: Any = None) ->
 
     Args:
       config: a [`TD3Config`][jaxsample.algos.off_policy_configs.TD3Config].
-      env, env_params: a gymnax environment with a bounded ``Box`` action space
-        to use instead of ``config.env_name`` (``env_params`` defaults to its
-        ``default_params``).
+      env: a gymnax environment with a bounded ``Box`` action space to use
+        instead of ``config.env_name``.
+      env_params: its parameters (default: its ``default_params``).
 
     A ``Discrete`` action space is a one-line ``TypeError`` that names the
     algorithms for it (PPO, DQN, PQN). Sampler and replayer as

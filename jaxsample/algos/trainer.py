@@ -54,8 +54,10 @@ class Trainer(Protocol):
       num_iterations: iterations of a full run (from the config).
       steps_per_iteration: environment steps of one run per iteration.
       reports: what its metrics are (`Reports`).
-      env, env_params, agent: what it acts in and with: a run loaded from its
-        folder evaluates ``agent`` with the state's ``params`` in ``env``.
+      env: the environment it acts in: a run loaded from its folder evaluates
+        ``agent`` with the state's ``params`` in it.
+      env_params: its parameters.
+      agent: the agent it acts with.
     """
 
     @property

@@ -55,8 +55,10 @@ def sampler_compile(
 
     Args:
       envs: gymnax or ``<suite>/<env>`` names (``suites.make``).
-      B, T: the batch, ``[T, B]``.
-      compile_reps, reps: fresh compiles and timed runs of each program.
+      B: the batch's envs (a batch is ``[T, B]``).
+      T: the batch's steps per env.
+      compile_reps: fresh compiles of each program.
+      reps: timed runs of each program.
       seed: the key of both programs' initial states.
 
     Returns:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jaxsample.algos import presets, registry
-from jaxsample.cli.flags import add_bool_flag, canonical_keys
+from jaxsample.cli.flags import FlagValueError, add_bool_flag, canonical_keys
 from jaxsample.errors import ConfigError, UsageError
 
 __all__ = [
@@ -87,11 +87,15 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def field_flag(name: str) -> str:
-    """The train command's flag of the config field ``name`` (``env_name``:
-    ``--env``, ``total_timesteps``: ``--total-steps``, ``num_envs``:
-    ``--num-envs``): the name `add_config_flags` gives it."""
-    return _OWN_FLAGS.get(name) or _RENAMED.get(name) or _flag(name)
+def field_flag(name: str, typed: dict[str, str] | None = None) -> str:
+    """The train command's flag of the config field ``name``: the name the
+    command line gave it (``typed``: `jaxsample.cli.flags.typed_flags`, e.g.
+    ``--learning-rate`` or ``--total-timesteps``), else the name
+    `add_config_flags` gives it (``env_name``: ``--env``,
+    ``total_timesteps``: ``--total-steps``, ``num_envs``: ``--num-envs``)."""
+    ours = _OWN_FLAGS.get(name) or _RENAMED.get(name) or _flag(name)
+    typed = typed or {}
+    return typed.get(name) or typed.get(ours[2:].replace("-", "_")) or ours
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -114,7 +118,8 @@ def _show(value: Any) -> str:
 
 
 def _parse(name: str, tp: Any, text: str, sweep: bool) -> Any:
-    """One flag value from its text; raises ``UsageError`` naming the flag."""
+    """One flag value from its text; raises a `FlagValueError` (the parser
+    names the flag as typed)."""
     inner, optional = _base(tp)
     if optional and text.lower() == "none":
         return None
@@ -124,7 +129,7 @@ def _parse(name: str, tp: Any, text: str, sweep: bool) -> Any:
                 return ()
             tokens = text.split(",")
             if any(not t.strip() for t in tokens):
-                raise UsageError(f"{_flag(name)} {text!r}: an empty size between commas")
+                raise FlagValueError(name, f"{text!r}: an empty size between commas")
             return tuple(int(t) for t in tokens)
         if inner is float and sweep and "," in text:
             return [float(t) for t in text.split(",")]
@@ -136,7 +141,7 @@ def _parse(name: str, tp: Any, text: str, sweep: bool) -> Any:
     except ValueError:
         kind = "comma-separated ints" if typing.get_origin(inner) is tuple else inner.__name__
         lists = " (or a comma-separated list to sweep)" if sweep else ""
-        raise UsageError(f"{_flag(name)} {text!r}: expected {kind}{lists}") from None
+        raise FlagValueError(name, f"{text!r}: expected {kind}{lists}") from None
 
 
 def add_config_flags(
@@ -280,18 +285,23 @@ def _check_known(file_values: dict[str, Any], fields: set[str], algo: str, path:
 
 
 def usage_error(
-    error: Exception, file_values: dict[str, Any], flags: dict[str, Any], path: Any
+    error: Exception,
+    file_values: dict[str, Any],
+    flags: dict[str, Any],
+    path: Any,
+    flag_names: dict[str, str] | None = None,
 ) -> UsageError:
     """``error`` of a config as a `UsageError` naming where its field was set: a
     [`ConfigError`][jaxsample.errors.ConfigError]'s ``field`` (data, not its
-    message's first word) as its flag (`field_flag`: ``env_name`` is
-    ``--env``), or as the config file's key when the file set it and no flag
-    did; another error's message as it is."""
+    message's first word) as its flag (`field_flag`: as typed, from
+    ``flag_names``; else ``env_name`` is ``--env``), or as the config file's
+    key when the file set it and no flag did; another error's message as it
+    is."""
     if not isinstance(error, ConfigError):
         return UsageError(str(error))
     if error.field in set(file_values) - set(flags) - set(_OWN_FLAGS):
         return UsageError(f"--config {path!r}: {error}")
-    return UsageError(error.named(field_flag(error.field)))
+    return UsageError(error.named(field_flag(error.field, flag_names)))
 
 
 def resolve_config(
@@ -302,12 +312,14 @@ def resolve_config(
     flags: dict[str, Any],
     path: str | None = None,
     preset: Any = None,
+    flag_names: dict[str, str] | None = None,
 ) -> tuple[Any, dict[str, list[float]]]:
     """``(config, sweep)``: the algorithm's config (defaults, then the
     ``preset``'s values, then the file, then the flags) and ``{field:
     values}`` of the swept ``HParams`` fields.
 
-    Raises ``UsageError`` naming the flag or file key of a bad value.
+    Raises ``UsageError`` naming the flag (as typed: ``flag_names``) or file
+    key of a bad value.
     """
     algorithm = registry.get(algo)
     hints = _field_types(algorithm.config_type)
@@ -326,7 +338,7 @@ def resolve_config(
     sweep = {k: v for k, v in values.items() if isinstance(v, list)}
     for name, listed in sweep.items():
         if not listed:
-            raise UsageError(f"{_flag(name)}: an empty list")
+            raise UsageError(f"{field_flag(name, flag_names)}: an empty list")
         values[name] = listed[0]  # the config holds the first; the sweep overrides it
     overrides = {"env_name": env, **values}
     if mask_velocity and algorithm.masked_config is None:
@@ -339,7 +351,7 @@ def resolve_config(
                 algorithm.config(mask_velocity, **{**overrides, name: value})
         return config, sweep
     except (TypeError, ValueError) as e:
-        raise usage_error(e, file_values, flags, path) from None
+        raise usage_error(e, file_values, flags, path, flag_names) from None
 
 
 def sweep_runs(

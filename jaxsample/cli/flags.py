@@ -17,6 +17,10 @@ users type them, and "did you mean" for every unknown flag.
 * Booleans (`BoolFlag`): ``--anneal-lr``, ``--anneal-lr false``,
   ``--anneal-lr=False`` (CleanRL's ``strtobool`` spellings) and
   ``--no-anneal-lr``.
+* Errors name the flag as typed (`typed_flags`): ``--learning-rate abc`` is
+  an error about ``--learning-rate``, ``--total-timesteps 10`` one about
+  ``--total-timesteps`` (not ``--lr``, ``--total-steps``); a value's parse
+  error is a `FlagValueError` that the parser names so.
 """
 
 from __future__ import annotations
@@ -32,10 +36,12 @@ __all__ = [
     "CLEANRL_ALIASES",
     "CLEANRL_SAME",
     "BoolFlag",
+    "FlagValueError",
     "canonical_keys",
     "cleanrl_epilog",
     "join_negative_values",
     "parse_bool",
+    "typed_flags",
     "unknown_flags_message",
 ]
 
@@ -77,6 +83,40 @@ _FALSE = ("false", "no", "n", "f", "off", "0")
 def flag(name: str) -> str:
     """``--num-envs`` of ``num_envs``."""
     return "--" + name.replace("_", "-")
+
+
+class FlagValueError(UsageError):
+    """A flag's value that does not parse, raised by its ``type``: the
+    parser does not say which of the flag's names was typed, so the message
+    is ``problem`` after the name the command line chooses (`named`; default:
+    ``--<dest>``).
+
+    Attributes:
+      dest: the flag's destination (``lr``, ``total_timesteps``).
+      problem: the message after the flag's name (``"'abc': expected float"``).
+    """
+
+    def __init__(self, dest: str, problem: str) -> None:
+        self.dest, self.problem = dest, problem
+        super().__init__(self.named(flag(dest)))
+
+    def named(self, name: str) -> str:
+        """The message with ``name`` as the flag's name."""
+        return f"{name} {self.problem}"
+
+
+def typed_flags(argv: Sequence[str], parser: argparse.ArgumentParser) -> dict[str, str]:
+    """``{dest: the name argv gave it}`` for ``parser``'s flags in ``argv``
+    (a subcommand's arguments): the last name given for each destination, the
+    one whose value argparse keeps (``--learning-rate`` for ``lr``)."""
+    names: dict[str, str] = {}
+    for token in argv:
+        if token == "--":
+            break
+        action = parser._option_string_actions.get(token.split("=", 1)[0])
+        if token.startswith("--") and action is not None:
+            names[action.dest] = token.split("=", 1)[0]
+    return names
 
 
 def parse_bool(name: str, text: str) -> bool:

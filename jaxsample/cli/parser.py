@@ -30,8 +30,11 @@ from jaxsample.cli.config import (
     resolve_config,
 )
 from jaxsample.cli.flags import (
+    FlagValueError,
     cleanrl_epilog,
+    flag,
     join_negative_values,
+    typed_flags,
     unknown_flags_message,
 )
 from jaxsample.errors import UsageError
@@ -166,7 +169,9 @@ def _add_train(
 
 def _add_collect(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "collect", help="compile a sampler, collect a few batches, print speed and stats"
+        "collect",
+        help="compile a sampler, collect a few batches, print speed and stats",
+        formatter_class=_DefaultsShown,
     )
     p.add_argument("--env", default="CartPole-v1", help=ENV_HELP)
     p.add_argument("--B", type=int, default=1024, help="number of environments")
@@ -186,9 +191,16 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
         "eval",
         help="evaluate the policy of a `train --checkpoint-dir` checkpoint (greedy and "
         "sampled actions; a game: wins, draws and losses per seat against an opponent)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_DefaultsShown,
     )
-    p.add_argument("--checkpoint", required=True, metavar="DIR", help="a --checkpoint-dir")
+    p.add_argument(
+        "--checkpoint-dir",
+        "--checkpoint",
+        dest="checkpoint",
+        required=True,
+        metavar="DIR",
+        help="the run folder that `train --checkpoint-dir DIR` wrote",
+    )
     p.add_argument("--episodes", type=int, default=10, help="episodes (games) per run")
     p.add_argument(
         "--opponent",
@@ -271,11 +283,15 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows each flag's default, except ``None``: those flags' help says what
-    applies (the config's default, after ``--config``)."""
+    """Shows each flag's default once: argparse's ``(default: X)``, except
+    where the help states its own (``(default: random for a game)``), the
+    default is ``None`` (the help says what applies: the config's default,
+    after ``--config``) or the flag is a switch (``--wandb``: off unless
+    given)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None:
+        switch = isinstance(action, argparse._StoreConstAction)  # store_true/false too
+        if action.default is None or switch or "default" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
 
@@ -288,6 +304,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         description="Measure a grid of (env, B, T) cells, every method side by side in one "
         "process (interleaved repetitions, compile timed apart); print a table and write "
         "JSON and a PNG. Sizes take ints or LO:HI (LO, 2*LO, 4*LO, ... <= HI).",
+        formatter_class=_DefaultsShown,
     )
     p.add_argument(
         "--quick",
@@ -398,20 +415,28 @@ def _parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, Any, str]:
 
 
 def _parse_args(parser: argparse.ArgumentParser, sub: Any, argv: list[str]) -> Any:
-    """The namespace of ``argv``; bad input is a `UsageError`, printed as one line."""
+    """The namespace of ``argv``, with ``flag_names``: the name each flag was
+    given by (`typed_flags`), for the messages about its value. Bad input is
+    a `UsageError`, printed as one line naming the flag as typed."""
     if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         message = unknown_flags_message(argv[:1], parser)
         print(f"jaxsample: error: {message}", file=sys.stderr)
         raise UsageError(message)
+    names: dict[str, str] = {}
     if argv and argv[0] in sub.choices:  # --lr -1e-3 is a value, not a flag
+        names = typed_flags(argv[1:], sub.choices[argv[0]])
         argv = [argv[0], *join_negative_values(argv[1:], sub.choices[argv[0]])]
     try:
-        args, extra = parser.parse_known_args(argv)
+        try:
+            args, extra = parser.parse_known_args(argv)
+        except FlagValueError as e:  # a value that does not parse, named as typed
+            raise UsageError(e.named(names.get(e.dest, flag(e.dest)))) from None
         if extra:  # one line, naming the closest flag of that subcommand to each
             raise UsageError(unknown_flags_message(extra, sub.choices[args.command]))
     except UsageError as e:  # a bad value of a generated train flag
         print(f"jaxsample {argv[0]}: error: {e}", file=sys.stderr)
         raise
+    args.flag_names = names
     return args
 
 

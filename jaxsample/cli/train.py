@@ -77,9 +77,10 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
     if args.checkpoint_dir and os.path.isfile(args.checkpoint_dir):
         raise UsageError(f"--checkpoint-dir {args.checkpoint_dir!r} is a file")
     preset = choose_preset(s["preset"], s["algo"], s["env"], s["mask_velocity"])
+    flag_names = getattr(args, "flag_names", None)  # the flags' names as typed
     config, sweep = resolve_config(
         s["algo"], s["env"], s["mask_velocity"], file_values, args.config_flags, args.config,
-        preset,
+        preset, flag_names,
     )  # fmt: skip
     every = _checkpoint_every(args)
     start_compiling(args)  # JAX from here on: the settings are checked
@@ -96,7 +97,7 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
             preset=None if preset is None else preset.name,
         )  # fmt: skip
     except ConfigError as e:  # what only the trainer checks (the env's name), before it runs
-        raise usage_error(e, file_values, args.config_flags, args.config) from None
+        raise usage_error(e, file_values, args.config_flags, args.config, flag_names) from None
     if result.interrupted:
         print(run.final_line(result), file=sys.stderr, flush=True)
     return result.exit_status
@@ -122,12 +123,14 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
     check_output(args.json, "--json")
+    folder_flag = (getattr(args, "flag_names", None) or {}).get("checkpoint", "--checkpoint-dir")
+    _check_run_folder(args.checkpoint, folder_flag)
     _check_video_flags(args)
     start_compiling(args)  # JAX from here on: the arguments are checked
     from jaxsample.runs import files, loaded
     from jaxsample.runs.run import environment
 
-    run = loaded.load(args.checkpoint, folder_flag="--checkpoint")
+    run = loaded.load(args.checkpoint, folder_flag=folder_flag)
     _check_video(run, args)
     opponent = getattr(args, "opponent", None)
     if opponent is not None and not run.is_game:
@@ -155,6 +158,23 @@ def evaluate(args: argparse.Namespace) -> int:
         print(f"wrote {args.json}")
     _video(run, args)
     return 0
+
+
+def _check_run_folder(path: str, flag: str) -> None:
+    """A ``UsageError`` saying what to pass when ``path`` is a file: the run
+    folder that ``train --checkpoint-dir`` wrote, not its ``run.json`` nor the
+    ``--json`` output (which holds no checkpoint)."""
+    if not os.path.isfile(path):
+        return
+    folder = os.path.dirname(path) or "."
+    if os.path.basename(path) == "run.json":
+        hint = f"pass its folder: {flag} {folder!r}"
+    else:
+        hint = (
+            "pass the run folder that `jaxsample train --checkpoint-dir DIR` wrote (DIR holds "
+            "run.json and the checkpoints; the file --json writes holds no checkpoint)"
+        )
+    raise UsageError(f"{flag} {path!r} is a file, not a run folder: {hint}")
 
 
 def _check_video_flags(args: argparse.Namespace) -> None:

@@ -68,7 +68,9 @@ class EnvSpec:
     Attributes:
       action_space: the gymnax action space.
       action: spec of one action; ``null_action`` is zeros of it.
-      observation, env_state: as ``env.step`` returns them (the carry's dtypes).
+      observation: spec of one observation, as ``env.step`` returns it (the
+        carry's dtypes).
+      env_state: spec of the env's state, as ``env.step`` returns it.
       info: spec of ``env.step``'s info dict.
       reward: spec of one reward (float32): a scalar, or ``[N]`` for a team
         of N agents (one reward per agent, e.g. a JaxMARL env).

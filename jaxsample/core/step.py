@@ -85,7 +85,8 @@ class EnvStepper:
     """One env and one agent, stepped unbatched.
 
     Attributes:
-      env, env_params: the gymnax env.
+      env: the gymnax env.
+      env_params: its parameters.
       env_spec: the env's `EnvSpec`.
       agent: the agent's half (`AgentStepper`).
     """
@@ -203,8 +204,9 @@ class EnvStepper:
         Args:
           carry: the env's `EnvCarry` (scalars).
           act: the agent's step (``agent.agent_act`` or ``agent.random_act``).
-          k_agent, k_env: this step's keys (the caller's key schedule);
-            ``k_env`` the pair ``(k_step, k_reset)`` (`env_step`).
+          k_agent: this step's agent key (the caller's key schedule).
+          k_env: this step's env keys, the pair ``(k_step, k_reset)``
+            (`env_step`).
           truncate: bool scalar: also truncate here unless terminated (the end
             of an ``"episodic"`` batch); None for never.
           auto_reset: True: the auto-resetting step (`env_step`).

@@ -194,7 +194,8 @@ def make_bridge(
     Raises:
       ImportError: gymnasium (>= 1.1) is not installed (``pip install
         'jaxsample[host]'``).
-      TypeError, ValueError: for bad arguments.
+      TypeError: for an argument of the wrong type.
+      ValueError: for a bad value.
     """
     require_gymnasium()
     if num_envs is None:

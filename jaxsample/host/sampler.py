@@ -402,10 +402,9 @@ def make_host_sampler(
         ``init`` through ``reset(seed=[...])``), or a factory
         ``make_env(seeds: list[int]) -> VectorEnv`` that creates the envs with
         one seed per env (required for envpool, whose seeds are fixed at
-        creation: [`jaxsample.host.envpool_factory`][jaxsample.host.envpool_factory]). A factory is
-            called
-        once here (to read the spaces; that env is closed) and once per
-        ``init``. Any autoreset mode; masked resets
+        creation: [`jaxsample.host.envpool_factory`][jaxsample.host.envpool_factory]).
+        A factory is called once here (to read the spaces; that env is
+        closed) and once per ``init``. Any autoreset mode; masked resets
         (``reset(options={"reset_mask": mask})``) must be supported, as
         gymnasium's vector envs and envpool do.
       agent: an [`Agent`][jaxsample.agents.Agent] for the gymnax form of the
@@ -415,19 +414,22 @@ def make_host_sampler(
       options: the keyword options of ``make_sampler``
         ([`SamplerOptions`][jaxsample.core.options.SamplerOptions], same defaults), with
         these host specifics:
-      max_decorrelation_steps: env ``b`` takes its own
-        number ``n_b`` in ``1..max`` of uniformly random actions from a fresh
-        reset before the first batch. A vector env steps all its envs together,
-        so env ``b`` first runs ``max - n_b`` steps of the null action that are
-        thrown away, then is reset (masked) and takes its ``n_b`` random steps.
-      reset_mode: ``"auto"``, ``"wait"`` or ``"episodic"``. In ``"wait"``
-        mode an idle env is still stepped (with the null action; outputs
-        dropped), so it is reset again when the next batch starts; in
-        ``"episodic"`` mode every batch starts with ``reset()`` of all envs.
-      final_observation: with the sparse store the number of truncations per
-        env per batch is bounded from the env's time limit when it can be read
-        (else ``T``); an env that truncates more often raises a clear error
-        (use ``"dense"``).
+
+        * ``max_decorrelation_steps``: env ``b`` takes its own number ``n_b``
+          in ``1..max`` of uniformly random actions from a fresh reset before
+          the first batch. A vector env steps all its envs together, so env
+          ``b`` first runs ``max - n_b`` steps of the null action that are
+          thrown away, then is reset (masked) and takes its ``n_b`` random
+          steps.
+        * ``reset_mode``: ``"auto"``, ``"wait"`` or ``"episodic"``. In
+          ``"wait"`` mode an idle env is still stepped (with the null action;
+          outputs dropped), so it is reset again when the next batch starts;
+          in ``"episodic"`` mode every batch starts with ``reset()`` of all
+          envs.
+        * ``final_observation``: with the sparse store the number of
+          truncations per env per batch is bounded from the env's time limit
+          when it can be read (else ``T``); an env that truncates more often
+          raises a clear error (use ``"dense"``).
       autoreset_mode: overrides ``env.metadata["autoreset_mode"]`` (default
         there: gymnasium's NextStep).
       info_spec: entries of the vector env's ``info`` to record in
@@ -437,8 +439,9 @@ def make_host_sampler(
     Raises:
       ImportError: gymnasium (>= 1.1) is not installed (``pip install
         'jaxsample[host]'``).
-      TypeError, ValueError: for bad arguments, an agent whose action does not
-        fit the action space, or whose state changes structure.
+      TypeError: for an argument of the wrong type, naming it.
+      ValueError: for a bad value, naming it, or an agent whose action does
+        not fit the action space, or whose state changes structure.
     """
     require_gymnasium()
     opts = sampler_options("make_host_sampler", batch_spec, options)

@@ -1,32 +1,34 @@
 """Experience replayers (ALF's ``exp_replayer``) as pure functions.
 
-Three factories, all built from ``sampler.examples`` (one step of
+Four factories, all built from ``sampler.examples`` (one step of
 [`Samples`][jaxsample.types.Samples], leaves ``jax.ShapeDtypeStruct``), each
 composed from the per-env rings of `jaxsample.replay.ring`:
 
-* `uniform` keeps a ring of ``capacity`` steps per env and samples
-  contiguous sequences uniformly over (env, start position) pairs.
-* [`cycle_one_time`][jaxsample.replay.cycle_one_time] is that ring with ``unroll_length + 1`` steps:
-  ``replay_all`` returns the latest unroll preceded by the last step of the
-  previous one, so consecutive windows overlap by exactly one step and the last
-  step of every unroll, whose value target needs the next step, is trained as
-  the first step of the next window (ALF's reason for it).
-* `one_time` is that ring with ``T`` steps, plus the batch's initial
-  agent state and bootstrap value: ``replay_all`` returns the latest unroll,
-  so every step is used once (on-policy learners).
-* `prioritized` is the uniform ring plus a priority per step
-  (rlpyt's prioritized replay): sequences drawn by priority, importance
-  weights, ``update_priorities``.
+* [`uniform`][jaxsample.replay.uniform.uniform] keeps a ring of ``capacity``
+  steps per env and samples contiguous sequences uniformly over (env, start
+  position) pairs.
+* [`cycle_one_time`][jaxsample.replay.cycle_one_time] is that ring with
+  ``unroll_length + 1`` steps: ``replay_all`` returns the latest unroll
+  preceded by the last step of the previous one, so consecutive windows
+  overlap by exactly one step and the last step of every unroll, whose value
+  target needs the next step, is trained as the first step of the next window
+  (ALF's reason for it).
+* [`one_time`][jaxsample.replay.one_time.one_time] is that ring with ``T``
+  steps, plus the batch's initial agent state and bootstrap value:
+  ``replay_all`` returns the latest unroll, so every step is used once
+  (on-policy learners).
+* [`prioritized`][jaxsample.replay.prioritized.prioritized] is the uniform
+  ring plus a priority per step (rlpyt's prioritized replay): sequences drawn
+  by priority, importance weights, ``update_priorities``.
 
 ``add`` can write some envs only (ALF's ``env_ids``: ``env_ids=`` or
-``env_mask=``); every ring keeps its own position. `prefill` collects
-random-policy steps into a replayer before learning (ALF's
-``initial_collect_steps``).
+``env_mask=``); every ring keeps its own position.
+[`prefill`][jaxsample.replay.prefill.prefill] collects random-policy steps
+into a replayer before learning (ALF's ``initial_collect_steps``).
 
 Each factory validates its arguments eagerly and returns a frozen
-[`Replayer`][jaxsample.replay.Replayer] of pure, jittable functions (callers jit; donate the state
-to
-``add`` so the write happens in place)::
+[`Replayer`][jaxsample.replay.Replayer] of pure, jittable functions (callers
+jit; donate the state to ``add`` so the write happens in place)::
 
     rep = js.replay.uniform(sampler.examples, B, capacity=10_000)
     add = jax.jit(rep.add, donate_argnums=0)

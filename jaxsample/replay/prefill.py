@@ -34,7 +34,8 @@ def prefill(
       sampler: a [`Sampler`][jaxsample.sampler.Sampler] (``make_sampler`` without a mesh).
       replayer: a replayer built from ``sampler.examples`` for its ``B`` envs
         that accepts ``T``-step batches.
-      sampler_state, replay_state: their states.
+      sampler_state: the sampler's state.
+      replay_state: the replayer's state.
       agent_params: the agent's parameters (for ``bootstrap_value`` only).
       num_steps: env steps summed over envs, a static int ``>= 0``; 0 returns
         the states unchanged.

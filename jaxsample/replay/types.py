@@ -130,9 +130,8 @@ class Replayer:
         can_sample(state, sequence_length=1) -> bool []
 
     * ``init()``: an empty buffer, leaves ``[B, capacity, ...]`` (see
-      [`ReplayState`][jaxsample.replay.ReplayState]); unwritten slots hold zeros with ``valid``
-      False
-      and ``done`` True.
+      [`ReplayState`][jaxsample.replay.ReplayState]); unwritten slots hold
+      zeros with ``valid`` False and ``done`` True.
     * ``add(state, batch, agent_state=None)``: write the ``T`` steps of each of
       the ``B`` envs of ``batch`` (a [`Batch`][jaxsample.types.Batch] from
       ``sampler.collect`` or its [`Samples`][jaxsample.types.Samples], leaves
@@ -189,15 +188,20 @@ class Replayer:
 
     Attributes:
       kind: ``"one_time"``, ``"uniform"``, ``"cycle_one_time"`` or
-        ``"prioritized"``: the factory
-        that built it (a label for messages; nothing branches on it).
+        ``"prioritized"``: the factory that built it (a label for messages;
+        nothing branches on it).
       num_envs: ``B``, the number of envs (rings).
       capacity: steps per ring.
       unroll_length: the number of steps ``add`` requires per call (``T``), or
         None when any ``T`` is accepted (`uniform`).
       store_agent_state: whether the agent's recurrent state is stored per step.
       examples: the ``sampler.examples`` the buffer was allocated from.
-      init, add, sample, replay_all, can_sample: the functions above.
+      init: ``init()``, above.
+      add: ``add(state, batch, agent_state=None, *, env_ids=None,
+        env_mask=None)``, above.
+      sample: ``sample(state, key, batch_size, sequence_length)``, above.
+      replay_all: ``replay_all(state)``, above.
+      can_sample: ``can_sample(state, sequence_length=1)``, above.
     """
 
     kind: str
@@ -219,9 +223,9 @@ class PrioritizedReplayer(Replayer):
     `prioritized`.
 
     Its ``sample(state, key, batch_size, sequence_length, beta=None)`` returns
-    a [`PrioritizedInfo`][jaxsample.replay.PrioritizedInfo]; ``beta`` (float, may be traced, e.g.
-    annealed)
-    defaults to `beta`. One function more::
+    a [`PrioritizedInfo`][jaxsample.replay.PrioritizedInfo]; ``beta``
+    (float, may be traced, e.g. annealed) defaults to `beta`. One function
+    more::
 
         update_priorities(state, info, priority) -> ReplayState
 

@@ -17,7 +17,8 @@ into place: `jaxsample.runs.files`) and its signals (`StopSignals`: ``SIGINT``,
 and `load`. Under `train` is the run loop (``runs.loop.run_training``: a
 trainer's seeds vmapped, through the Trainer protocol only), its two program
 strategies (``runs.programs``: one program, or resumable chunks), its report
-(``runs.report``) and the program store (``runs.program_store``). The runs
+(``runs.report``) and the program store (``runs.program_store``). A loaded
+run draws its greedy episodes (``runs.video``: GIF, SVG or HTML). The runs
 guide (``docs/guides/runs.md``) has the recipes for SLURM and Colab.
 
 Importing this package is cheap (its names load on first use), so the command
@@ -36,6 +37,7 @@ __all__ = [
     "LoadedRun",
     "RunError",
     "RunFolder",
+    "RunNotFound",
     "RunResult",
     "StopSignals",
     "WriteFailed",
@@ -47,6 +49,7 @@ _WHERE = {
     "FolderBusy": "errors",
     "FolderMismatch": "errors",
     "RunError": "errors",
+    "RunNotFound": "errors",
     "WriteFailed": "errors",
     "FolderLock": "lock",
     "RunFolder": "folder",

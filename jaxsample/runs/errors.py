@@ -7,7 +7,7 @@ message is one line naming the path and the cause, and `exit_status` is what
 
 from __future__ import annotations
 
-__all__ = ["FolderBusy", "FolderMismatch", "RunError", "WriteFailed"]
+__all__ = ["FolderBusy", "FolderMismatch", "RunError", "RunNotFound", "WriteFailed"]
 
 
 class RunError(Exception):
@@ -26,6 +26,11 @@ class FolderBusy(RunError):
 
 class FolderMismatch(RunError):
     """The folder holds a run with other settings, or is damaged (exit status 2)."""
+
+
+class RunNotFound(RunError):
+    """There is no run to load at the path: it does not exist, is a file, or
+    is a folder without a run's ``run.json`` and checkpoint (exit status 2)."""
 
 
 class WriteFailed(RunError):

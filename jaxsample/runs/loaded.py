@@ -24,7 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxsample.runs.errors import FolderMismatch
+from jaxsample.runs.errors import FolderMismatch, RunNotFound
 from jaxsample.runs.files import cause
 from jaxsample.runs.folder import RunFolder
 from jaxsample.runs.logs import run_names
@@ -72,7 +72,9 @@ class LoadedRun:
         ``env_params``, ``agent``, ``init``, ``iteration``, ...).
       state: the vmapped trainer state (leading ``[R]`` axis).
       history: every per-iteration metric, numpy ``[R, iteration]``.
-      names, seeds, settings: ``[R]`` each run's name, seed and swept values.
+      names: ``[R]`` each run's name (``seed0``, ``seed1_lr0.001``, ...).
+      seeds: ``[R]`` each run's seed.
+      settings: ``[R]`` each run's swept values (``{field: value}``).
     """
 
     folder: str
@@ -273,14 +275,30 @@ def load(folder: str | os.PathLike[str], *, folder_flag: str | None = None) -> L
     checkpoint.
 
     Raises:
-      FolderMismatch: no run there, or a damaged one (the message says what).
+      RunNotFound: no run there: ``folder`` does not exist, is a file, holds
+        no run, or a run without a checkpoint yet (the message says which).
+      FolderMismatch: a damaged run (the message says what).
     """
     folder = os.fspath(folder)
     what = f"{folder_flag} {folder!r}" if folder_flag else None
     run_folder = RunFolder(folder, what)
+    if not os.path.exists(folder):
+        raise RunNotFound(f"{run_folder.what} does not exist: no run there")
+    if not os.path.isdir(folder):
+        raise RunNotFound(f"{run_folder.what} is a file, not a run folder")
     record, step = run_folder.read()
-    if record is None or step is None:
-        raise FolderMismatch(f"{run_folder.what}: no checkpoint of a jaxsample run there")
+    if record is None and step is None:
+        raise RunNotFound(
+            f"{run_folder.what} holds no jaxsample run (no run.json, no checkpoint): give the "
+            "folder that runs.train(folder=...) or jaxsample train --checkpoint-dir wrote"
+        )
+    if record is None:
+        raise FolderMismatch(f"{run_folder.what}: checkpoints but no run.json (damaged)")
+    if step is None:
+        raise RunNotFound(
+            f"{run_folder.what}: its run has no checkpoint yet (stopped, or still running, "
+            "before the end of its first chunk)"
+        )
     try:
         config = config_type(record["algo"])(**record["config"])
     except (TypeError, ValueError) as e:

@@ -42,9 +42,10 @@ class MetricLogs:
 
     Args:
       csv_path: the CSV file, or None for none (rewritten whole after every
-        chunk, from ``iteration 0``;
-        a resumed run rewrites the restored history first).
-      seeds, settings: the seed and the swept settings of each run.
+        chunk, from ``iteration 0``; a resumed run rewrites the restored
+        history first).
+      seeds: the seed of each run.
+      settings: the swept settings of each run.
       tensorboard: a folder for tensorboardX event files, or None.
       wandb_project: a W&B project name, or None (``WANDB_MODE=offline``
         works without network).

@@ -265,10 +265,10 @@ class Chunks:
 # One program
 # ----------------------------------------------------------------------------
 
-#: Seconds between two checks of ``hooks.stop`` inside the one program (the
-#: host callback's answer sets the iteration of the next check from the
-#: measured time per iteration, so a stop is seen within about this long).
 STOP_CHECK_SECONDS = 0.2
+"""Seconds between two checks of ``hooks.stop`` inside the one program (the
+host callback's answer sets the iteration of the next check from the measured
+time per iteration, so a stop is seen within about this long)."""
 
 
 @dataclasses.dataclass(frozen=True)

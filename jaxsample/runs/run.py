@@ -144,7 +144,8 @@ class RunResult:
         times, the iterations done and planned).
       record: the run's settings (``run.json``).
       names: ``[R]`` run names (``seed0``, ``seed1_lr0.001``, ...).
-      seeds, settings: ``[R]`` each run's seed and swept values.
+      seeds: ``[R]`` each run's seed.
+      settings: ``[R]`` each run's swept values (``{field: value}``).
       folder: the run folder, or None.
       written: the output files written.
       stopped_by: ``"SIGINT"`` / ``"SIGTERM"`` when a signal stopped the run
@@ -263,9 +264,15 @@ def train(
         start), and always at the end and when a signal stops the run; 0: after
         every chunk. What a lost machine (no signal) loses at most: this, and
         one chunk.
-      json, csv, plot: output files (config, versions, results and curves;
-        every metric per run and iteration; a learning curve), or None.
-      tensorboard, wandb_project: also log every metric there (the ``log`` extra).
+      json: the JSON file to write (config, versions, results and curves),
+        or None.
+      csv: the CSV file to write (every metric per run and iteration), or
+        None.
+      plot: the learning-curve image to write, or None.
+      tensorboard: a TensorBoard log folder to log every metric to (the
+        ``log`` extra), or None.
+      wandb_project: a Weights & Biases project to log every metric to (the
+        ``log`` extra), or None.
       progress: True for the live display (a progress bar on a terminal,
         lines elsewhere), False for none, or a callable of progress events
         (`jaxsample.runs.loop.run_training`'s; this run's only).
@@ -283,10 +290,13 @@ def train(
       its outputs hold the completed iterations).
 
     Raises:
-      FolderBusy, FolderMismatch: see ``folder``; nothing in it changed.
+      FolderBusy: another run holds ``folder``; nothing in it changed.
+      FolderMismatch: ``folder`` holds another run's settings; nothing in it
+        changed.
       WriteFailed: an output or checkpoint could not be written (a full
         disk): earlier files are as they were.
-      TypeError, ValueError: a bad config or argument, named.
+      TypeError: a config or argument of the wrong type, named.
+      ValueError: a bad config or argument value, named.
     """
     plan = _Plan.of(config, seeds, seed, dict(sweep or {}), chunks, preset)
     if isinstance(checkpoint_seconds, bool) or not isinstance(checkpoint_seconds, (int, float)) \

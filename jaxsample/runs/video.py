@@ -236,7 +236,8 @@ def write_frames(
     format.
 
     Raises:
-      ValueError, ImportError: as `check`; nothing is written.
+      ValueError: as `check`; nothing is written.
+      ImportError: as `check`; nothing is written.
     """
     fmt = check(env, path)
     fps = _check_fps(fps)
@@ -282,8 +283,10 @@ def write(
     docstring: which episodes, what a frame is, the formats).
 
     Raises:
-      ValueError, TypeError: a bad argument (named), or as `check`;
-        nothing is written.
+      ValueError: a bad argument value (named), or as `check`; nothing is
+        written.
+      TypeError: an argument of the wrong type (named); nothing is written.
+      ImportError: as `check`; nothing is written.
     """
     env, env_params = loaded.trainer.env, loaded.trainer.env_params
     numbers = _episode_numbers(episodes)

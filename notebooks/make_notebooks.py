@@ -346,6 +346,31 @@ From a terminal, `jaxsample train --algo ppo --env CartPole-v1 --seeds 4 --lr
 checkpoints, and `jaxsample.algos.dqn` and the
 recurrent PPO (`PPOConfig(recurrent=True)`) follow the same pattern.""",
     ),
+    (
+        "markdown",
+        """\
+## The tuned preset, as the command line trains it
+
+`jaxsample train --env CartPole-v1` starts from the env's preset (its tuned
+settings); `ppo.PPOConfig(...)` above is the config's own defaults. From
+Python, name the preset: `runs.train(preset="CartPole-v1")` trains exactly what
+the command line trains (live display, summary), and
+`presets.get("CartPole-v1").config(...)` is the preset's config with your
+changes.""",
+    ),
+    (
+        "code",
+        """\
+from jaxsample import runs
+from jaxsample.algos import presets
+
+if SMALL:  # the test suite's run: the preset, shorter
+    config = presets.get("CartPole-v1").config(total_timesteps=4 * 256)
+    result = runs.train(config, seeds=2, preset="CartPole-v1")
+else:      # what `jaxsample train --env CartPole-v1 --seeds 4` trains
+    result = runs.train(preset="CartPole-v1", seeds=4)
+print("recent return per seed:", result.final_returns())""",
+    ),
 ]
 
 BENCH = [

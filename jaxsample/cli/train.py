@@ -93,14 +93,16 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
             config, seeds=s["seeds"], seed=s["seed"], sweep=sweep, folder=args.checkpoint_dir,
             chunks=s["chunks"], **every, json=args.json, csv=args.csv, plot=args.plot,
             tensorboard=args.tensorboard, wandb_project=args.wandb_project if args.wandb else None,
-            signals=signals, folder_flag="--checkpoint-dir",
+            signals=signals, folder_flag="--checkpoint-dir", stopped=_to_stderr,
             preset=None if preset is None else preset.name,
         )  # fmt: skip
     except ConfigError as e:  # what only the trainer checks (the env's name), before it runs
         raise usage_error(e, file_values, args.config_flags, args.config, flag_names) from None
-    if result.interrupted:
-        print(run.final_line(result), file=sys.stderr, flush=True)
     return result.exit_status
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _checkpoint_every(args: argparse.Namespace) -> dict[str, float]:

@@ -213,18 +213,19 @@ def _describe(plan: _Plan) -> list[str]:
     sweep = "".join(f", {k} in {v}" for k, v in record["sweep"].items())
     masked = " (velocities masked)" if getattr(config, "mask_velocity", False) else ""
     fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(config).items())
-    preset = f" (preset {record['preset']})" if record.get("preset") else ""
+    origin = f"preset {record['preset']}" if record.get("preset") else "no preset"
+    per_seed = plan.iterations * plan.trainer.steps_per_iteration
     return [
-        f"jaxsample train: {record['algo']} on {config.env_name}{masked}{preset}, "
-        f"{len(plan.run_seeds)} run(s) ({record['seeds']} seed(s){sweep}) under one vmap, "
-        f"{plan.iterations} iterations x {plan.trainer.steps_per_iteration} steps, "
-        f"backend={jax.default_backend()}",
+        f"jaxsample train: {record['algo']} on {config.env_name}{masked}, {per_seed:,} steps "
+        f"per seed ({origin}), {len(plan.run_seeds)} run(s) ({record['seeds']} seed(s){sweep}) "
+        f"under one vmap: {plan.iterations} iterations x {plan.trainer.steps_per_iteration} "
+        f"steps, backend={jax.default_backend()}",
         textwrap.fill(f"config: {type(config).__name__}({fields})", 100, subsequent_indent="  "),
     ]
 
 
 def train(
-    config: Any,
+    config: Any = None,
     *,
     seeds: int = 1,
     seed: int = 0,
@@ -239,14 +240,17 @@ def train(
     wandb_project: str | None = None,
     progress: bool | Callable[[dict[str, Any]], None] = True,
     say: Callable[[str], None] | None = print,
+    stopped: Callable[[str], None] | None = None,
     signals: StopSignals | None = None,
     folder_flag: str | None = None,
     preset: str | None = None,
 ) -> RunResult:
-    """Train ``config`` for ``seeds`` seeds (x the ``sweep``) in one vmapped program.
+    """Train ``config`` (or a ``preset``'s) for ``seeds`` seeds (x the
+    ``sweep``) in one vmapped program.
 
     Args:
-      config: a `jaxsample.algos.configs.PPOConfig` or `DQNConfig`.
+      config: an algorithm's config (`jaxsample.algos.configs.PPOConfig`,
+        `DQNConfig`, ...), trained exactly as it is; None: ``preset``'s.
       seeds: seeds trained together; run ``r``'s key is
         ``fold_in(key(seed), r // C)`` for ``C`` swept settings.
       seed: the base seed.
@@ -277,12 +281,18 @@ def train(
         lines elsewhere), False for none, or a callable of progress events
         (`jaxsample.runs.loop.run_training`'s; this run's only).
       say: where the run's lines go (the summary, what it wrote), or None.
+      stopped: where the line of a run stopped by a signal goes
+        (`final_line`: what stopped it, after how many iterations, what it
+        kept; default: ``say``).
       signals: the `StopSignals` to use (the command line's); by default
         ``SIGINT`` and ``SIGTERM`` stop the run while it trains (in a
         notebook: the interrupt button), which keeps what it completed.
       folder_flag: how messages name ``folder`` (``--checkpoint-dir``).
-      preset: the name of the preset ``config`` started from (the command
-        line's ``--preset``), recorded in ``run.json`` and the JSON.
+      preset: without ``config``, the preset to train (a name of
+        `jaxsample.algos.presets`, e.g. ``"CartPole-v1"`` or
+        ``"Pendulum-v1:sac"``): its config, what ``jaxsample train --preset``
+        trains. With ``config``, the name of the preset it started from
+        (the command line's), recorded in ``run.json`` and the JSON.
 
     Returns:
       A `RunResult` (``interrupted`` and ``stopped_by`` say whether a signal
@@ -298,6 +308,7 @@ def train(
       TypeError: a config or argument of the wrong type, named.
       ValueError: a bad config or argument value, named.
     """
+    config = _config_of(config, preset)
     plan = _Plan.of(config, seeds, seed, dict(sweep or {}), chunks, preset)
     if isinstance(checkpoint_seconds, bool) or not isinstance(checkpoint_seconds, (int, float)) \
             or not checkpoint_seconds >= 0:  # fmt: skip
@@ -331,11 +342,14 @@ def train(
         written = [logs.csv_path] if logs.csv_path else []
         _finish(plan, result, watch, run_folder is None, signals, say, {"json": json, "plot": plot},
                 written)  # fmt: skip
-        return RunResult(
+        out = RunResult(
             training=result, record=plan.record, names=plan.names, seeds=plan.run_seeds,
             settings=plan.settings, folder=None if run_folder is None else run_folder.path,
             written=written, stopped_by=signals.name if result.interrupted else None,
         )  # fmt: skip
+        if out.interrupted:
+            (stopped or say)(final_line(out))
+        return out
     finally:
         if own_signals:
             signals.uninstall()
@@ -385,6 +399,22 @@ class _Plan:
     @property
     def groups(self) -> dict[str, list[int]] | None:
         return _groups(self.settings)
+
+
+def _config_of(config: Any, preset: Any) -> Any:
+    """``config``, or the config of the preset named ``preset``."""
+    if config is not None:
+        return config
+    if preset is None:
+        raise TypeError("train() needs a config or a preset (e.g. preset='CartPole-v1')")
+    if not isinstance(preset, str):
+        raise ValueError(f"preset must be a preset's name, got {preset!r}")
+    from jaxsample.algos import presets
+
+    try:
+        return presets.get(preset).config()
+    except KeyError as e:
+        raise ValueError(f"preset: {e.args[0]}") from None
 
 
 def _display(progress: bool | Callable[[dict[str, Any]], None]) -> Any:

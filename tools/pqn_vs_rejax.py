@@ -1,26 +1,28 @@
 """PQN on CartPole-v1 beside rejax 0.1.3's, whole commands in fresh processes.
 
-Issue 51 item 6: the wall time of the whole documented command (Python's start,
-imports, compile and training; the greedy evaluation after it not), ours and
-rejax's with its own config, in alternated fresh processes; then each run's
+The wall time of the whole documented command (Python's start, imports,
+compile and training; the greedy evaluation after it not), ours and rejax's
+with its own config, in alternated fresh processes (one of each row per
+round, so a shared machine's load falls on every row alike); then each run's
 greedy return (not timed). Rows:
 
 * ``ours``: ``jaxsample train --algo pqn --seeds 4 --checkpoint-dir D`` (the
-  ``CartPole-v1:pqn`` preset), JAX's compilation cache and the program store
-  as the command keeps them (warm after the first round);
+  ``CartPole-v1:pqn`` preset of ``jaxsample/algos/presets.toml``), JAX's
+  compilation cache and the program store as the command keeps them (warm
+  after the first round);
 * ``ours-cold``: the same with ``--no-compile-cache`` (every process compiles);
 * ``ours-rejax-hp``: ours with rejax's hyperparameters (``--set`` below);
 * ``rejax``: rejax 0.1.3's PQN with its ``configs/gymnax/cartpole.yaml``
   (keraJLi/rejax at 4954fbf6a765ca5fe17b3037fc20a6f217291271), 4 seeds under
   one ``jax.vmap``, its in-training evaluation (128 episodes every 16,384
-  steps) included as its config has it; run by rejax's own venv
-  (``/work/shared/peers/setup.sh``: rejax needs gymnax < 1.0).
+  steps) included as its config has it; run by the Python of a venv of its
+  own (``--rejax-python``: rejax 0.1.3 needs gymnax < 1.0).
 
 Ours is evaluated greedily on 164 episodes per seed (``runs.load(D).evaluate``);
 rejax by its last in-training evaluation (128 episodes, epsilon 0.005).
 
     python tools/pqn_vs_rejax.py --rejax-python /work/peers/rejax/bin/python \\
-        --rounds 3 --out docs/benchmarks/pqn_vs_rejax.json
+        --rounds 3 --out docs/presets/pqn_vs_rejax.json
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ REJAX_AS_OURS = {
     "q_lambda": 0.9, "epsilon_final": 0.05, "exploration_fraction": 0.5, "reward_scale": 1.0,
     "hidden_sizes": "64,64",
 }  # fmt: skip
+
+#: The rows, in the order each round runs them.
+ROWS = ("ours", "ours-cold", "ours-rejax-hp", "rejax")
 
 REJAX_SCRIPT = """
 import json, sys, jax, numpy as np
@@ -96,10 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rejax-python", default="/work/peers/rejax/bin/python")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--rows", default="ours,ours-cold,ours-rejax-hp,rejax")
+    parser.add_argument("--rows", default=",".join(ROWS))
     parser.add_argument("--out", default=None, help="a JSON file for the results")
     args = parser.parse_args(argv)
     rows = args.rows.split(",")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be >= 1, got {args.rounds}")
+    if unknown := [r for r in rows if r not in ROWS]:
+        parser.error(f"--rows: {', '.join(unknown)} not among {','.join(ROWS)}")
     if "rejax" in rows and not os.path.exists(args.rejax_python):
         print(f"no rejax venv at {args.rejax_python}: rejax skipped", file=sys.stderr)
         rows.remove("rejax")
@@ -125,14 +134,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row}: median wall {r['median_wall_s']} s over {args.rounds} rounds, "
               f"median return {r['median_return']}")  # fmt: skip
     if args.out:
+        import dataclasses
+
         import jax
 
+        from jaxsample.algos import presets
+
+        config = dataclasses.asdict(presets.get("CartPole-v1:pqn").config())
         data = {
             "rounds": args.rounds, "cpus": len(os.sched_getaffinity(0)), "jax": jax.__version__,
-            "python": sys.version.split()[0], "rows": results,
+            "python": sys.version.split()[0], "ours_preset": config, "rejax_config": REJAX_CONFIG,
+            "rows": results,
         }  # fmt: skip
-        with open(args.out, "w") as f:
-            json.dump(data, f, indent=1)
+        from jaxsample.runs.files import write_json
+
+        write_json(args.out, data)  # beside, then renamed into place
     return 0
 
 

@@ -19,7 +19,11 @@ greedy return (not timed). Rows:
   own (``--rejax-python``: rejax 0.1.3 needs gymnax < 1.0).
 
 Ours is evaluated greedily on 164 episodes per seed (``runs.load(D).evaluate``);
-rejax by its last in-training evaluation (128 episodes, epsilon 0.005).
+rejax by its last in-training evaluation (128 episodes, epsilon 0.005). Each
+row also keeps each process's CPU seconds (user and system, every thread:
+less sensitive to the machine's load than the wall time) and, beside rejax,
+each round's wall time over rejax's in that round (``wall_vs_rejax``) and
+their median.
 
     python tools/pqn_vs_rejax.py --rejax-python /work/peers/rejax/bin/python \\
         --rounds 3 --out docs/presets/pqn_vs_rejax.json
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -82,13 +87,18 @@ def ours_command(folder: str, cold: bool, rejax_hp: bool) -> list[str]:
     return cmd
 
 
-def timed(cmd: list[str]) -> tuple[float, str]:
+def timed(cmd: list[str]) -> tuple[float, float, str]:
+    """``(wall seconds, CPU seconds (user + system, all threads), stdout)`` of
+    ``cmd`` in a fresh process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode:
         raise RuntimeError(f"{cmd[:4]} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return seconds, done.stdout
+    return seconds, cpu, done.stdout
 
 
 def greedy_returns(folder: str) -> list[float]:
@@ -112,27 +122,36 @@ def main(argv: list[str] | None = None) -> int:
     if "rejax" in rows and not os.path.exists(args.rejax_python):
         print(f"no rejax venv at {args.rejax_python}: rejax skipped", file=sys.stderr)
         rows.remove("rejax")
-    results: dict[str, dict[str, Any]] = {r: {"wall_s": [], "returns": []} for r in rows}
+    results: dict[str, dict[str, Any]] = {r: {"wall_s": [], "cpu_s": [], "returns": []}
+                                          for r in rows}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="pqn_vs_rejax_") as scratch:
         for n in range(args.rounds):
             for row in rows:  # alternated: one process of each per round
                 if row == "rejax":
                     cmd = [args.rejax_python, "-c", REJAX_SCRIPT, json.dumps(REJAX_CONFIG)]
-                    seconds, out = timed(cmd)
+                    seconds, cpu, out = timed(cmd)
                     returns = json.loads(out.strip().splitlines()[-1])["returns"]
                 else:
                     folder = os.path.join(scratch, f"{row}-{n}")
-                    seconds, _ = timed(ours_command(folder, row == "ours-cold",
-                                                    row == "ours-rejax-hp"))  # fmt: skip
+                    seconds, cpu, _ = timed(ours_command(folder, row == "ours-cold",
+                                                         row == "ours-rejax-hp"))  # fmt: skip
                     returns = greedy_returns(folder)
                 results[row]["wall_s"].append(round(seconds, 1))
+                results[row]["cpu_s"].append(round(cpu, 1))
                 results[row]["returns"].append(returns)
-                print(f"round {n} {row}: {seconds:.1f} s, returns {returns}", flush=True)
+                print(f"round {n} {row}: {seconds:.1f} s (CPU {cpu:.1f} s), returns {returns}",
+                      flush=True)  # fmt: skip
     for row, r in results.items():
         r["median_wall_s"] = statistics.median(r["wall_s"])
+        r["median_cpu_s"] = statistics.median(r["cpu_s"])
         r["median_return"] = statistics.median(x for run in r["returns"] for x in run)
-        print(f"{row}: median wall {r['median_wall_s']} s over {args.rounds} rounds, "
-              f"median return {r['median_return']}")  # fmt: skip
+        line = f"{row}: median wall {r['median_wall_s']} s over {args.rounds} rounds"
+        if "rejax" in results and row != "rejax":  # each round's wall over rejax's that round
+            pairs = zip(r["wall_s"], results["rejax"]["wall_s"], strict=True)
+            r["wall_vs_rejax"] = [round(w / x, 2) for w, x in pairs]
+            r["median_wall_vs_rejax"] = statistics.median(r["wall_vs_rejax"])
+            line += f", {r['wall_vs_rejax']} of rejax's (median {r['median_wall_vs_rejax']})"
+        print(f"{line}, median return {r['median_return']}")
     if args.out:
         import dataclasses
 

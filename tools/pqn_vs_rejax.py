@@ -8,8 +8,7 @@ greedy return (not timed). Rows:
 
 * ``ours``: ``jaxsample train --algo pqn --seeds 4 --checkpoint-dir D`` (the
   ``CartPole-v1:pqn`` preset of ``jaxsample/algos/presets.toml``), JAX's
-  compilation cache and the program store as the command keeps them (warm
-  after the first round);
+  compilation cache as the command keeps it (warm after its first process);
 * ``ours-cold``: the same with ``--no-compile-cache`` (every process compiles);
 * ``ours-rejax-hp``: ours with rejax's hyperparameters (``--set`` below);
 * ``rejax``: rejax 0.1.3's PQN with its ``configs/gymnax/cartpole.yaml``

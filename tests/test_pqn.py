@@ -4,6 +4,7 @@ and (slow) CartPole at its preset."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import statistics
@@ -295,15 +296,31 @@ def test_a_run_folder_resumes_bit_for_bit(tmp_path) -> None:
 # ----------------------------------------------------------------------------
 
 
+def test_the_cartpole_preset_compiles_one_chunk_program() -> None:
+    """A run folder trains in chunks, one compiled program per chunk length:
+    the preset's iterations split into equal chunks at the default number
+    of reports (500k steps were 244 iterations, chunks of 13 and of 10)."""
+    from jaxsample.runs.loop import chunk_size
+
+    config = presets.for_env("CartPole-v1", "pqn").config()
+    n = config.num_iterations
+    size = chunk_size(n, inspect.signature(runs.train).parameters["chunks"].default)
+    assert n % size == 0, (n, size)
+    assert n * config.steps_per_iteration <= 500_000
+
+
 @pytest.mark.slow
 def test_pqn_learns_cartpole_at_its_preset(tmp_path) -> None:
-    """The preset's measure: 4 seeds in one program, each seed's greedy mean
-    over 164 episodes, the median 500 within 500k steps."""
+    """The preset's measure on seeds it was not tuned on (``seed=1``: run r's
+    key ``fold_in(key(1), r)``; it was tuned on ``seed=0``) and fresh
+    evaluation episodes: 4 seeds in one program, each seed's greedy mean over
+    164 episodes, the median 500 and none under 475."""
     config = presets.for_env("CartPole-v1", "pqn").config()
     assert config.num_iterations * config.steps_per_iteration <= 500_000
-    runs.train(config, seeds=4, folder=tmp_path / "run", chunks=1, **QUIET)
-    rows = runs.load(tmp_path / "run").evaluate(episodes=164, policy="greedy")
-    assert statistics.median(r["return_mean"] for r in rows) == 500.0, rows
+    runs.train(config, seeds=4, seed=1, folder=tmp_path / "run", chunks=1, **QUIET)
+    rows = runs.load(tmp_path / "run").evaluate(episodes=164, seed=1, policy="greedy")
+    returns = [r["return_mean"] for r in rows]
+    assert statistics.median(returns) == 500.0 and min(returns) >= 475.0, rows
 
 
 @pytest.mark.slow  # the driver adapter compiles collect and learn apart (~20 s cold)

@@ -1,5 +1,6 @@
 """The presets' results page: tools/preset_results.py's curves and JSON lines,
-tools/preset_page.py's figures and table (no training: made-up lines)."""
+tools/preset_page.py's figures and table (no training: made-up lines);
+tools/pqn_vs_rejax.py's commands and arguments (nothing runs)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
+import pqn_vs_rejax
 import preset_page
 import preset_results
 
@@ -125,3 +127,38 @@ def test_a_page_without_markers_is_refused(tmp_path) -> None:
     with pytest.raises(SystemExit, match="markers"):
         preset_page.main(["--results", str(results), "--page", str(page)])
     assert page.read_text() == "no markers\n"
+
+
+def test_pqn_vs_rejax_runs_the_preset_and_rejax_hyperparameters_as_flags(ran) -> None:
+    """The ``ours`` rows are the documented command on the CartPole-v1 PQN
+    preset; ``ours-rejax-hp`` gives every one of rejax's settings as a flag."""
+    from jaxsample.algos import presets
+
+    def flags(cmd: list[str]) -> list[str]:  # after "python -m jaxsample train", less --csv
+        assert cmd[1:4] == ["-m", "jaxsample", "train"]
+        at = cmd.index("--csv")
+        return cmd[4:at] + cmd[at + 2 :]
+
+    cold = pqn_vs_rejax.ours_command("D", cold=True, rejax_hp=False)
+    assert flags(cold) == ["--algo", "pqn", "--seeds", "4", "--checkpoint-dir", "D",
+                           "--no-compile-cache"]  # fmt: skip
+    call = ran(*flags(pqn_vs_rejax.ours_command("D", cold=False, rejax_hp=False)))
+    assert call["preset"] == "CartPole-v1:pqn" and call["seeds"] == 4
+    assert call["config"] == presets.get("CartPole-v1:pqn").config()
+    config = ran(*flags(pqn_vs_rejax.ours_command("D", cold=False, rejax_hp=True)))["config"]
+    changed = 0
+    for name, value in pqn_vs_rejax.REJAX_AS_OURS.items():
+        want = tuple(int(w) for w in value.split(",")) if name == "hidden_sizes" else value
+        assert getattr(config, name) == want, name
+        changed += getattr(call["config"], name) != want
+    assert changed >= 8  # most of them differ from the preset's
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--rounds", "0"], "--rounds must be >= 1"), (["--rows", "ours,pqn"], "--rows: pqn")],
+)
+def test_pqn_vs_rejax_refuses_bad_arguments_before_it_runs(argv, message, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        pqn_vs_rejax.main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -140,8 +140,8 @@ def test_the_judging_pgx_loop_matches_an_exact_reference() -> None:
 CLI_SEEDS = 4
 
 
-@pytest.mark.slow  # ~1 min on 2 cores for tic-tac-toe
-@pytest.mark.parametrize("game", ["tic_tac_toe"])
+@pytest.mark.slow  # on 2 shared cores: tic-tac-toe ~1 min, connect four ~35 min
+@pytest.mark.parametrize("game", ["tic_tac_toe", "connect_four"])
 def test_the_documented_command_beats_a_random_legal_opponent(
     game: str, tmp_path, monkeypatch
 ) -> None:

@@ -568,10 +568,13 @@ def _finish(
 
 
 def final_line(result: RunResult) -> str:
-    """The one line of a stopped run: what stopped it and what it kept."""
+    """The one line of a stopped run, from the command line as from a
+    notebook: what stopped it and what it kept (the files it wrote, the
+    folder's checkpoint)."""
     done, total = result.iterations, result.num_iterations
     cause = {"SIGTERM": "SIGTERM", "SIGINT": "Ctrl-C"}.get(result.stopped_by or "", "a stop")
-    kept = ", ".join(result.written) or "no file"
+    kept = [f"wrote {', '.join(result.written)}"] if result.written else []
     if result.folder is not None:
-        kept += f", checkpoint {result.folder} at iteration {done}"
-    return f"interrupted ({cause}) after {done} of {total} iterations: wrote {kept}"
+        kept.append(f"checkpoint {result.folder} at iteration {done}")
+    what = ", ".join(kept) or "no file (the result returned holds them)"
+    return f"interrupted ({cause}) after {done} of {total} iterations: {what}"

@@ -143,13 +143,16 @@ def test_ctrl_c_writes_what_was_trained_and_exits_130(folder, tmp_path) -> None:
 
         assert checkpoint.latest_step(tmp_path / "ck") == done
         assert f"checkpoint ck at iteration {done}" in err_lines[0]
-    # The same first iterations, run here in chunks by the library.
+    # The same first iterations, run here in chunks by the library (from the
+    # default env's preset, as the command line).
+    from jaxsample.algos import presets
     from jaxsample.cli.config import resolve_config
     from jaxsample.runs.run import build_trainer as _build
 
     flags = dict(num_envs=4, num_steps=8, hidden_sizes=(8,), update_epochs=1, num_minibatches=1)
     flags["total_timesteps"] = n * 32
-    config = resolve_config("ppo", "CartPole-v1", False, {}, flags).config
+    preset = presets.get("CartPole-v1")
+    config = resolve_config("ppo", "CartPole-v1", False, {}, flags, None, preset).config
     assert data["config"] == json.loads(json.dumps(dataclasses.asdict(config)))
     trainer = _build(config)
     first = min(done, 10)

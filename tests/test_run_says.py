@@ -158,9 +158,9 @@ def test_a_python_run_stopped_by_sigint_says_what_it_kept(tmp_path) -> None:
 
 # --- one recent return --------------------------------------------------------------
 
-#: 60 iterations of 8 steps: episodes end in some iterations, not in others.
+#: 240 iterations of 8 steps: episodes end in some iterations, not in others.
 SHORT = PPOConfig(
-    env_name="CartPole-v1", num_envs=2, num_steps=4, total_timesteps=480, hidden_sizes=(8,),
+    env_name="CartPole-v1", num_envs=2, num_steps=4, total_timesteps=1920, hidden_sizes=(8,),
     update_epochs=1, num_minibatches=1,
 )  # fmt: skip
 
@@ -212,7 +212,7 @@ def test_one_recent_return_whatever_the_chunks(tmp_path) -> None:
     one, chunked = got["one"][0], got["chunked"][0]
     for key in ("episode_return_mean", "n_episodes"):  # the same run, bit for bit
         np.testing.assert_array_equal(one.training.metrics[key], chunked.training.metrics[key])
-    window = 10  # a 60-iteration run's: loop.recent_window
+    window = 12  # a 240-iteration run's: loop.recent_window
     columns = {name: _csv_columns(tmp_path / f"{name}.csv") for name in got}
     means, counts = columns["one"]["episode_return_mean"], columns["one"]["n_episodes"]
     assert (counts == 0).any() and (counts > 1).any()  # a hold and a weight are tested
@@ -226,10 +226,11 @@ def test_one_recent_return_whatever_the_chunks(tmp_path) -> None:
     np.testing.assert_allclose(columns["one"]["recent_return"], want, rtol=1e-9)
     recent = {name: columns[name]["recent_return"] for name in got}
     np.testing.assert_array_equal(recent["one"], recent["chunked"])
-    assert loop.recent_window(60) == one.training.recent_window == window
-    for name, (_, events, lines) in got.items():
+    assert loop.recent_window(240) == one.training.recent_window == window
+    for name, (result, events, lines) in got.items():
         data = json.loads((tmp_path / f"{name}.json").read_text())
         assert data["final_return_per_seed"] == list(columns[name]["recent_return"][:, -1])
+        assert data["final_return_per_seed"] == list(result.final_returns())
         assert data["final_return"] == events[-1]["recent_return"]
         assert data["recent_window"] == window
         lines = "\n".join(lines).splitlines()

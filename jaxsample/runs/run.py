@@ -188,8 +188,10 @@ class RunResult:
         """The final vmapped trainer state (``params`` has a leading ``[R]``)."""
         return self.training.final_state
 
-    def final_returns(self, window: int = 10) -> np.ndarray:
-        """``[R]`` per-run mean of the last ``window`` finite iteration returns."""
+    def final_returns(self, window: int | None = None) -> np.ndarray:
+        """``[R]`` each run's final return: the mean return of the episodes
+        that ended in its last ``window`` iterations (default the run's
+        ``recent_window``; the closing table's and the JSON's)."""
         return self.training.final_returns(window)
 
 

@@ -448,3 +448,73 @@ def test_a_save_that_fails_for_another_reason_than_the_disk_is_not_a_write_error
     keeps its own exception and traceback."""
     with RunFolder(tmp_path / "run") as folder, pytest.raises(TypeError, match="pytree"):
         folder.save({"w": "not an array"}, 1, {"x": np.zeros((1, 1))})
+
+
+def test_a_preset_trains_from_python_as_the_command_line_trains_it() -> None:
+    """``runs.train(preset=NAME)`` trains the config ``jaxsample train``
+    builds for that preset (every preset); an explicit config means what it
+    says (with a preset too: an error); a wrong name is one line naming the
+    closest."""
+    from jaxsample.algos import presets
+    from jaxsample.cli.config import choose_preset, resolve_config
+
+    for name, preset in presets.presets().items():
+        chosen = choose_preset(name, preset.algo, preset.env, False)
+        cli = resolve_config(preset.algo, preset.env, False, {}, {}, None, chosen).config
+        assert presets.resolve(preset=name) == (cli, name), name
+    assert presets.resolve(TINY) == (TINY, None)
+    with pytest.raises(ValueError, match="pass config or preset, not both"):
+        presets.resolve(TINY, "CartPole-v1")
+    with pytest.raises(ValueError, match=r"preset: no preset 'CartPole-v2' \(did you mean"):
+        runs.train(preset="CartPole-v2", **QUIET)
+    with pytest.raises(TypeError, match="needs a config, or preset=NAME"):
+        runs.train(**QUIET)
+
+
+def test_the_first_line_says_how_long_the_run_is_and_its_preset(tmp_path) -> None:
+    """The run's first line states its length in env steps per seed and the
+    preset it came from (or none); a stopped run's last line says what it
+    kept, from Python as from the command line."""
+    from jaxsample.algos import presets
+    from jaxsample.runs.run import _describe, _Plan
+
+    config = presets.get("CartPole-v1").config()
+    plan = _Plan.of(config, 4, 0, {}, 20, "CartPole-v1")
+    first = _describe(plan)[0]
+    steps = plan.iterations * config.num_envs * config.num_steps
+    assert f"CartPole-v1 (preset CartPole-v1), {steps:,} steps per seed (" in first
+    assert "4 seeds (4 runs under one vmap)" in first
+    lines: list[str] = []
+    runs.train(TINY, progress=False, say=lines.append)
+    assert "CartPole-v1 (no preset), 128 steps per seed (8 iterations x 16), 1 seed" in lines[0]
+
+
+_STOPPED = """
+import os, signal, sys
+from jaxsample import runs
+from jaxsample.algos.configs import PPOConfig
+config = PPOConfig(env_name="CartPole-v1", num_envs=2, num_steps=8, total_timesteps=2048,
+                   hidden_sizes=(8,), update_epochs=1, num_minibatches=1)
+seen = []
+def progress(event):
+    if event.get("phase") == "running":
+        seen.append(1)
+        if len(seen) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+result = runs.train(config, folder=sys.argv[1], chunks=16, progress=progress, csv="m.csv")
+print("returned", result.interrupted, result.iterations)
+"""
+
+
+def test_a_notebook_interrupt_says_what_it_kept(tmp_path) -> None:
+    """A real SIGINT to a process running ``runs.train`` (a kernel's
+    interrupt): the call returns and prints the command line's line."""
+    out = subprocess.run(
+        [sys.executable, "-c", _STOPPED, str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=HANG_SECONDS, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1] == "returned True 16"
+    kept = f"wrote m.csv, checkpoint {tmp_path / 'run'} at iteration 16"
+    assert lines[-2] == f"interrupted (Ctrl-C) after 16 of 128 iterations: {kept}", out.stdout

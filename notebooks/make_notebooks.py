@@ -253,7 +253,9 @@ Adam 2.5e-4 annealed, 4 epochs x 4 minibatches).
 
 **What to expect.** After the install cell (about a minute on Colab), compiling
 takes ~15-30 s and the 8 runs of 5e5 steps ~40 s on a 2-core CPU (less on a
-GPU); one figure of learning curves, where every run ends near 500.""",
+GPU); one figure of learning curves, where every run ends near 500. Then the
+same training as `jaxsample train` runs it, from the tuned preset: its lines,
+its display and its table.""",
     ),
     ("code", INSTALL),
     (
@@ -339,37 +341,30 @@ for lr, final in zip(run_lr, metrics["average_return"][:, -1], strict=True):
         """\
 CartPole's best return is 500. On a 2-core CPU the full run (8 runs x 5e5
 steps) takes well under a minute after compiling; on a GPU the same program
-runs unchanged.
+runs unchanged. `jaxsample.algos.dqn` and the recurrent PPO
+(`PPOConfig(recurrent=True)`) follow the same pattern.
 
-From a terminal, `jaxsample train --algo ppo --env CartPole-v1 --seeds 4 --lr
-2.5e-4,1e-3 --plot ppo.png` does the same with a live display, logs and
-checkpoints, and `jaxsample.algos.dqn` and the
-recurrent PPO (`PPOConfig(recurrent=True)`) follow the same pattern.""",
-    ),
-    (
-        "markdown",
-        """\
-## The tuned preset, as the command line trains it
+## A run, as the command line trains it
 
-`jaxsample train --env CartPole-v1` starts from the env's preset (its tuned
-settings); `ppo.PPOConfig(...)` above is the config's own defaults. From
-Python, name the preset: `runs.train(preset="CartPole-v1")` trains exactly what
-the command line trains (live display, summary), and
-`presets.get("CartPole-v1").config(...)` is the preset's config with your
-changes.""",
+`jaxsample.runs.train` is what `jaxsample train` calls: the run with its
+display, summary, outputs, checkpoints (`folder=`) and the interrupt button
+(which stops it, keeps what it trained and says so). `preset="CartPole-v1"`
+trains what `jaxsample train --env CartPole-v1` trains: the tuned settings of
+`jaxsample/algos/presets.toml` (8 envs x 32 steps, 150,000 steps), not the
+defaults above; a config given (`runs.train(config)`) is trained exactly as
+given. Its first line names the preset and the steps per seed; the closing
+table gives each seed's final return, the mean of the episodes of its last
+iterations (the figure the display and the CSV show as the recent return).""",
     ),
     (
         "code",
         """\
 from jaxsample import runs
-from jaxsample.algos import presets
 
-if SMALL:  # the test suite's run: the preset, shorter
-    config = presets.get("CartPole-v1").config(total_timesteps=4 * 256)
-    result = runs.train(config, seeds=2, preset="CartPole-v1")
-else:      # what `jaxsample train --env CartPole-v1 --seeds 4` trains
-    result = runs.train(preset="CartPole-v1", seeds=4)
-print("recent return per seed:", result.final_returns())""",
+# jaxsample train --env CartPole-v1 --seeds 2 (the test suite runs 4 iterations)
+overrides = {"total_timesteps": 4 * 256} if SMALL else {}
+result = runs.train(preset="CartPole-v1", overrides=overrides, seeds=2)
+print("final returns:", result.final_returns())""",
     ),
 ]
 

@@ -67,13 +67,17 @@ def ran(monkeypatch, tmp_path):
     Nothing trains."""
     import types
 
+    from jaxsample.algos import presets
     from jaxsample.cli import main
     from jaxsample.runs import run
 
     calls: list[dict] = []
 
-    def record(config, **kwargs):
-        calls.append({"config": config, **kwargs})
+    def record(config=None, **kwargs):
+        # the config the run would train (from a preset: the run's own function)
+        preset = kwargs.pop("preset", None)
+        config, preset = presets.resolve(config, preset, kwargs.get("overrides"))
+        calls.append({"config": config, "preset": preset, **kwargs})
         return types.SimpleNamespace(interrupted=False, exit_status=0)
 
     monkeypatch.setattr(run, "train", record)

@@ -143,13 +143,16 @@ def test_ctrl_c_writes_what_was_trained_and_exits_130(folder, tmp_path) -> None:
 
         assert checkpoint.latest_step(tmp_path / "ck") == done
         assert f"checkpoint ck at iteration {done}" in err_lines[0]
-    # The same first iterations, run here in chunks by the library.
+    # The same first iterations, run here in chunks by the library (from the
+    # default env's preset, as the command line).
+    from jaxsample.algos import presets
     from jaxsample.cli.config import resolve_config
     from jaxsample.runs.run import build_trainer as _build
 
     flags = dict(num_envs=4, num_steps=8, hidden_sizes=(8,), update_epochs=1, num_minibatches=1)
     flags["total_timesteps"] = n * 32
-    config, _ = resolve_config("ppo", "CartPole-v1", False, {}, flags)
+    preset = presets.get("CartPole-v1")
+    config = resolve_config("ppo", "CartPole-v1", False, {}, flags, None, preset).config
     assert data["config"] == json.loads(json.dumps(dataclasses.asdict(config)))
     trainer = _build(config)
     first = min(done, 10)
@@ -202,7 +205,7 @@ def _config_back(values: dict, path: Path):
     args = argparse_namespace(algo=None, env=None, seed=None, seeds=None, chunks=None)
     s = settings(args, file_values)
     assert s["algo"] == algo
-    config, sweep = resolve_config(
+    config, sweep, _ = resolve_config(
         s["algo"], s["env"], s["mask_velocity"], file_values, {}, str(path)
     )
     assert sweep == {}
@@ -269,7 +272,7 @@ def test_yaml_numbers_read_as_strings_are_accepted(tmp_path) -> None:
     (tmp_path / "c.yaml").write_text("lr: 1e-3\nclip_eps: 2e-1\nent_coef: [1e-2, 5e-3]\n")
     values = load_config_file(str(tmp_path / "c.yaml"))
     assert values["lr"] == "1e-3"  # what PyYAML gives
-    config, sweep = resolve_config("ppo", "CartPole-v1", False, values, {}, "c.yaml")
+    config, sweep, _ = resolve_config("ppo", "CartPole-v1", False, values, {}, "c.yaml")
     assert config.lr == 1e-3 and config.clip_eps == 0.2 and sweep == {"ent_coef": [1e-2, 5e-3]}
 
 
@@ -304,7 +307,7 @@ def test_the_live_bar_fits_an_80_column_terminal(monkeypatch) -> None:
         stream = io.StringIO()
         display = LiveDisplay(stream, live=True)
         display({"phase": "compiling", "total_steps": 4_000_000})
-        assert display._progress.console.width == width
+        assert display._live.console.width == width
         display(
             {
                 "phase": "running", "steps": 1_234_944, "total_steps": 4_000_000,
@@ -312,7 +315,6 @@ def test_the_live_bar_fits_an_80_column_terminal(monkeypatch) -> None:
                 "eta": 37.0, "recent_return": 440.3, "recent_loss": 0.004066,
             }
         )  # fmt: skip
-        display._progress.refresh()
         display.close()
         last = [x for x in stream.getvalue().splitlines() if x.strip()][-1]
         assert "…" not in last and len(last) <= width, last
@@ -335,12 +337,15 @@ def _sweep_result() -> loop.TrainingResult:
 
 def test_a_sweep_is_summarized_and_plotted_per_setting(tmp_path) -> None:
     """3 seeds x 2 learning rates: per setting the mean, std and range over
-    its seeds (numpy's, from each run's last 10 finite returns)."""
+    its seeds (numpy's, of each run's final return: the mean of the episodes
+    of its last 10 iterations, a 30-iteration run's recent window; no episode
+    counts here, so each iteration with episodes weighs 1)."""
     result = _sweep_result()
     groups = {"lr=0.001": [0, 2, 4], "lr=0.0003": [1, 3, 5]}
     names = [f"seed{r // 2}_lr{(0.001, 0.0003)[r % 2]:g}" for r in range(6)]
     table = report.summary_table(result, labels=names, groups=groups)
-    finals = [np.mean(c[np.isfinite(c)][-10:]) for c in result.returns]
+    assert result.recent_window == loop.recent_window(30) == 10
+    finals = [np.nanmean(c[-10:]) for c in result.returns]
     for label, runs in groups.items():
         values = np.asarray(finals)[runs]
         row = next(x for x in table.splitlines() if x.strip().startswith(label))

@@ -105,7 +105,7 @@ def _metric_names(algo: str) -> set[str]:
     from jaxsample.cli.config import resolve_config
     from jaxsample.runs.run import build_trainer as _build
 
-    config, _ = resolve_config(algo, "CartPole-v1", False, {}, {"num_envs": 2, "num_steps": 2})
+    config = resolve_config(algo, "CartPole-v1", False, {}, {"num_envs": 2, "num_steps": 2}).config
     trainer = _build(config)
     state = jax.eval_shape(trainer.init, jax.random.key(0))
     return set(jax.eval_shape(trainer.iteration, state)[1])
@@ -280,9 +280,12 @@ def test_settings_layer_defaults_then_file_then_flags(tmp_path) -> None:
 
     (tmp_path / "c.yaml").write_text("num_envs: 8\nlr: [0.001, 0.0003]\ngamma: 0.9\n")
     values = load_config_file(str(tmp_path / "c.yaml"))
-    config, sweep = resolve_config("dqn", "CartPole-v1", False, values, {"gamma": [0.5, 0.7]})
+    config, sweep, overrides = resolve_config(
+        "dqn", "CartPole-v1", False, values, {"gamma": [0.5, 0.7]}
+    )
     assert config.num_envs == 8 and config.batch_size == 128  # file, default
     assert sweep == {"lr": [0.001, 0.0003], "gamma": [0.5, 0.7]}  # flags over the file
+    assert overrides == {"env_name": "CartPole-v1", "num_envs": 8, "lr": 0.001, "gamma": 0.5}
 
 
 @pytest.mark.parametrize(
@@ -354,11 +357,15 @@ def test_one_program_reports_from_inside_and_matches_the_chunked_run() -> None:
     assert [e["phase"] for e in events] == ["compiling", "running", "running", "running"]
     assert [e["steps"] for e in events[1:]] == [20, 40, 60]  # every 2 iterations, in order
     assert events[-1]["fraction"] == 1 and events[-1]["eta"] == 0
-    # recent_return / recent_loss: the finite values of the last 2 iterations,
-    # mean over the 4 runs (the return is NaN at every other iteration).
+    # recent_return / recent_loss: the finite values of the run's recent
+    # window (all of a 6-iteration run: loop.recent_window), each run's mean
+    # then the mean over the 4 runs (the return is NaN at every other
+    # iteration; no episode counts: each finite iteration weighs 1).
     returns, loss = (np.asarray(one.metrics[k]) for k in ("episode_return_mean", "loss"))
+    assert loop.recent_window(6) == 6
     assert events[1]["recent_return"] == pytest.approx(returns[:, 1].mean(), rel=1e-6)
-    assert events[2]["recent_loss"] == pytest.approx(loss[:, 2:4].mean(), rel=1e-6)
+    assert events[2]["recent_return"] == pytest.approx(returns[:, [1, 3]].mean(), rel=1e-6)
+    assert events[2]["recent_loss"] == pytest.approx(loss[:, :4].mean(), rel=1e-6)
     assert "evaluation" not in events[1]  # the trainer reports none
     chunked_events = []
     chunked = loop.run_training(

@@ -83,6 +83,9 @@ def test_notebook_runs_top_to_bottom(name: str, tmp_path, monkeypatch) -> None:
     elif name == "end_to_end_ppo.ipynb":
         assert "4 runs x 6 iterations" in text
         assert text.count("final average return") == 4
+        # runs.train from the preset: its first line, its table
+        assert "ppo on CartPole-v1 (preset CartPole-v1), 1,024 steps per seed" in text
+        assert "final returns: [" in text and "final return: the mean return" in text
         assert images == 1
     else:
         from jaxsample import bench

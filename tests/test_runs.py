@@ -453,19 +453,21 @@ def test_a_save_that_fails_for_another_reason_than_the_disk_is_not_a_write_error
 def test_a_preset_trains_from_python_as_the_command_line_trains_it() -> None:
     """``runs.train(preset=NAME)`` trains the config ``jaxsample train``
     builds for that preset (every preset); an explicit config means what it
-    says; a wrong name is one line naming the closest."""
+    says (with a preset too: an error); a wrong name is one line naming the
+    closest."""
     from jaxsample.algos import presets
     from jaxsample.cli.config import choose_preset, resolve_config
-    from jaxsample.runs.run import _config_of
 
     for name, preset in presets.presets().items():
         chosen = choose_preset(name, preset.algo, preset.env, False)
-        cli, _ = resolve_config(preset.algo, preset.env, False, {}, {}, None, chosen)
-        assert _config_of(None, name) == cli, name
-    assert _config_of(TINY, "CartPole-v1") is TINY
+        cli = resolve_config(preset.algo, preset.env, False, {}, {}, None, chosen).config
+        assert presets.resolve(preset=name) == (cli, name), name
+    assert presets.resolve(TINY) == (TINY, None)
+    with pytest.raises(ValueError, match="pass config or preset, not both"):
+        presets.resolve(TINY, "CartPole-v1")
     with pytest.raises(ValueError, match=r"preset: no preset 'CartPole-v2' \(did you mean"):
         runs.train(preset="CartPole-v2", **QUIET)
-    with pytest.raises(TypeError, match="needs a config or a preset"):
+    with pytest.raises(TypeError, match="needs a config, or preset=NAME"):
         runs.train(**QUIET)
 
 
@@ -480,10 +482,11 @@ def test_the_first_line_says_how_long_the_run_is_and_its_preset(tmp_path) -> Non
     plan = _Plan.of(config, 4, 0, {}, 20, "CartPole-v1")
     first = _describe(plan)[0]
     steps = plan.iterations * config.num_envs * config.num_steps
-    assert f"CartPole-v1, {steps:,} steps per seed (preset CartPole-v1), 4 run(s)" in first
+    assert f"CartPole-v1 (preset CartPole-v1), {steps:,} steps per seed (" in first
+    assert "4 seeds (4 runs under one vmap)" in first
     lines: list[str] = []
     runs.train(TINY, progress=False, say=lines.append)
-    assert "CartPole-v1, 128 steps per seed (no preset), 1 run(s)" in lines[0]
+    assert "CartPole-v1 (no preset), 128 steps per seed (8 iterations x 16), 1 seed" in lines[0]
 
 
 _STOPPED = """

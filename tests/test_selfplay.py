@@ -387,7 +387,6 @@ def test_the_live_bar_of_a_game_fits_and_shows_win_or_draw(monkeypatch, width: i
              "steps_per_second": 31_250.0, "elapsed": 75.0, "eta": 19.0, "recent_return": 1.0,
              "recent_loss": 0.004066,
              "evaluation": {"win_or_draw_vs_random": 0.9296875, "win_vs_random": 0.5}})  # fmt: skip
-    display._progress.refresh()
     display.close()
     last = [x for x in stream.getvalue().splitlines() if x.strip()][-1]
     assert "…" not in last and len(last) <= width, last

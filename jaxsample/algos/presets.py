@@ -16,14 +16,18 @@ trainer runs it (no code path of its own). Imports no JAX.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import importlib.resources
 import tomllib
 from typing import Any
 
 from jaxsample.algos import registry
+from jaxsample.errors import ConfigTypeError
 
-__all__ = ["PRESETS_FILE", "Preset", "for_env", "get", "name_of", "names", "presets"]
+__all__ = [
+    "PRESETS_FILE", "Preset", "for_env", "get", "name_of", "names", "presets", "resolve",
+]  # fmt: skip
 
 #: The data file, in this package (declared as package data).
 PRESETS_FILE = "presets.toml"
@@ -60,9 +64,22 @@ class Preset:
 
     def config(self, **overrides: Any) -> Any:
         """The preset as its algorithm's config (a
-        [`PPOConfig`][jaxsample.algos.configs.PPOConfig]) for its env
-        (``overrides`` on top)."""
+        [`PPOConfig`][jaxsample.algos.configs.PPOConfig]) for its env, with
+        ``overrides`` (config fields) on top: the one way a config is built
+        from a preset, by ``jaxsample train`` (its config file's and flags'
+        values, ``--env``, are the overrides) and by
+        ``jaxsample.runs.train(preset=NAME, overrides=...)``.
+
+        Raises:
+          ConfigTypeError: an override that is no field of the config (the
+            closest named); the config's own errors for a bad value.
+        """
         config_type = registry.get(self.algo).config_type
+        fields = [f.name for f in dataclasses.fields(config_type)]
+        for name in sorted(set(overrides) - set(fields)):
+            close = difflib.get_close_matches(name, fields, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigTypeError(name, f"is not a field of {config_type.__name__}{hint}")
         return config_type(**{"env_name": self.env, **self.values, **overrides})
 
 
@@ -88,13 +105,13 @@ def names() -> list[str]:
 
 
 def get(name: str) -> Preset:
-    """The preset ``name``; ``KeyError`` (naming the closest) for another."""
+    """The preset ``name``; ``KeyError`` (naming the closest ones and listing
+    all) for another."""
     found = presets().get(name)
     if found is None:
-        import difflib
-
-        close = difflib.get_close_matches(name, names(), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
+        close = difflib.get_close_matches(name, names(), n=3, cutoff=0.5)
+        hint = ", ".join(close[:-1]) + " or " * (len(close) > 1) + close[-1] if close else ""
+        hint = f" (did you mean {hint}?)" if hint else ""
         raise KeyError(f"no preset {name!r}{hint}; presets: none, {', '.join(names())}")
     return found
 
@@ -102,3 +119,44 @@ def get(name: str) -> Preset:
 def for_env(env: str, algo: str = "ppo") -> Preset | None:
     """The preset tuned for ``env`` and ``algo`` (its name: `name_of`), or None."""
     return presets().get(name_of(env, algo))
+
+
+def resolve(
+    config: Any = None, preset: str | Preset | None = None, overrides: dict[str, Any] | None = None
+) -> tuple[Any, str | None]:
+    """``(config, preset name)``: what a run trains
+    (`jaxsample.runs.train`'s ``config``, ``preset``, ``overrides``) and the
+    preset it came from. Either ``config``, trained exactly as given (no
+    preset), or the preset ``preset`` (a name, or a `Preset`) built into its
+    config with ``overrides`` on top (`Preset.config`, as ``jaxsample
+    train`` builds it: ``preset="CartPole-v1"`` is ``jaxsample train --env
+    CartPole-v1``).
+
+    Raises:
+      ValueError: both ``config`` and ``preset``; ``overrides`` without a
+        preset; an unknown preset (the closest names, and every name).
+      TypeError: neither; an override that is no config field (the closest
+        named).
+    """
+    if config is not None and preset is not None:
+        raise ValueError(
+            "pass config or preset, not both: a config is trained exactly as given; a "
+            "preset's config with other values is preset=NAME, overrides={field: value}"
+        )
+    if preset is None:
+        if config is None:
+            raise TypeError("a run needs a config, or preset=NAME (a tuned config)")
+        if overrides:
+            raise ValueError(
+                "overrides go with preset=NAME: a config is trained exactly as given "
+                "(dataclasses.replace(config, ...) changes it)"
+            )
+        return config, None
+    name = preset.name if isinstance(preset, Preset) else preset
+    if not isinstance(name, str):
+        raise TypeError(f"preset must be a preset's name, got {preset!r}")
+    try:
+        found = get(name)
+    except KeyError as e:
+        raise ValueError(f"preset: {e.args[0]}") from None
+    return found.config(**(overrides or {})), found.name

@@ -35,12 +35,20 @@ class Reports:
     Attributes:
       returns: the mean return of the episodes completed in the iteration
         (NaN when none did): learning curves, the recent return.
+      episodes: the number of episodes completed in the iteration (what
+        weighs each iteration's mean in the recent return:
+        `jaxsample.runs.loop.recent_returns`), or None (each iteration with
+        episodes weighs 1).
       loss: the iteration's loss, or None.
       evaluation: the metrics of an evaluation the trainer runs inside some
         iterations (NaN at the others), the headline first; empty for none.
+        Where there is one, the headline stands for the return wherever one
+        figure tells how a run does (the live display, the closing table): a
+        self-play game's return is 1 or 0 whatever is learned.
     """
 
     returns: str = "episode_return_mean"
+    episodes: str | None = "n_episodes"
     loss: str | None = "loss"
     evaluation: tuple[str, ...] = ()
 

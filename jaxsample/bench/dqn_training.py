@@ -71,9 +71,9 @@ def dqn_training(
       "total", "all"}}, "size": {program: {"jaxpr_eqns", "hlo_fusions"}},
       "run_s": {program: {"median", "all"}}, "ratios":
       {"train/reference_run": {"run", "compile"}}, "final_return": {program:
-      [R]}}``; the final return is what ``jaxsample train`` reports, the mean
-      of the last 10 iterations' episode returns (iterations that ended an
-      episode).
+      [R]}}``; the final return is the benchmarks' (`runs.loop.final_returns`),
+      the mean of the last 10 iterations' episode returns (iterations that
+      ended an episode).
     """
     config = dqn.DQNConfig() if config is None else config
     if not isinstance(config, dqn.DQNConfig):

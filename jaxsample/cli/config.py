@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import os
 import types
 import typing
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from jaxsample.algos import presets, registry
 from jaxsample.cli.flags import FlagValueError, add_bool_flag, canonical_keys
 from jaxsample.errors import ConfigError, UsageError
 
 __all__ = [
+    "Resolved",
     "add_config_flags",
     "config_flag_values",
     "config_type",
@@ -304,6 +303,24 @@ def usage_error(
     return UsageError(error.named(field_flag(error.field, flag_names)))
 
 
+class Resolved(NamedTuple):
+    """What `resolve_config` resolves.
+
+    Attributes:
+      config: the algorithm's config.
+      sweep: ``{field: values}`` of the swept ``HParams`` fields (the config
+        holds the first values).
+      overrides: the fields set over the preset (``--env``, the file's, the
+        flags', the algorithm's fixed ones):
+        ``preset.config(**overrides)`` is ``config``, what
+        ``jaxsample.runs.train(preset=..., overrides=...)`` trains.
+    """
+
+    config: Any
+    sweep: dict[str, list[float]]
+    overrides: dict[str, Any]
+
+
 def resolve_config(
     algo: str,
     env: str,
@@ -313,10 +330,11 @@ def resolve_config(
     path: str | None = None,
     preset: Any = None,
     flag_names: dict[str, str] | None = None,
-) -> tuple[Any, dict[str, list[float]]]:
-    """``(config, sweep)``: the algorithm's config (defaults, then the
-    ``preset``'s values, then the file, then the flags) and ``{field:
-    values}`` of the swept ``HParams`` fields.
+) -> Resolved:
+    """The algorithm's config: the defaults, then the ``preset``'s values
+    (`jaxsample.algos.presets.Preset.config`), then the file, then the
+    flags; with the swept ``HParams`` fields and the overrides of the preset
+    (`Resolved`).
 
     Raises ``UsageError`` naming the flag (as typed: ``flag_names``) or file
     key of a bad value.
@@ -325,41 +343,32 @@ def resolve_config(
     hints = _field_types(algorithm.config_type)
     fields = {f.name for f in dataclasses.fields(algorithm.config_type)} - set(_OWN_FLAGS)
     _check_known(file_values, fields, algo, path)
-    values = {} if preset is None else {
-        k: _from_file(k, v, hints[k], False, f"preset {preset.name}")
-        for k, v in preset.values.items()
-    }  # fmt: skip
-    values.update(
-        (k, _from_file(k, v, hints[k], k in algorithm.hparams_fields, str(path)))
+    values = {
+        k: _from_file(k, v, hints[k], k in algorithm.hparams_fields, str(path))
         for k, v in file_values.items()
         if k in fields
-    )
+    }
     values.update(flags)
     sweep = {k: v for k, v in values.items() if isinstance(v, list)}
     for name, listed in sweep.items():
         if not listed:
             raise UsageError(f"{field_flag(name, flag_names)}: an empty list")
         values[name] = listed[0]  # the config holds the first; the sweep overrides it
-    overrides = {"env_name": env, **values}
+    overrides = {"env_name": env, **values, **algorithm.fixed}
     if mask_velocity and algorithm.masked_config is None:
         masked = [a.name for a in registry.ALGORITHMS.values() if a.masked_config is not None]
         raise UsageError(f"--mask-velocity goes with --algo {' or '.join(masked)}")
-    try:  # with --mask-velocity: the POMDP preset (tuned for the recurrent agent)
-        config = algorithm.config(mask_velocity, **overrides)
+
+    def build(**changed: Any) -> Any:  # with --mask-velocity: the POMDP preset
+        if preset is not None:
+            return preset.config(**{**overrides, **changed})
+        return algorithm.config(mask_velocity, **{**overrides, **changed})
+
+    try:
+        config = build()
         for name, listed in sweep.items():  # every swept value, not only the first
             for value in listed[1:]:
-                algorithm.config(mask_velocity, **{**overrides, name: value})
-        return config, sweep
+                build(**{name: value})
+        return Resolved(config, sweep, overrides)
     except (TypeError, ValueError) as e:
         raise usage_error(e, file_values, flags, path, flag_names) from None
-
-
-def sweep_runs(
-    seeds: Sequence[int], sweep: dict[str, list[float]]
-) -> tuple[list[int], list[dict[str, float]]]:
-    """``(seed of each run, swept values of each run)``: seeds outermost, then
-    every combination of the swept values (the cartesian product, in order)."""
-    names = list(sweep)
-    product = itertools.product(*(sweep[n] for n in names))
-    combos = [dict(zip(names, c, strict=True)) for c in product]
-    return [s for s in seeds for _ in combos], [c for _ in seeds for c in combos]

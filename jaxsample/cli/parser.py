@@ -81,7 +81,7 @@ def _help_start(argv: Sequence[str], algo: str) -> tuple[Any, str | None]:
     file_values = load_config_file(known.config) if known.config else {}
     s = train_command.settings(known, file_values)  # what `train` resolves
     preset = choose_preset(s["preset"], algo, s["env"], s["mask_velocity"])
-    config, _ = resolve_config(algo, s["env"], s["mask_velocity"], {}, {}, None, preset)
+    config = resolve_config(algo, s["env"], s["mask_velocity"], {}, {}, None, preset).config
     if preset is not None:
         return config, f"preset {preset.name}"
     return config, "the --mask-velocity config" if s["mask_velocity"] else None

@@ -37,7 +37,7 @@ def make_trainer(args: argparse.Namespace) -> tuple[Any, int]:
     flags = {}
     if getattr(args, "total_steps", None) is not None:
         flags["total_timesteps"] = args.total_steps
-    config, _ = resolve_config(args.algo, args.env, bool(args.mask_velocity), {}, flags)
+    config = resolve_config(args.algo, args.env, bool(args.mask_velocity), {}, flags).config
     return build_trainer(config), config.steps_per_iteration
 
 
@@ -78,7 +78,7 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
         raise UsageError(f"--checkpoint-dir {args.checkpoint_dir!r} is a file")
     preset = choose_preset(s["preset"], s["algo"], s["env"], s["mask_velocity"])
     flag_names = getattr(args, "flag_names", None)  # the flags' names as typed
-    config, sweep = resolve_config(
+    resolved = resolve_config(
         s["algo"], s["env"], s["mask_velocity"], file_values, args.config_flags, args.config,
         preset, flag_names,
     )  # fmt: skip
@@ -88,20 +88,26 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
 
     if not csv_given:
         print(f"every metric goes to {os.path.abspath(args.csv)} (--csv to choose)")
+    # From a preset: the preset's name and the fields over it, which the run
+    # builds into the config as runs.train(preset=...) does; else the config.
+    trains = {"config": resolved.config} if preset is None else {
+        "preset": preset.name, "overrides": resolved.overrides,
+    }  # fmt: skip
     try:
         result = run.train(
-            config, seeds=s["seeds"], seed=s["seed"], sweep=sweep, folder=args.checkpoint_dir,
-            chunks=s["chunks"], **every, json=args.json, csv=args.csv, plot=args.plot,
-            tensorboard=args.tensorboard, wandb_project=args.wandb_project if args.wandb else None,
-            signals=signals, folder_flag="--checkpoint-dir", stopped=_to_stderr,
-            preset=None if preset is None else preset.name,
+            **trains, seeds=s["seeds"], seed=s["seed"], sweep=resolved.sweep,
+            folder=args.checkpoint_dir, chunks=s["chunks"], **every, json=args.json,
+            csv=args.csv, plot=args.plot, tensorboard=args.tensorboard,
+            wandb_project=args.wandb_project if args.wandb else None, signals=signals,
+            folder_flag="--checkpoint-dir", say_stopped=_stderr,
         )  # fmt: skip
     except ConfigError as e:  # what only the trainer checks (the env's name), before it runs
         raise usage_error(e, file_values, args.config_flags, args.config, flag_names) from None
     return result.exit_status
 
 
-def _to_stderr(line: str) -> None:
+def _stderr(line: str) -> None:
+    """A stopped run's line (`jaxsample.runs.run.final_line`), on stderr."""
     print(line, file=sys.stderr, flush=True)
 
 

@@ -4,8 +4,9 @@
 from jaxsample import runs
 from jaxsample.algos.configs import PPOConfig
 
-result = runs.train(PPOConfig(env_name="CartPole-v1"), seeds=4, folder="runs/cp",
-                    json="cp.json", plot="cp.png")
+result = runs.train(preset="CartPole-v1", seeds=4, folder="runs/cp",  # jaxsample train
+                    json="cp.json", plot="cp.png")                    # --env CartPole-v1
+plain = runs.train(PPOConfig(env_name="CartPole-v1"))   # exactly this config: no preset
 run = runs.load("runs/cp")               # config, parameters, agent, evaluator
 ```
 

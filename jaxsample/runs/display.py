@@ -10,10 +10,15 @@ A `LiveDisplay` is a progress callback (``display(event)``) of the events
 headline is shown under its own name instead of the return (a self-play
 game's return is 1 or 0 whatever is learned; its evaluation against an
 opponent tells). Whoever produces such events (a compiled chunk returning, or
-a host callback from inside one compiled program) can feed it. On a terminal
-it draws a rich progress bar (below `WIDE` columns, e.g. 80, with short
-figures: ``1.23M/4.00M 74.8k/s 0:01:15 ETA 0:37 R 440 L 0.0041``, so that
-nothing is cut); otherwise it prints one plain line per event.
+a host callback from inside one compiled program) can feed it.
+
+On a terminal it draws one live line with rich (a spinner, a bar, the
+figures), laid out anew for the terminal's width at every refresh: the
+fullest layout that fits (``1,234,944/4,000,000 steps 74,816 steps/s`` and
+``return 440.3  loss 0.004066`` where there is room; short figures,
+``1.23M/4.00M 74.8k/s ... R 440.3 L 0.0041``, on an 80-column terminal;
+fewer figures and then no bar on a narrower one), so that no line is ever
+cut or wrapped. Otherwise it prints one plain line per event.
 """
 
 from __future__ import annotations
@@ -36,22 +41,131 @@ def format_seconds(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-#: Terminal columns from which the live bar shows every figure in full.
-WIDE = 120
+def _clock(seconds: float) -> str:
+    """``h:mm:ss`` always (the live line's elapsed time)."""
+    seconds = round(max(seconds, 0.0))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 def _short(x: float) -> str:
-    """``1234944`` -> ``1.23M``, ``74816`` -> ``74.8k`` (3 significant digits)."""
+    """Three significant digits and a unit: ``1234944`` -> ``1.23M``,
+    ``74816`` -> ``74.8k``, ``136000`` -> ``136k``, ``999600`` -> ``1.00M``;
+    under 1000 the integer (``500``)."""
     if not math.isfinite(x):
         return "?"
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:#.3g}{unit}"
-    return f"{x:.0f}"
+    if abs(x) < 999.5:
+        return f"{x:.0f}"
+    for unit, scale in (("k", 1e3), ("M", 1e6), ("G", 1e9), ("T", 1e12)):
+        rounded = float(f"{x / scale:.3g}")
+        if abs(rounded) < 1000 or unit == "T":
+            decimals = max(0, 2 - math.floor(math.log10(abs(rounded))))
+            return f"{rounded:.{decimals}f}{unit}"
+    raise AssertionError("unreachable")
 
 
 def _num(x: float, spec: str) -> str:
     return "n/a" if not math.isfinite(x) else format(x, spec)
+
+
+def _short_name(name: str, limit: int = 11) -> str:
+    """A metric's name for the narrow line: its leading ``_``-separated words
+    that fit in ``limit`` characters (at least the first word)."""
+    words = name.split("_")
+    out = words[0]
+    for word in words[1:]:
+        if len(out) + 1 + len(word) > limit:
+            break
+        out += "_" + word
+    return out
+
+
+class _Line:
+    """The live line, a rich renderable: the latest figures, laid out for
+    the width rich gives it at each refresh (`layouts`)."""
+
+    #: The bar's widths: (most, fewest) columns, in the full and short layouts.
+    BARS = ((40, 10), (40, 6))
+
+    def __init__(self, total_steps: int = 0) -> None:
+        from rich.spinner import Spinner
+
+        self.spinner = Spinner("dots")
+        self.started = time.perf_counter()
+        self.total_steps = total_steps
+        self.event: dict[str, Any] | None = None
+
+    def layouts(self, elapsed: float) -> list[tuple[str, list[str], int, int]]:
+        """``(description, figures, most bar columns, fewest)`` from the
+        fullest layout to the most compact (bar columns 0: no bar)."""
+        clock = _clock(elapsed)
+        p = self.event
+        (full, least), (short, shortest) = self.BARS
+        if p is None:
+            steps = [f"for {self.total_steps:,} steps"] if self.total_steps else []
+            return [
+                ("compiling", ["the training program", *steps, clock], 0, 0),
+                ("compiling", [clock], 0, 0),
+            ]
+        steps, total = int(p["steps"]), int(p.get("total_steps", 0)) or int(p["steps"])
+        rate = p.get("steps_per_second", math.nan)
+        eta = f"ETA {format_seconds(p.get('eta', math.nan))}"
+        ret, loss = p.get("recent_return", math.nan), p.get("recent_loss", math.nan)
+        # the headline evaluation metric, where the trainer reports one
+        name, value = next(iter((p.get("evaluation") or {}).items()), (None, math.nan))
+        if name is None:
+            head, tight = f"return {_num(ret, '.1f')}", f"R {_num(ret, '.4g')}"
+        else:
+            head = f"{name} {_num(value, '.3f')}"
+            tight = f"{_short_name(name)} {_num(value, '.2f')}"
+        wide = [f"{steps:,}/{total:,} steps", f"{_num(rate, ',.0f')} steps/s", clock, eta]
+        narrow = [f"{_short(steps)}/{_short(total)}", f"{_short(rate)}/s", clock, eta]
+        return [
+            ("training", [*wide, f"{head}  loss {_num(loss, '.4g')}"], full, least),
+            ("", [*narrow, f"{tight} L {_num(loss, '.2g')}"], short, shortest),
+            ("", [*narrow[:2], eta, tight], short, shortest),
+            ("", [narrow[0], eta, tight], 0, 0),
+            ("", [narrow[0], tight], 0, 0),
+        ]
+
+    def text(self, width: int, now: float) -> Any:
+        """The line for ``width`` columns (a rich ``Text``): the fullest
+        layout whose figures and fewest bar columns fit, its bar as wide as
+        the room allows up to its most (the last layout cropped where
+        nothing fits)."""
+        from rich.text import Text
+
+        spinner = self.spinner.render(now)
+        line = Text.assemble(spinner, " ") if isinstance(spinner, Text) else Text()
+        room = width - len(line)
+        for description, figures, most, fewest in self.layouts(now - self.started):
+            used = len(" ".join([description, *figures]).strip())
+            free = room - used - (1 if most else 0)
+            if free >= fewest:
+                break
+        if description:
+            line.append(description + " ", style="bold")
+        bar = min(most, free)
+        if bar > 0:
+            line.append_text(self._bar(bar))
+            line.append(" ")
+        line.append(" ".join(figures))
+        line.truncate(width, overflow="crop")
+        return line
+
+    def _bar(self, columns: int) -> Any:
+        """The bar, ``columns`` wide, in half-column steps (rich's glyphs)."""
+        from rich.text import Text
+
+        fraction = min(max(float((self.event or {}).get("fraction", 0.0)), 0.0), 1.0)
+        halves = round(fraction * columns * 2)
+        done, half = divmod(halves, 2)
+        style = "bar.finished" if fraction >= 1 else "bar.complete"
+        bar = Text("━" * done + "╸" * half, style=style)
+        bar.append("━" * (columns - done - half), style="bar.back")
+        return bar
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        yield self.text(options.max_width, console.get_time())
 
 
 class LiveDisplay:
@@ -59,14 +173,15 @@ class LiveDisplay:
 
     Args:
       stream: where to draw (default: the current ``sys.stdout``).
-      live: draw a rich progress bar (default: when ``stream`` is a terminal).
+      live: draw a live line with rich (default: when ``stream`` is a
+        terminal), else plain lines.
     """
 
     def __init__(self, stream: TextIO | None = None, live: bool | None = None) -> None:
         self.stream = sys.stdout if stream is None else stream
         self.live = self.stream.isatty() if live is None else live
-        self._progress: Any = None
-        self._task: Any = None
+        self._live: Any = None
+        self._line: _Line | None = None
         self._started = time.perf_counter()
 
     def __call__(self, event: dict[str, Any]) -> None:
@@ -76,10 +191,10 @@ class LiveDisplay:
             self._running(event)
 
     def close(self) -> None:
-        """Stop drawing (the bar stays on screen)."""
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+        """Stop drawing (the last line stays on screen)."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
     # -- events ----------------------------------------------------------------
 
@@ -90,91 +205,28 @@ class LiveDisplay:
             self.stream.flush()
             return
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            Progress,
-            SpinnerColumn,
-            TextColumn,
-            TimeElapsedColumn,
-        )
+        from rich.live import Live
 
+        self._line = _Line(int(event.get("total_steps", 0)))
         console = Console(file=self.stream)
-        # Under WIDE columns every figure in full; narrower (an 80-column
-        # terminal) short figures and no description, so that nothing is cut.
-        self._compact = console.width < WIDE
-        columns = [SpinnerColumn()]
-        if not self._compact:
-            columns.append(TextColumn("[bold]{task.description}"))
-        columns += [
-            BarColumn(bar_width=16 if self._compact else 40),
-            TextColumn("{task.fields[steps]}"),
-            TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA {task.fields[eta]}"),
-            TextColumn("{task.fields[stats]}"),
-        ]
-        self._progress = Progress(*columns, console=console, refresh_per_second=4)
-        self._task = self._progress.add_task(
-            "compiling",
-            total=None,
-            steps="",
-            rate="",
-            eta="?",
-            stats="compiling" if self._compact else "",
-        )
-        self._progress.start()
+        self._live = Live(self._line, console=console, refresh_per_second=4)
+        self._live.start()
 
     def _running(self, p: dict[str, Any]) -> None:
-        steps, total = int(p["steps"]), int(p.get("total_steps", 0)) or None
-        ret = _num(p.get("recent_return", math.nan), ".1f")
-        loss = _num(p.get("recent_loss", math.nan), ".4g")
-        # the headline evaluation metric, where the trainer reports one
-        name, value = next(iter((p.get("evaluation") or {}).items()), (None, math.nan))
-        elapsed = p.get("elapsed", time.perf_counter() - self._started)
-        if self._progress is not None:
-            if self._compact:
-                ret = _num(p.get("recent_return", math.nan), ".4g")
-                loss = _num(p.get("recent_loss", math.nan), ".2g")
-                head = f"R {ret}" if name is None else f"{_short_name(name)} {_num(value, '.2f')}"
-                figures = {
-                    "steps": f"{_short(steps)}/{_short(total or steps)}",
-                    "rate": f"{_short(p['steps_per_second'])}/s",
-                    "stats": f"{head} L {loss}",
-                }
-            else:
-                head = f"return {ret}" if name is None else f"{name} {_num(value, '.3f')}"
-                figures = {
-                    "steps": f"{steps:,}/{total or steps:,} steps",
-                    "rate": f"{p['steps_per_second']:,.0f} steps/s",
-                    "stats": f"{head}  loss {loss}",
-                }
-            self._progress.update(
-                self._task,
-                description="training",
-                total=total or steps,
-                completed=steps,
-                eta=format_seconds(p.get("eta", math.nan)),
-                **figures,
-            )
+        if self._live is not None and self._line is not None:
+            self._line.event = p
+            self._live.refresh()
             if p.get("fraction", 0.0) >= 1:
                 self.close()
             return
+        ret = _num(p.get("recent_return", math.nan), ".1f")
+        loss = _num(p.get("recent_loss", math.nan), ".4g")
+        name, value = next(iter((p.get("evaluation") or {}).items()), (None, math.nan))
+        elapsed = p.get("elapsed", time.perf_counter() - self._started)
         head = f"recent return {ret}" if name is None else f"{name} {_num(value, '.3f')}"
         self.stream.write(
-            f"{p['fraction']:6.1%}  steps {steps:>10,}  {p['steps_per_second']:>10,.0f} steps/s  "
-            f"elapsed {format_seconds(elapsed)}  ETA {format_seconds(p.get('eta', math.nan))}  "
-            f"{head}  loss {loss}\n"
+            f"{p['fraction']:6.1%}  steps {p['steps']:>10,}  {p['steps_per_second']:>10,.0f} "
+            f"steps/s  elapsed {format_seconds(elapsed)}  ETA "
+            f"{format_seconds(p.get('eta', math.nan))}  {head}  loss {loss}\n"
         )
         self.stream.flush()
-
-
-def _short_name(name: str, limit: int = 11) -> str:
-    """A metric's name for the narrow bar: its leading ``_``-separated words
-    that fit in ``limit`` characters (at least the first word)."""
-    words = name.split("_")
-    out = words[0]
-    for word in words[1:]:
-        if len(out) + 1 + len(word) > limit:
-            break
-        out += "_" + word
-    return out

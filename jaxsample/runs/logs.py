@@ -4,7 +4,9 @@ Biases, each when asked.
 Every per-iteration metric the trainer returns is logged for every run, with
 the run's environment steps as the x axis: the CSV has one row per (run,
 iteration) with columns ``run``, ``seed``, the swept settings (``hparams.<field>``), ``iteration``,
-``env_steps`` and one column per metric; TensorBoard gets one sub-folder per
+``env_steps``, one column per metric and ``recent_return`` (the run's recent
+return after the iteration, `jaxsample.runs.loop.recent_returns`: the figure
+the live display shows and the closing table ends with); TensorBoard gets one sub-folder per
 run (``seed0``, ``seed1_lr0.001``, ...: one series per seed) with scalars
 ``train/<metric>``; W&B one run per seed/setting in one group. Undefined
 values (a NaN mean: no episode ended in that iteration) are empty in TensorBoard
@@ -89,10 +91,17 @@ class MetricLogs:
                 run.define_metric("train/*", step_metric="env_steps")
                 self._wandb.append(run)
 
-    def write(self, metrics: dict[str, np.ndarray], steps_per_iteration: int) -> None:
+    def write(
+        self, metrics: dict[str, np.ndarray], steps_per_iteration: int,
+        derived: dict[str, np.ndarray] | None = None,
+    ) -> None:  # fmt: skip
         """Log the iterations of ``metrics`` (``[R, I]`` each, the whole
-        history so far) that are not logged yet."""
+        history so far) that are not logged yet, with the ``derived`` figures
+        of the run (``[R, I]`` each: ``recent_return``) in columns after the
+        metrics'."""
         names = sorted(k for k in metrics if k != "env_steps")
+        metrics = {**metrics, **(derived or {})}
+        names += [k for k in derived or {} if k not in names]
         total = next(iter(metrics.values())).shape[1]
         if self._columns is None:
             swept = [f"hparams.{k}" for k in (self.settings[0] if self.settings else {})]

@@ -32,8 +32,15 @@ from jaxsample.runs.program_store import ProgramStore
 from jaxsample.runs.programs import Chunks, Hooks, OneProgram
 
 __all__ = [
-    "TrainingResult", "chunk_size", "final_returns", "latest", "run_inputs", "run_training",
+    "RECENT_FRACTION", "RECENT_MIN", "TrainingResult", "chunk_size", "final_returns", "latest",
+    "recent_of", "recent_returns", "recent_window", "run_inputs", "run_training",
 ]  # fmt: skip
+
+#: The recent return spans the last ``1 / RECENT_FRACTION`` of a run's
+#: iterations (`recent_window`) ...
+RECENT_FRACTION = 20
+#: ... and at least this many (a shorter run: all of them).
+RECENT_MIN = 10
 
 
 def chunk_size(num_iterations: int, chunks: int) -> int:
@@ -47,6 +54,68 @@ def chunk_size(num_iterations: int, chunks: int) -> int:
         if num_iterations % size == 0:
             return size
     return min(num_iterations, target)
+
+
+def recent_window(num_iterations: int) -> int:
+    """The iterations a run's recent return spans (`recent_returns`): the last
+    twentieth of its ``num_iterations`` (`RECENT_FRACTION`), at least
+    `RECENT_MIN` (all of a shorter run). Fixed for the run: the chunks, a
+    resume or the one program's reports do not change it."""
+    n = max(int(num_iterations), 1)
+    return min(n, max(RECENT_MIN, math.ceil(n / RECENT_FRACTION)))
+
+
+def recent_returns(returns: Any, episodes: Any = None, window: int = RECENT_MIN) -> np.ndarray:
+    """``[R, I]``: after each iteration, each run's recent return, the mean
+    return of the episodes that ended in the last ``window`` iterations.
+
+    Args:
+      returns: ``[R, I]`` each iteration's mean episode return (NaN where no
+        episode ended).
+      episodes: ``[R, I]`` each iteration's number of ended episodes (the
+        weight of its mean), or None (an iteration with episodes weighs 1).
+      window: iterations (`recent_window`).
+
+    Where no episode ended in the last ``window`` iterations the value is the
+    previous iteration's (held), NaN before the first episode. A value
+    depends only on the iterations up to its own, so a chunk's end, a stop,
+    the one program's reports and the whole run read the same number for
+    one iteration.
+    """
+    window = int(window)
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    returns = np.asarray(returns, np.float64)
+    returns = returns.reshape(returns.shape[0], -1)
+    ended = np.isfinite(returns)
+    if episodes is None:
+        counts = ended.astype(np.float64)
+    else:
+        counts = np.where(ended, np.asarray(episodes, np.float64).reshape(returns.shape), 0.0)
+    totals = np.where(ended, returns, 0.0) * counts
+
+    def last_window(x: np.ndarray) -> np.ndarray:  # sums over (i - window, i]
+        sums = np.cumsum(x, axis=1)
+        sums[:, window:] -= sums[:, :-window].copy()
+        return sums
+
+    n, total = last_window(counts), last_window(totals)
+    has = n > 0
+    means = np.divide(total, n, out=np.full(n.shape, np.nan), where=has)
+    latest_with = np.maximum.accumulate(np.where(has, np.arange(n.shape[1]), -1), axis=1)
+    held = np.take_along_axis(means, np.maximum(latest_with, 0), axis=1)
+    return np.where(latest_with >= 0, held, np.nan)
+
+
+def recent_of(history: dict[str, np.ndarray], reports: Reports, window: int) -> np.ndarray:
+    """``[R, I]`` `recent_returns` of a run's metric ``history`` (``[R, I]``
+    each): ``reports.returns`` weighted by ``reports.episodes`` where the
+    trainer reports it; all NaN without the return."""
+    if reports.returns not in history:
+        shape = np.shape(next(iter(history.values()))) if history else (1, 0)
+        return np.full(shape, np.nan)
+    counts = history.get(reports.episodes) if reports.episodes else None
+    return recent_returns(history[reports.returns], counts, window)
 
 
 @dataclasses.dataclass
@@ -69,6 +138,8 @@ class TrainingResult:
         interrupted; 0: ``I``).
       reports: what the metrics are (the trainer's
         [`Reports`][jaxsample.algos.trainer.Reports]).
+      recent_window: the iterations the recent return spans (0:
+        `recent_window` of ``num_iterations``).
     """
 
     env_steps: np.ndarray
@@ -81,9 +152,11 @@ class TrainingResult:
     interrupted: bool = False
     num_iterations: int = 0
     reports: Reports = dataclasses.field(default_factory=Reports)
+    recent_window: int = 0
 
     def __post_init__(self) -> None:
         self.num_iterations = int(self.num_iterations) or len(self.env_steps)
+        self.recent_window = int(self.recent_window) or recent_window(self.num_iterations)
 
     @property
     def iterations(self) -> int:
@@ -95,9 +168,20 @@ class TrainingResult:
         """Environment steps per seed."""
         return int(self.env_steps[-1]) if len(self.env_steps) else 0
 
-    def final_returns(self, window: int = 10) -> np.ndarray:
-        """``[R]`` per-run mean of the last ``window`` finite iteration returns."""
-        return final_returns(self.returns, window)
+    def recent_returns(self, window: int | None = None) -> np.ndarray:
+        """``[R, I]`` each run's recent return after each iteration
+        (`recent_returns`: the mean return of the episodes that ended in the
+        last ``window`` iterations, default `recent_window`; the CSV's
+        ``recent_return``)."""
+        history = {**self.metrics, self.reports.returns: self.returns}
+        return recent_of(history, self.reports, window or self.recent_window)
+
+    def final_returns(self, window: int | None = None) -> np.ndarray:
+        """``[R]`` each run's recent return after its last iteration (NaN
+        before any episode ended): the closing table's and the JSON's
+        ``final_return``."""
+        recent = self.recent_returns(window)
+        return recent[:, -1] if recent.shape[1] else np.full(recent.shape[0], np.nan)
 
     def evaluation(self) -> dict[str, np.ndarray]:
         """``{metric: [R]}``: each run's latest finite value (`latest`) of each
@@ -106,8 +190,9 @@ class TrainingResult:
         names = [m for m in self.reports.evaluation if m in self.metrics]
         return {name: latest(self.metrics[name]) for name in names}
 
-    def summary(self, window: int = 10) -> dict[str, Any]:
-        """The JSON-ready figures (``final_return`` is the mean over runs; ``num_runs``
+    def summary(self, window: int | None = None) -> dict[str, Any]:
+        """The JSON-ready figures (``final_return`` the mean over runs of
+        `final_returns`, ``recent_window`` the iterations it spans; ``num_runs``
         counts the runs, seeds x swept settings; ``steps_per_second`` the steps run
         here, all runs; per evaluation metric ``final_<name>``, the mean over
         runs of their latest values, and ``final_<name>_per_seed``)."""
@@ -118,6 +203,7 @@ class TrainingResult:
         out = {
             "final_return": _json(_finite_mean(finals)),
             "final_return_per_seed": [None if not math.isfinite(x) else x for x in finals],
+            "recent_window": int(window or self.recent_window),
             "total_steps": self.total_steps,
             "num_runs": seeds,
             "wall_seconds": self.wall_seconds,
@@ -143,7 +229,8 @@ def _json(x: float) -> float | None:
 
 def final_returns(returns: Any, window: int = 10) -> np.ndarray:
     """``[R]``: per run (row of ``returns`` ``[R, I]``), the mean of its last
-    ``window`` finite iteration returns (NaN when none is finite)."""
+    ``window`` finite iteration returns (NaN when none is finite): the
+    benchmarks' final return (a run's own is `TrainingResult.final_returns`)."""
     curves = np.asarray(returns, np.float64).reshape(np.shape(returns)[0], -1)
     tails = [curve[np.isfinite(curve)][-window:] for curve in curves]
     return np.asarray([float(np.mean(t)) if len(t) else math.nan for t in tails])
@@ -185,7 +272,7 @@ class _Progress:
     reports: Reports
     num_iterations: int
     per_iteration: int
-    every: int
+    window: int
     start: int
     begin: float = dataclasses.field(default_factory=time.perf_counter)
 
@@ -207,7 +294,7 @@ class _Progress:
             "steps_per_second": rate * runs,
             "elapsed": time.perf_counter() - self.begin,
             "eta": (n - done) * per_iteration / max(rate, 1e-9),
-            "recent_return": self._recent(history, self.reports.returns),
+            "recent_return": _finite_mean(recent_of(history, self.reports, self.window)[:, -1]),
             "recent_loss": self._recent(history, self.reports.loss),
         }
         if self.reports.evaluation:  # each one's latest value, mean over runs; headline first
@@ -218,11 +305,11 @@ class _Progress:
         self.send(event)
 
     def _recent(self, history: dict[str, np.ndarray], name: str | None) -> float:
-        """The mean of metric ``name``'s finite values of the last `every`
+        """The mean of metric ``name``'s finite values of the last `window`
         iterations (NaN without any, or without the metric)."""
         if name not in history:
             return math.nan
-        return _finite_mean(np.asarray(history[name])[:, -self.every :])
+        return _finite_mean(np.asarray(history[name])[:, -self.window :])
 
 
 def run_training(
@@ -267,10 +354,13 @@ def run_training(
         iterations, the last one and each evaluation) with ``phase="running"``,
         ``steps``, ``total_steps`` (of one run), ``fraction``,
         ``steps_per_second`` (all runs), ``elapsed`` (seconds since the start,
-        compile included), ``eta`` (seconds), ``recent_return`` and
-        ``recent_loss`` (the mean of the finite values of the last chunk's
-        iterations: ``trainer.reports``' ``returns`` and ``loss``; NaN when
-        none), and for a trainer that reports an evaluation ``evaluation``:
+        compile included), ``eta`` (seconds), ``recent_return`` (the mean over
+        runs of each one's recent return, `recent_returns` over
+        `recent_window` iterations, as the CSV's ``recent_return`` and the
+        JSON's ``final_return``: the same whatever the chunks) and
+        ``recent_loss`` (the mean of the loss's finite values of those
+        iterations; NaN when none), and for a trainer that reports an
+        evaluation ``evaluation``:
         ``{metric: the mean over runs of each run's latest finite value}``
         (NaN before the first; the headline first).
       on_chunk: called after each chunk with ``(state, iterations_done,
@@ -299,9 +389,10 @@ def run_training(
     state, history = resume if resume is not None else (None, {})
     start = next(iter(history.values())).shape[1] if history else 0
     events = None
+    window = recent_window(n)
     if progress is not None:
         per_iteration = trainer.steps_per_iteration
-        events = _Progress(progress, trainer.reports, n, per_iteration, every, start)
+        events = _Progress(progress, trainer.reports, n, per_iteration, window, start)
         events.compiling()
     hooks = Hooks(None if events is None else events.running, on_chunk, stop)
     t0 = time.perf_counter()
@@ -327,4 +418,5 @@ def run_training(
         interrupted=done < n,
         num_iterations=n,
         reports=trainer.reports,
+        recent_window=window,
     )

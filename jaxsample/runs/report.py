@@ -42,33 +42,46 @@ def group_stats(finals: np.ndarray, groups: dict[str, Sequence[int]]) -> dict[st
 
 def summary_table(
     result: TrainingResult,
-    window: int = 10,
+    window: int | None = None,
     labels: Sequence[str] | None = None,
     groups: dict[str, Sequence[int]] | None = None,
 ) -> str:
     """A plain-text table: one row per run (``labels``, default its index),
     then with ``groups`` (``{setting: run indices}``, a sweep) one row per
-    setting (mean +- std and range over its seeds), then the mean. For a
-    trainer that reports an evaluation a second column, under the headline
-    metric's name: each run's latest value of it."""
-    finals = result.final_returns(window)
-    labels = [str(i) for i in range(len(finals))] if labels is None else list(labels)
+    setting (mean +- std and range over its seeds), then the mean, and what
+    the figure is. The figure is each run's final return
+    (`TrainingResult.final_returns`: the mean return of the episodes that
+    ended in its last ``window`` iterations, default the run's
+    ``recent_window``; the JSON's ``final_return``), or for a trainer that
+    reports an evaluation its headline metric's latest value instead (a
+    self-play game's return is 1 or 0 whatever is learned)."""
+    name, score = next(iter(result.evaluation().items()), (None, None))
+    if score is None:
+        name, score, spec = "final return", result.final_returns(window), ".1f"
+    else:
+        spec = ".3f"
+    labels = [str(i) for i in range(len(score))] if labels is None else list(labels)
     width = max(6, *(len(x) for x in labels), *(len(g) for g in groups or {}))
-    name, latest = next(iter(result.evaluation().items()), ("", None))
-    lines = [f"{'seed':>{width}} {'final return':>14}" + (f" {name}" if name else "")]
-    for i, (label, x) in enumerate(zip(labels, finals, strict=True)):
-        cell = f" {latest[i]:>{len(name)}.3f}" if name else ""
-        lines.append(f"{label:>{width}} {x:>14.1f}{cell}")
+    cell = max(14, len(name))
+    lines = [f"{'seed':>{width}} {name:>{cell}}"]
+    for label, x in zip(labels, score, strict=True):
+        lines.append(f"{label:>{width}} {x:>{cell}{spec}}")
     if groups:
-        lines.append(f"{'setting':>{width}} {'mean':>14} {'std':>7} {'min..max':>15} seeds")
-        for label, g in group_stats(finals, groups).items():
-            span = f"{g['min']:.1f}..{g['max']:.1f}"
-            lines.append(
-                f"{label:>{width}} {g['mean']:>14.1f} {g['std']:>7.1f} {span:>15} {g['n']}"
-            )
-    mean = f" {_mean(latest):>{len(name)}.3f}" if name else ""
-    lines.append(f"{'mean':>{width}} {_mean(finals):>14.1f}{mean}")
+        lines.append(f"{'setting':>{width}} {'mean':>{cell}} {'std':>7} {'min..max':>15} seeds")
+        for label, g in group_stats(score, groups).items():
+            span = f"{g['min']:{spec}}..{g['max']:{spec}}"
+            mean, std = f"{g['mean']:>{cell}{spec}}", f"{g['std']:>7{spec}}"
+            lines.append(f"{label:>{width}} {mean} {std} {span:>15} {g['n']}")
+    lines.append(f"{'mean':>{width}} {_mean(score):>{cell}{spec}}")
     s = result.summary(window)
+    if name == "final return":
+        steps = s["recent_window"] * result.total_steps // max(len(result.env_steps), 1)
+        lines.append(
+            f"final return: the mean return of the episodes that ended in each run's last "
+            f"{s['recent_window']} iterations ({steps:,} steps)"
+        )
+    else:
+        lines.append(f"{name}: each run's latest evaluation")
     if result.start_iteration >= len(result.env_steps):
         lines.append(f"{s['total_steps']:,} steps per seed, restored (no iteration left to run)")
     else:
@@ -80,17 +93,25 @@ def summary_table(
 
 
 def write_json(result: TrainingResult, path: str, extra: dict[str, Any] | None = None) -> None:
-    """Write ``result.summary()``, ``extra`` (its keys win) and the curves, as
-    JSON, with ``interrupted`` (stopped early) and ``completed_iterations``."""
+    """Write ``result.summary()``, ``extra`` (its keys win) and the curves
+    (``returns`` per iteration, ``recent_returns`` as the CSV's
+    ``recent_return``), as JSON, with ``interrupted`` (stopped early) and
+    ``completed_iterations``."""
     data = {**result.summary(), **(extra or {})}
     data["interrupted"] = bool(result.interrupted)
     data["completed_iterations"] = len(result.env_steps)
     data["curve"] = {
         "env_steps": result.env_steps.tolist(),
-        "returns": [[None if not math.isfinite(x) else x for x in row] for row in result.returns],
+        "returns": _rows(result.returns),
+        "recent_returns": _rows(result.recent_returns()),
     }
     with open(path, "w") as f:
         json.dump(data, f, indent=2)
+
+
+def _rows(values: np.ndarray) -> list[list[float | None]]:
+    """``[R, I]`` as JSON rows (NaN: null)."""
+    return [[None if not math.isfinite(x) else float(x) for x in row] for row in values]
 
 
 #: Iterations of the running mean the PNG applies (it says so on its y axis).

@@ -30,7 +30,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxsample.algos import registry
+from jaxsample.algos import presets, registry
 from jaxsample.runs.files import replace_file
 from jaxsample.runs.folder import RunFolder
 from jaxsample.runs.logs import MetricLogs, run_names
@@ -188,8 +188,10 @@ class RunResult:
         """The final vmapped trainer state (``params`` has a leading ``[R]``)."""
         return self.training.final_state
 
-    def final_returns(self, window: int = 10) -> np.ndarray:
-        """``[R]`` per-run mean of the last ``window`` finite iteration returns."""
+    def final_returns(self, window: int | None = None) -> np.ndarray:
+        """``[R]`` each run's final return: the mean return of the episodes
+        that ended in its last ``window`` iterations (default the run's
+        ``recent_window``; the closing table's and the JSON's)."""
         return self.training.final_returns(window)
 
 
@@ -208,18 +210,21 @@ def _program_store(config: Any, callbacks: bool) -> Any:
 
 
 def _describe(plan: _Plan) -> list[str]:
-    """The run's first lines: what trains, how, and the config."""
+    """The run's first lines: what trains, from which preset, how long (env
+    steps per seed), how, and the config."""
     config, record = plan.config, plan.record
-    sweep = "".join(f", {k} in {v}" for k, v in record["sweep"].items())
+    sweep = "".join(f" x {k} in {v}" for k, v in record["sweep"].items())
     masked = " (velocities masked)" if getattr(config, "mask_velocity", False) else ""
     fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(config).items())
-    origin = f"preset {record['preset']}" if record.get("preset") else "no preset"
-    per_seed = plan.iterations * plan.trainer.steps_per_iteration
+    preset = f"preset {record['preset']}" if record.get("preset") else "no preset"
+    per_iteration = plan.trainer.steps_per_iteration
+    seeds, runs = record["seeds"], len(plan.run_seeds)
     return [
-        f"jaxsample train: {record['algo']} on {config.env_name}{masked}, {per_seed:,} steps "
-        f"per seed ({origin}), {len(plan.run_seeds)} run(s) ({record['seeds']} seed(s){sweep}) "
-        f"under one vmap: {plan.iterations} iterations x {plan.trainer.steps_per_iteration} "
-        f"steps, backend={jax.default_backend()}",
+        f"jaxsample train: {record['algo']} on {config.env_name}{masked} ({preset}), "
+        f"{plan.iterations * per_iteration:,} steps per seed "
+        f"({plan.iterations:,} iterations x {per_iteration:,}), "
+        f"{seeds} seed{'s' * (seeds > 1)}{sweep} ({runs} run{'s' * (runs > 1)} under one vmap), "
+        f"backend={jax.default_backend()}",
         textwrap.fill(f"config: {type(config).__name__}({fields})", 100, subsequent_indent="  "),
     ]
 
@@ -227,6 +232,8 @@ def _describe(plan: _Plan) -> list[str]:
 def train(
     config: Any = None,
     *,
+    preset: Any = None,
+    overrides: dict[str, Any] | None = None,
     seeds: int = 1,
     seed: int = 0,
     sweep: dict[str, list[float]] | None = None,
@@ -240,17 +247,25 @@ def train(
     wandb_project: str | None = None,
     progress: bool | Callable[[dict[str, Any]], None] = True,
     say: Callable[[str], None] | None = print,
-    stopped: Callable[[str], None] | None = None,
+    say_stopped: Callable[[str], None] | None = None,
     signals: StopSignals | None = None,
     folder_flag: str | None = None,
-    preset: str | None = None,
 ) -> RunResult:
-    """Train ``config`` (or a ``preset``'s) for ``seeds`` seeds (x the
-    ``sweep``) in one vmapped program.
+    """Train ``config`` (or a preset's) for ``seeds`` seeds (x the ``sweep``)
+    in one vmapped program.
 
     Args:
-      config: an algorithm's config (`jaxsample.algos.configs.PPOConfig`,
-        `DQNConfig`, ...), trained exactly as it is; None: ``preset``'s.
+      config: a config (`jaxsample.algos.configs.PPOConfig`, `DQNConfig`,
+        ...), trained exactly as given; or None with ``preset``.
+      preset: instead of ``config``, the name of a tuned preset
+        (``"CartPole-v1"``, ``"Pendulum-v1:sac"``: `jaxsample.algos.presets`)
+        whose config trains, with ``overrides`` on top: the config
+        ``jaxsample train --env CartPole-v1`` (``--env Pendulum-v1 --algo
+        sac``) builds, by the same function
+        (`jaxsample.algos.presets.resolve`). Both ``config`` and ``preset``
+        is a ``ValueError``.
+      overrides: with ``preset``, config fields over its values
+        (``{"total_timesteps": 20_000}``).
       seeds: seeds trained together; run ``r``'s key is
         ``fold_in(key(seed), r // C)`` for ``C`` swept settings.
       seed: the base seed.
@@ -280,24 +295,23 @@ def train(
       progress: True for the live display (a progress bar on a terminal,
         lines elsewhere), False for none, or a callable of progress events
         (`jaxsample.runs.loop.run_training`'s; this run's only).
-      say: where the run's lines go (the summary, what it wrote), or None.
-      stopped: where the line of a run stopped by a signal goes
-        (`final_line`: what stopped it, after how many iterations, what it
-        kept; default: ``say``).
+      say: where the run's lines go (the first, saying what trains, from
+        which preset and for how many steps; the summary; what it wrote; a
+        stopped run's `final_line`), or None.
+      say_stopped: where a stopped run's `final_line` goes instead of
+        ``say`` (the command line's: stderr).
       signals: the `StopSignals` to use (the command line's); by default
         ``SIGINT`` and ``SIGTERM`` stop the run while it trains (in a
         notebook: the interrupt button), which keeps what it completed.
       folder_flag: how messages name ``folder`` (``--checkpoint-dir``).
-      preset: without ``config``, the preset to train (a name of
-        `jaxsample.algos.presets`, e.g. ``"CartPole-v1"`` or
-        ``"Pendulum-v1:sac"``): its config, what ``jaxsample train --preset``
-        trains. With ``config``, the name of the preset it started from
-        (the command line's), recorded in ``run.json`` and the JSON.
 
     Returns:
       A `RunResult` (``interrupted`` and ``stopped_by`` say whether a signal
       ended it early; ``iterations`` and ``num_iterations`` how far it got;
       its outputs hold the completed iterations).
+
+    The name of the preset is recorded in ``run.json`` and the JSON
+    (``preset``; None for a config given).
 
     Raises:
       FolderBusy: another run holds ``folder``; nothing in it changed.
@@ -308,7 +322,7 @@ def train(
       TypeError: a config or argument of the wrong type, named.
       ValueError: a bad config or argument value, named.
     """
-    config = _config_of(config, preset)
+    config, preset = presets.resolve(config, preset, overrides)
     plan = _Plan.of(config, seeds, seed, dict(sweep or {}), chunks, preset)
     if isinstance(checkpoint_seconds, bool) or not isinstance(checkpoint_seconds, (int, float)) \
             or not checkpoint_seconds >= 0:  # fmt: skip
@@ -348,7 +362,7 @@ def train(
             written=written, stopped_by=signals.name if result.interrupted else None,
         )  # fmt: skip
         if out.interrupted:
-            (stopped or say)(final_line(out))
+            (say_stopped or say)(final_line(out))
         return out
     finally:
         if own_signals:
@@ -399,22 +413,6 @@ class _Plan:
     @property
     def groups(self) -> dict[str, list[int]] | None:
         return _groups(self.settings)
-
-
-def _config_of(config: Any, preset: Any) -> Any:
-    """``config``, or the config of the preset named ``preset``."""
-    if config is not None:
-        return config
-    if preset is None:
-        raise TypeError("train() needs a config or a preset (e.g. preset='CartPole-v1')")
-    if not isinstance(preset, str):
-        raise ValueError(f"preset must be a preset's name, got {preset!r}")
-    from jaxsample.algos import presets
-
-    try:
-        return presets.get(preset).config()
-    except KeyError as e:
-        raise ValueError(f"preset: {e.args[0]}") from None
 
 
 def _display(progress: bool | Callable[[dict[str, Any]], None]) -> Any:
@@ -488,13 +486,13 @@ def _run(
 
     def on_chunk(state: Any, done: int, metrics: dict[str, np.ndarray]) -> None:
         signals.started()
-        logs.write(metrics, per_iteration)
+        logs.write(metrics, per_iteration, _derived(plan, metrics))
         due = time.monotonic() - saved["at"] >= checkpoint_seconds
         if run_folder is not None and (due or signals.stop_requested()):
             save(state, done, metrics)
 
     if resume is not None and resume[1]:
-        logs.write(resume[1], per_iteration)
+        logs.write(resume[1], per_iteration, _derived(plan, resume[1]))
     one_program = run_folder is None
     with CompileWatch() as watch:
         result = run_training(
@@ -507,6 +505,15 @@ def _run(
     if run_folder is not None and result.iterations > saved["done"]:  # the end, or a stop
         save(result.final_state, result.iterations, result.metrics)
     return result, watch
+
+
+def _derived(plan: _Plan, metrics: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The CSV's figures of a run beside its metrics: ``recent_return``
+    (`jaxsample.runs.loop.recent_returns`, as the display and the JSON)."""
+    from jaxsample.runs.loop import recent_of, recent_window
+
+    window = recent_window(plan.iterations)
+    return {"recent_return": recent_of(metrics, plan.trainer.reports, window)}
 
 
 def _import_checkpoints() -> None:
@@ -563,10 +570,13 @@ def _finish(
 
 
 def final_line(result: RunResult) -> str:
-    """The one line of a stopped run: what stopped it and what it kept."""
+    """The one line of a stopped run, from the command line as from a
+    notebook: what stopped it and what it kept (the files it wrote, the
+    folder's checkpoint)."""
     done, total = result.iterations, result.num_iterations
     cause = {"SIGTERM": "SIGTERM", "SIGINT": "Ctrl-C"}.get(result.stopped_by or "", "a stop")
-    kept = ", ".join(result.written) or "no file"
+    kept = [f"wrote {', '.join(result.written)}"] if result.written else []
     if result.folder is not None:
-        kept += f", checkpoint {result.folder} at iteration {done}"
-    return f"interrupted ({cause}) after {done} of {total} iterations: wrote {kept}"
+        kept.append(f"checkpoint {result.folder} at iteration {done}")
+    what = ", ".join(kept) or "no file (the result returned holds them)"
+    return f"interrupted ({cause}) after {done} of {total} iterations: {what}"

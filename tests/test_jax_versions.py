@@ -383,6 +383,8 @@ def test_a_second_run_in_a_folder_loads_its_chunks_from_the_program_store(tmp_pa
     same, bit for bit (the CSVs, the saved state)."""
     from jaxsample import runs
 
+    if not compile_cache.CACHES_CALLBACKS:
+        pytest.skip("no program store on jax < 0.11 (jaxlib 0.9.2 crashed loading a chunk)")
     cache = tmp_path / "cache"
     store = cache / "jaxsample" / "jax" / "jaxsample-programs"
     args = [*_TRAIN, "--total-steps", "64", "--chunks", "2"]

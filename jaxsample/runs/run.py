@@ -204,7 +204,10 @@ def _program_store(config: Any, callbacks: bool) -> Any:
     from jaxsample.runs.program_store import ProgramStore
 
     folder = compile_cache.active_dir()
-    if folder is None or (callbacks and not compile_cache.CACHES_CALLBACKS):
+    # jax < 0.11: no callbacks cached, and a run folder's chunk loaded from the
+    # store crashed jaxlib 0.9.2 (SIGSEGV): no store there
+    del callbacks
+    if folder is None or not compile_cache.CACHES_CALLBACKS:
         return None
     return ProgramStore(folder / "jaxsample-programs", repr(config))
 

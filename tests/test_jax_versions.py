@@ -377,7 +377,7 @@ def test_program_store_loads_what_it_stored_and_survives_a_damaged_file(tmp_path
 
 @pytest.mark.long
 def test_a_second_run_in_a_folder_loads_its_chunks_from_the_program_store(tmp_path) -> None:
-    """A run folder's chunks (no host callbacks: stored on every JAX): the
+    """A run folder's chunks (stored on jax >= 0.11, as the one program): the
     second ``train --checkpoint-dir`` of the same settings traces neither
     init nor its chunk (both loaded from the program store) and trains the
     same, bit for bit (the CSVs, the saved state)."""

@@ -195,18 +195,16 @@ class RunResult:
         return self.training.final_returns(window)
 
 
-def _program_store(config: Any, callbacks: bool) -> Any:
+def _program_store(config: Any) -> Any:
     """Where the training program's traced parts are kept between runs: beside
-    JAX's compilation cache, when that is on and, for a program with
-    progress ``callbacks`` (the one program), caches them (else a second run
-    compiles again anyway)."""
+    JAX's compilation cache, when that is on and the JAX is >= 0.11 (before,
+    the one program's callbacks are not cached, so a second run compiles
+    again anyway, and a run folder's stored chunk crashed jaxlib 0.9.2's cache
+    loader, SIGSEGV)."""
     from jaxsample import compile_cache
     from jaxsample.runs.program_store import ProgramStore
 
     folder = compile_cache.active_dir()
-    # jax < 0.11: no callbacks cached, and a run folder's chunk loaded from the
-    # store crashed jaxlib 0.9.2 (SIGSEGV): no store there
-    del callbacks
     if folder is None or not compile_cache.CACHES_CALLBACKS:
         return None
     return ProgramStore(folder / "jaxsample-programs", repr(config))
@@ -502,7 +500,7 @@ def _run(
             plan.trainer, plan.key, seeds=plan.seeds, chunks=plan.chunks, hparams=plan.hparams,
             one_program=one_program, resume=resume, progress=on_progress, on_chunk=on_chunk,
             stop=signals.stop_requested,
-            store=_program_store(plan.config, callbacks=one_program),
+            store=_program_store(plan.config),
             meanwhile=None if one_program else _import_checkpoints,
         )  # fmt: skip
     if run_folder is not None and result.iterations > saved["done"]:  # the end, or a stop

@@ -12,8 +12,9 @@ Modules: `parser` (the parser and `main`),
 `config` (config fields as flags, TOML/YAML files, sweeps),
 `log` (CSV, TensorBoard, W&B),
 `display` (the live display),
-`base` (usage errors) and
-`lazy_imports` (imports training never uses, deferred in the command's process).
+`base` (usage errors),
+`lazy_imports` (imports training never uses, deferred in the command's process) and
+`xla_log` (jaxlib 0.9's notes on each cached program it loads, kept off standard error).
 """
 
 from __future__ import annotations
@@ -24,22 +25,30 @@ __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``jaxsample`` command: installs the signal handlers
-    first (a Ctrl-C or ``SIGTERM`` while JAX imports or compiles ends the
-    process quietly, 130 / 143), defers what training imports and never uses
+    """Entry point of the ``jaxsample`` command: starts
+    `jaxsample.cli.xla_log`'s filter where jaxlib needs it, installs the
+    signal handlers (a Ctrl-C or ``SIGTERM`` while JAX imports or compiles
+    ends the process quietly, 130 / 143), defers what training imports and never uses
     to its first use (`jaxsample.cli.lazy_imports`), then parses and runs
     (`jaxsample.cli.parser.main`)."""
+    import os
+
+    # JAX's own default (its INFO lines off), set before XLA starts; a user's
+    # setting wins. Warnings and errors show, but for jaxlib 0.9's notes on
+    # each cached program it loads (`jaxsample.cli.xla_log`: a process forked
+    # before any thread starts).
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    from jaxsample.cli.xla_log import filter_known_lines
+
+    log_filter = filter_known_lines()
     from jaxsample.runs.signals import StopSignals
 
     signals = StopSignals(exit_early=True, prefix="jaxsample").install()
+    if log_filter is not None:
+        signals.on_exit(log_filter.stop)
     from jaxsample.cli.lazy_imports import defer_imports
 
     undo_deferral = defer_imports()  # what training imports and never uses, until used
-    import os
-
-    # XLA's C++ log lines (e.g. jaxlib 0.9's AOT-loader notes on a cache load)
-    # are not the command's output; the user's own setting wins.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     _matplotlib_cache()
     from jaxsample.cli.parser import main as run
 
@@ -48,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         undo_deferral()
         signals.uninstall()
+        if log_filter is not None:
+            log_filter.stop()
 
 
 def _matplotlib_cache() -> None:

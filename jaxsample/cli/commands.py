@@ -132,10 +132,22 @@ def _collect_result(
     }
 
 
-def collect(args: argparse.Namespace) -> int:
-    if args.batches < 1:
-        raise UsageError(f"--batches must be >= 1, got {args.batches}")
+def _check_collect(args: argparse.Namespace) -> None:
+    """``collect``'s sizes, before JAX is imported (the sampler checks them
+    again, with the rest, once it is built)."""
+    for flag, value, minimum in (
+        ("--batches", args.batches, 1), ("--T", args.T, 1), ("--B", args.B, 1),
+        ("--decorrelation", args.decorrelation, 0),
+    ):  # fmt: skip
+        if value < minimum:
+            raise UsageError(f"{flag} must be >= {minimum}, got {value}")
+    if not 0.0 <= args.discount <= 1.0:
+        raise UsageError(f"--discount must be in [0, 1], got {args.discount}")
     check_output(args.json, "--json")
+
+
+def collect(args: argparse.Namespace) -> int:
+    _check_collect(args)
     start_compiling(args)
     import jax
 
@@ -248,14 +260,14 @@ def _extras(args: argparse.Namespace) -> list[tuple[str, bool, str, Any, Any]]:
 
 
 def bench_grid(args: argparse.Namespace) -> int:
+    check_output(args.json, "--json")
+    check_output(args.plot, "--plot")
+    spec = _grid_spec(args)  # imports JAX, compiles nothing
     start_compiling(args)
     import jax
 
     from jaxsample import bench
 
-    spec = _grid_spec(args)
-    check_output(args.json, "--json")
-    check_output(args.plot, "--plot")
     print(
         f"jaxsample bench{' --quick' if args.quick else ''}: {', '.join(spec.envs)}; "
         f"B={list(spec.Bs)}; T={list(spec.Ts)}; methods={list(spec.methods)}; "

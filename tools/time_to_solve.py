@@ -25,7 +25,10 @@ first line: Python, the imports, the config and trainer), ``compile`` and
 to the summary: checkpoints, logs, the display) and ``outputs`` (the summary
 to exit: the files and the interpreter's exit). PureJaxRL's: launch to its
 first printed episode (imports, compile, the first iteration) and the rest.
-User and system CPU seconds of each process come from ``wait4``.
+User and system CPU seconds of each process come from ``wait4``. Before any
+timed process, each interpreter's packages and each checkout are byte-compiled
+(`byte_compile`: what ``pip install`` does unless ``--no-compile``), so no
+process compiles Python source, whatever ``PYTHONDONTWRITEBYTECODE`` says.
 
 After the timed processes, outside them, every saved run is evaluated
 greedily (``jaxsample.runs.load(folder).evaluate``, one process per checkout
@@ -173,6 +176,22 @@ class Target:
         return self.path if self.kind == PEER else scratch
 
 
+def byte_compile(target: Target) -> float:
+    """Compile the bytecode of ``target``'s interpreter's packages and of its
+    checkout (or the peer's folder), as ``pip install`` does by default
+    (``--no-compile`` skips it; ``PYTHONDONTWRITEBYTECODE`` keeps Python
+    from writing it on first import): no timed process pays for compiling
+    Python source, whoever made the venv. Seconds taken."""
+    code = "import site, sys; print('\\n'.join(site.getsitepackages()))"
+    found = subprocess.run([target.python, "-c", code], capture_output=True, text=True,
+                           check=True).stdout.split()  # fmt: skip
+    source = target.path if target.kind == PEER else target.path / "jaxsample"
+    t0 = time.perf_counter()
+    subprocess.run([target.python, "-m", "compileall", "-q", "-j", "0", *found, str(source)],
+                   capture_output=True, check=False)  # fmt: skip
+    return time.perf_counter() - t0
+
+
 def parse_checkout(text: str) -> tuple[str, Path]:
     """``NAME=PATH`` (or a bare PATH, named after its folder)."""
     name, sep, path = text.partition("=")
@@ -217,6 +236,9 @@ def measure(
     runs. ``partial(result so far)`` after every repetition (no evaluation yet)."""
     base = dict(os.environ)
     base.setdefault("MPLCONFIGDIR", _user_matplotlib_dir(base))
+    for target in targets:
+        seconds = byte_compile(target)
+        say(f"byte-compiled {target.name}'s Python and its packages: {seconds:.1f} s")
     cells = [(env, mode) for env in settings.envs for mode in settings.modes]
     counter = iter(range(10**9))
 

@@ -350,7 +350,7 @@ runs unchanged. `jaxsample.algos.dqn` and the recurrent PPO
 display, summary, outputs, checkpoints (`folder=`) and the interrupt button
 (which stops it, keeps what it trained and says so). `preset="CartPole-v1"`
 trains what `jaxsample train --env CartPole-v1` trains: the tuned settings of
-`jaxsample/algos/presets.toml` (8 envs x 32 steps, 150,000 steps), not the
+`jaxsample/algos/presets.toml` (8 envs x 32 steps, 100,000 steps), not the
 defaults above; a config given (`runs.train(config)`) is trained exactly as
 given. Its first line names the preset and the steps per seed; the closing
 table gives each seed's final return, the mean of the episodes of its last

@@ -11,7 +11,9 @@ point, Python) and writes
   plain defaults' at the same budget);
 * the generated part of ``docs/presets.md`` (between its two
   ``<!-- results`` markers): the table (env, target, the greedy median per
-  Python, steps and budget, seeds, wall time) and a section per env with its
+  Python, steps and budget, seeds, wall time), the confirmation table (the
+  latest line of each (env, start, Python) of ``confirmation.jsonl`` beside
+  the results: other seeds, other evaluation episodes) and a section per env with its
   figure and the command that reproduces it.
 
 Usage (no training; ``preset_results.py --all`` trains and then runs this)::
@@ -29,7 +31,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from preset_results import MINATAR, RESULTS, TARGETS
+from preset_results import CONFIRMATION, MINATAR, RESULTS, TARGETS
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "presets.md"
@@ -176,11 +178,39 @@ def sections(
     return out
 
 
-def write_page(latest: dict[tuple[str, str, str], dict[str, Any]], page: Path) -> None:
+def confirmation(checks: dict[tuple[str, str, str], dict[str, Any]]) -> list[str]:
+    """The confirmation table: each preset tuned on seeds 0-3 and the
+    evaluation episodes of seed 0, trained again on other seeds and judged on
+    other episodes (`CONFIRMATION`'s lines), per Python."""
+    if not checks:
+        return []
+    out = ["### Confirmation on other seeds", "",
+           *textwrap.wrap("The presets sized or tuned with a margin, trained again on seeds "
+                          "they were not tuned on and judged on other evaluation episodes "
+                          "(`--seed S --eval-seed E`): each seed's greedy mean return, 164 "
+                          "episodes each.", 79), "",
+           "| env | Python | seeds | evaluation seed | each seed | median | target |",
+           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for (env, _, python), line in sorted(checks.items(), key=lambda kv: (
+            ENVS.index(kv[0][0]) if kv[0][0] in ENVS else 99, -_version(kv[0][2])[1])):
+        first = line["seed"]
+        each = ", ".join(_fmt(r) for r in line["returns"])
+        out.append(f"| {env} | {python} | {first}-{first + line['seeds'] - 1} | "
+                   f"{line.get('eval_seed', 0)} | {each} | **{_fmt(line['median'])}** | "
+                   f"{_fmt(line['target'])} |")  # fmt: skip
+    command = "taskset -c 1 python tools/preset_results.py --env ENV --seeds 4 --seed 4 "
+    return [*out, "", "```bash", command + f"--eval-seed 1 --out {CONFIRMATION}", "```", ""]
+
+
+def write_page(
+    latest: dict[tuple[str, str, str], dict[str, Any]], page: Path,
+    checks: dict[tuple[str, str, str], dict[str, Any]] | None = None,
+) -> None:  # fmt: skip
     """Replace the generated part of ``page`` (between the markers)."""
     pythons = sorted({k[2] for k in latest}, key=_version, reverse=True)
     figures = page.parent / "figures" / "presets"
-    body = [*table(latest, pythons), "", *sections(latest, pythons[0], figures)]
+    body = [*table(latest, pythons), "", *confirmation(checks or {}),
+            *sections(latest, pythons[0], figures)]  # fmt: skip
     text = page.read_text()
     head, found, rest = text.partition(START)
     if not found or END not in rest:
@@ -202,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     latest = read(args.results)
     if not latest:
         parser.error(f"{args.results} holds no result")
-    write_page(latest, args.page)
+    beside = args.results.parent / Path(CONFIRMATION).name  # the confirmations beside it
+    checks = read(beside) if beside.is_file() else {}
+    write_page(latest, args.page, checks)
     figures = args.page.parent / "figures" / "presets"
     print(f"wrote {args.page} and {len({k[0] for k in latest})} figures in {figures}")
     return 0

@@ -21,6 +21,9 @@ Usage (pin it to one core on a shared machine)::
     python tools/preset_results.py --env Catch-bsuite --preset none --out results.jsonl
     # another algorithm's preset (ENV:ALGO; its fields for --set):
     python tools/preset_results.py --env Pendulum-v1 --algo sac
+    # confirmation: seeds 4-7, evaluation episodes other than the tuning's
+    python tools/preset_results.py --env Acrobot-v1 --seed 4 --eval-seed 1 \\
+        --out docs/presets/confirmation.jsonl
     # another algorithm's preset for the env (presets.toml's "ENV:ALGO"):
     python tools/preset_results.py --env CartPole-v1 --algo pqn --out pqn.jsonl
 
@@ -82,6 +85,8 @@ MINATAR_STEPS = 1_000_000
 
 #: Where the results page's measurements are kept.
 RESULTS = os.path.join("docs", "presets", "results.jsonl")
+#: Presets trained again on other seeds and judged on other episodes.
+CONFIRMATION = os.path.join("docs", "presets", "confirmation.jsonl")
 OFF_POLICY_RESULTS = os.path.join("docs", "presets", "off_policy.jsonl")
 
 
@@ -116,10 +121,12 @@ def make_config(
 
 
 def measure(
-    config: Any, *, seeds: int, episodes: int, seed: int = 0, folder: str | None = None
-) -> dict[str, Any]:
-    """Train ``config`` for ``seeds`` seeds in one program, evaluate each
-    seed's greedy policy on ``episodes`` episodes; the numbers of the JSON
+    config: Any, *, seeds: int, episodes: int, seed: int = 0, folder: str | None = None,
+    eval_seed: int = 0,
+) -> dict[str, Any]:  # fmt: skip
+    """Train ``config`` for ``seeds`` seeds (from ``seed``) in one program,
+    evaluate each seed's greedy policy on ``episodes`` episodes (those of
+    ``eval_seed``: `LoadedRun.evaluate`'s ``seed``); the numbers of the JSON
     line (without the env's target)."""
     from jaxsample import runs
 
@@ -129,13 +136,14 @@ def measure(
         result = runs.train(config, seeds=seeds, seed=seed, folder=where, chunks=1,
                             progress=False, say=None)  # fmt: skip
         trained = time.perf_counter()
-        rows = runs.load(where).evaluate(episodes=episodes, policy="greedy")
+        rows = runs.load(where).evaluate(episodes=episodes, seed=eval_seed, policy="greedy")
         evaluated = time.perf_counter()
     returns = [row["return_mean"] for row in rows]
     return {
         "steps": config.num_iterations * config.steps_per_iteration,
         "seeds": seeds,
         "seed": seed,
+        "eval_seed": eval_seed,
         "episodes": episodes,
         "episodes_finished": [row["episodes"] for row in rows],
         "returns": returns,
@@ -178,6 +186,7 @@ def result_line(
     seed: int = 0,
     note: str = "",
     algo: str = "ppo",
+    eval_seed: int = 0,
 ) -> dict[str, Any]:
     """Measure one setting: the JSON line (see the module docstring)."""
     import platform
@@ -198,7 +207,7 @@ def result_line(
         "config": dataclasses.asdict(config),
         "target": target,
         "budget": budget,
-        **measure(config, seeds=seeds, episodes=episodes, seed=seed),
+        **measure(config, seeds=seeds, episodes=episodes, seed=seed, eval_seed=eval_seed),
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "jax": jax.__version__,
         "python": platform.python_version(),
@@ -240,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"with --all: the MinAtar budget ({MINATAR_STEPS:,})")  # fmt: skip
     parser.add_argument("--seeds", type=int, default=4, help="seeds trained together (4)")
     parser.add_argument("--seed", type=int, default=0, help="base seed (0)")
+    parser.add_argument("--eval-seed", type=int, default=0,
+                        help="the evaluation episodes' seed (0): another for episodes "
+                        "not used in tuning")  # fmt: skip
     parser.add_argument("--episodes", type=int, default=164,
                         help="greedy evaluation episodes per seed (164)")  # fmt: skip
     parser.add_argument("--preset", default=None,
@@ -271,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(error))
     for env, preset, overrides in jobs:
         line = result_line(env, preset, overrides, seeds=args.seeds, episodes=args.episodes,
-                           seed=args.seed, note=args.note, algo=args.algo)  # fmt: skip
+                           seed=args.seed, note=args.note, algo=args.algo,
+                           eval_seed=args.eval_seed)  # fmt: skip
         append(args.out, line)
         print(json.dumps({k: v for k, v in line.items() if k not in ("config", "curve")}))
     if args.all:  # the page, drawn by its own script (which imports this one: no cycle)

@@ -1,6 +1,6 @@
-"""HeldNoise: a Gaussian policy's exploration noise held for ``repeat`` steps,
-drawn anew at each episode's start; the learner's numbers are the inner
-agent's."""
+"""HeldNoise: a Gaussian policy's exploration noise (a categorical one's
+Gumbel noise) held for ``repeat`` steps, drawn anew at each episode's start;
+the learner's numbers are the inner agent's."""
 
 from __future__ import annotations
 
@@ -78,6 +78,49 @@ def test_ppo_holds_the_noise_of_a_gaussian_policy() -> None:
     state, metrics = jax.jit(trainer.run, static_argnums=1)(state, 2)
     assert np.isfinite(np.asarray(metrics["loss"])).all()
     assert not isinstance(ppo.make_train(PPOConfig(env_name="Pendulum-v1")).agent, HeldNoise)
+    discrete = ppo.make_train(PPOConfig(env_name="MountainCar-v0", noise_repeat=8))
+    assert isinstance(discrete.agent, HeldNoise) and discrete.agent.repeat == 8
+
+
+def test_a_categorical_policy_holds_its_gumbel_noise() -> None:
+    """Each step's action is ``argmax(logits + g)`` with the Gumbel draw ``g``
+    held ``repeat`` steps: with ``repeat = 1`` exactly the inner agent's
+    sample (``jax.random.categorical``'s own draw); under held noise each
+    step's action still follows ``softmax(logits)`` (frequencies over many
+    keys), and an action mask keeps it legal."""
+    env, params = gymnax.make("MountainCar-v0")
+    inner = CategoricalActorCritic(env.action_space(params))
+    p = inner.init(jax.random.key(0), jnp.zeros(2))
+    obs = [jnp.array([-0.5 + 0.01 * t, 0.001 * t], jnp.float32) for t in range(12)]
+
+    def actions(agent, key, mask=None):  # [12] actions, log-probs checked
+        state, out = agent.initial_state(jnp.int32(0)), []
+        for t, o in enumerate(obs):
+            inputs = AgentInputs(o, jnp.int32(0), jnp.float32(0), mask)
+            step, state = agent.step(p, inputs, state, jax.random.fold_in(key, t))
+            expected = inner.dist_log_prob(step.agent_info.dist_params, step.action)
+            out.append(jnp.where(jnp.isclose(step.agent_info.log_prob, expected),
+                                 step.action, -1))  # fmt: skip
+        return jnp.stack(out)
+
+    key = jax.random.key(3)
+    one = np.asarray(jax.jit(actions, static_argnums=0)(HeldNoise(inner, 1), key))
+    np.testing.assert_array_equal(one, jax.jit(actions, static_argnums=0)(inner, key))
+    held = HeldNoise(inner, 4)
+    logits = np.asarray(inner.forward(p, obs[5])[0])
+    keys = jax.random.split(jax.random.key(7), 2000)
+    runs = np.asarray(jax.jit(jax.vmap(lambda k: actions(held, k)))(keys))  # [2000, 12]
+    assert (runs >= 0).all()  # every log-probability was the inner agent's
+    # step 5 (age 1): its noise was drawn at step 4, its action is softmax(logits(s_5))'s
+    freq = np.bincount(runs[:, 5], minlength=3) / len(runs)
+    np.testing.assert_allclose(freq, np.exp(logits) / np.exp(logits).sum(), atol=0.04)
+    # near-uniform logits and held noise: the action is kept within a window
+    kept = np.mean([runs[:, t] == runs[:, t - 1] for t in (1, 2, 3, 5, 6, 7)])
+    fresh = np.mean([runs[:, t] == runs[:, t - 1] for t in (4, 8)])
+    assert kept > 0.85 and fresh < 0.6, (kept, fresh)
+    mask = jnp.array([True, False, True])
+    masked = np.asarray(jax.vmap(lambda k: actions(held, k, mask))(keys[:50]))
+    assert (masked >= 0).all() and 1 not in masked
 
 
 def test_bad_arguments_are_clear_errors() -> None:
@@ -88,7 +131,11 @@ def test_bad_arguments_are_clear_errors() -> None:
     with pytest.raises(ValueError, match="repeat must be an int >= 1"):
         HeldNoise(gaussian, True)
     cart, cparams = gymnax.make("CartPole-v1")
-    with pytest.raises(TypeError, match="must be a GaussianActorCritic"):
-        HeldNoise(CategoricalActorCritic(cart.action_space(cparams)), 4)
+    from jaxsample.agents import RecurrentActorCritic
+
+    with pytest.raises(TypeError, match="must be a GaussianActorCritic or Categorical"):
+        HeldNoise(RecurrentActorCritic(cart.action_space(cparams)), 4)
     with pytest.raises(ValueError, match="noise_repeat"):
         PPOConfig(noise_repeat=0)
+    with pytest.raises(ValueError, match=r"noise_repeat.*recurrent"):
+        PPOConfig(noise_repeat=4, recurrent=True)

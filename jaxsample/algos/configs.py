@@ -186,9 +186,10 @@ class PPOConfig(_RunLength):
       log_std_init: a Gaussian policy's initial ``log_std`` (its learned,
         state-independent log standard deviation; 0: a standard deviation of 1
         in the action's units).
-      noise_repeat: a Gaussian policy's exploration noise is drawn every
-        ``noise_repeat`` steps and held in between
-        ([`HeldNoise`][jaxsample.agents.HeldNoise]; 1: every step).
+      noise_repeat: the exploration noise of a Gaussian policy (a categorical
+        one: its Gumbel noise) is drawn every ``noise_repeat`` steps and held
+        in between ([`HeldNoise`][jaxsample.agents.HeldNoise]; 1: every step;
+        feedforward policies only).
       rnn_hidden_size: the recurrent agent's cell width.
       rnn_cell: its cell, ``"gru"`` or ``"lstm"``.
       rnn_encoder_sizes: the widths of its MLP before the cell.
@@ -282,6 +283,11 @@ class PPOConfig(_RunLength):
                 "eval_games", f"must be even (half opened by each side), got {self.eval_games}"
             )
         if self.recurrent:
+            if self.noise_repeat > 1:
+                raise ConfigError(
+                    "noise_repeat", f"holds a feedforward policy's noise: must be 1 with "
+                    f"recurrent=True, got {self.noise_repeat}",
+                )  # fmt: skip
             if self.num_envs % self.num_minibatches:
                 raise ConfigError(
                     "num_minibatches",

@@ -415,10 +415,10 @@ def make_agent(config: PPOConfig, space: Any) -> Any:
             space, hidden_sizes=config.hidden_sizes, activation=act,
             log_std_init=config.log_std_init,
         )  # fmt: skip
-        if config.noise_repeat > 1:
-            agent = HeldNoise(agent, config.noise_repeat)
     else:
         raise TypeError(f"PPO needs a Discrete or Box action space, got {type(space).__name__}")
+    if config.noise_repeat > 1:
+        agent = HeldNoise(agent, config.noise_repeat)
     return SharedAgent(agent, team.num_agents) if team else agent
 
 

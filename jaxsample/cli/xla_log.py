@@ -29,12 +29,12 @@ descriptor 2 back and waits for the copier to finish.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import signal
 import sys
 import time
-from importlib import metadata
 
 __all__ = ["KNOWN", "Filter", "filter_known_lines", "needs_filter"]
 
@@ -55,12 +55,22 @@ _MAY_BE_KNOWN = re.compile(
 
 
 def needs_filter() -> bool:
-    """Whether the installed jaxlib writes the `KNOWN` lines (before 0.11)."""
-    try:
-        version = metadata.version("jaxlib")
-    except metadata.PackageNotFoundError:
+    """Whether the installed jaxlib writes the `KNOWN` lines (before 0.11).
+    Its version from the name of its ``.dist-info`` folder (no
+    ``importlib.metadata``: the command's start pays for every import)."""
+    spec = importlib.util.find_spec("jaxlib")
+    if spec is None or not spec.submodule_search_locations:
         return False
-    major, minor = (int(part) for part in re.findall(r"\d+", version)[:2])
+    site = os.path.dirname(next(iter(spec.submodule_search_locations)))
+    found = [n for n in os.listdir(site) if re.match(r"jaxlib-[\d.]+.*\.dist-info$", n)]
+    if len(found) != 1:  # not a plain install: ask the metadata
+        from importlib import metadata
+
+        try:
+            found = [f"jaxlib-{metadata.version('jaxlib')}"]
+        except metadata.PackageNotFoundError:
+            return False
+    major, minor = (int(part) for part in re.findall(r"\d+", found[0])[:2])
     return (major, minor) < (0, 11)
 
 

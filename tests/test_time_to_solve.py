@@ -106,7 +106,7 @@ def test_one_tiny_real_process_is_timed_and_its_saved_run_evaluated(tmp_path, ca
             "--train-args", "--total-steps 256 --num-envs 2 --num-steps 64 --chunks 1 "
             "--update-epochs 1 --num-minibatches 1",
             "--purejaxrl", str(tmp_path / "absent" / "python"), "--json", str(out),
-            "--keep", str(tmp_path / "work"),
+            "--keep", str(tmp_path / "work"), "--no-byte-compile",
         ]
     )  # fmt: skip
     assert code == 0
@@ -124,3 +124,15 @@ def test_one_tiny_real_process_is_timed_and_its_saved_run_evaluated(tmp_path, ca
     assert len(entry["greedy_returns"]) == 1 and entry["greedy_min"] > 0
     assert entry["solved"] in (True, False) and cell["threshold"] == 475.0
     assert result["notes"] and result["targets"][0]["commit"]
+
+
+def test_byte_compiling_writes_bytecode_whatever_the_env_says(tmp_path, monkeypatch) -> None:
+    """``compile_folders`` (what ``byte_compile`` runs on a venv's packages
+    and a checkout) writes each module's ``.pyc`` even where
+    ``PYTHONDONTWRITEBYTECODE`` keeps imports from writing it."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "mod.py").write_text("X = 1\n")
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    tts.compile_folders(sys.executable, [str(package)])
+    assert list((package / "__pycache__").glob("mod.*.pyc"))

@@ -28,7 +28,8 @@ first printed episode (imports, compile, the first iteration) and the rest.
 User and system CPU seconds of each process come from ``wait4``. Before any
 timed process, each interpreter's packages and each checkout are byte-compiled
 (`byte_compile`: what ``pip install`` does unless ``--no-compile``), so no
-process compiles Python source, whatever ``PYTHONDONTWRITEBYTECODE`` says.
+process compiles Python source, whatever ``PYTHONDONTWRITEBYTECODE`` says
+(``--no-byte-compile``: as they are).
 
 After the timed processes, outside them, every saved run is evaluated
 greedily (``jaxsample.runs.load(folder).evaluate``, one process per checkout
@@ -186,8 +187,13 @@ def byte_compile(target: Target) -> float:
     found = subprocess.run([target.python, "-c", code], capture_output=True, text=True,
                            check=True).stdout.split()  # fmt: skip
     source = target.path if target.kind == PEER else target.path / "jaxsample"
+    return compile_folders(target.python, [*found, str(source)])
+
+
+def compile_folders(python: str, folders: Sequence[str]) -> float:
+    """``python -m compileall`` of ``folders`` (every core); seconds taken."""
     t0 = time.perf_counter()
-    subprocess.run([target.python, "-m", "compileall", "-q", "-j", "0", *found, str(source)],
+    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", *folders],
                    capture_output=True, check=False)  # fmt: skip
     return time.perf_counter() - t0
 
@@ -219,6 +225,7 @@ class Settings:
     episodes: int
     timeout: float
     importtime: int = 0
+    byte_compile: bool = True
 
 
 def _say(line: str) -> None:
@@ -236,7 +243,7 @@ def measure(
     runs. ``partial(result so far)`` after every repetition (no evaluation yet)."""
     base = dict(os.environ)
     base.setdefault("MPLCONFIGDIR", _user_matplotlib_dir(base))
-    for target in targets:
+    for target in targets if settings.byte_compile else ():
         seconds = byte_compile(target)
         say(f"byte-compiled {target.name}'s Python and its packages: {seconds:.1f} s")
     cells = [(env, mode) for env in settings.envs for mode in settings.modes]
@@ -579,6 +586,10 @@ def _parser() -> argparse.ArgumentParser:
         "--no-save", dest="save", action="store_false",
         help="no --checkpoint-dir (the one-program run), so no evaluation",
     )  # fmt: skip
+    p.add_argument(
+        "--no-byte-compile", dest="byte_compile", action="store_false",
+        help="time the interpreters as they are (default: byte-compile their packages first)",
+    )  # fmt: skip
     p.add_argument("--episodes", type=int, default=EPISODES, help="greedy episodes per seed")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
     p.add_argument(
@@ -629,6 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         envs=tuple(args.envs), modes=tuple(args.modes), reps=args.reps, seeds=args.seeds,
         save=args.save, train_args=tuple(shlex.split(args.train_args)),
         episodes=args.episodes, timeout=args.timeout, importtime=args.importtime,
+        byte_compile=args.byte_compile,
     )  # fmt: skip
     t0 = time.perf_counter()
 

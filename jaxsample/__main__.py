@@ -1,7 +1,5 @@
 """``python -m jaxsample``: the same as the ``jaxsample`` command."""
 
-import sys
+from jaxsample.cli import command
 
-from jaxsample.cli import main
-
-sys.exit(main())
+command()

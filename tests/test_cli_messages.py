@@ -159,7 +159,7 @@ def test_help_still_shows_the_defaults_that_say_something(capsys) -> None:
         (["bench"], "--json JSON", "(default: bench.json)"),
         (["collect"], "--B B", "(default: 1024)"),
         (["train", "--preset", "none"], "--lr FLOAT[,FLOAT...]", "(default: 0.00025)"),
-        (["train"], "--lr FLOAT[,FLOAT...]", "(default: 0.0005)"),  # CartPole-v1's preset
+        (["train"], "--lr FLOAT[,FLOAT...]", "(default: 0.001)"),  # CartPole-v1's preset
     ):
         with pytest.raises(SystemExit):
             main([*argv, "--help"])

@@ -19,9 +19,56 @@ Modules: `parser` (the parser and `main`),
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-__all__ = ["main"]
+__all__ = ["command", "main"]
+
+
+def command() -> NoReturn:
+    """The ``jaxsample`` command's process (its console script and ``python
+    -m jaxsample``): `main`, then the process ends as soon as its work is
+    kept: the standard streams flushed, its threads joined and its ``atexit``
+    handlers run (logging, W&B, JAX's own), as the interpreter would, but
+    without tearing down every module first, which took a quarter of a
+    second after a run (docs/benchmarks.md). Called from Python, `main`
+    returns instead."""
+    try:
+        status = main()
+    except SystemExit as e:  # argparse's errors, `UsageError`s, a run's exit status
+        status = e.code
+    if status is not None and not isinstance(status, int):
+        print(status, file=sys.stderr)
+        status = 1
+    _exit(status or 0)
+
+
+def _exit(status: int) -> NoReturn:
+    """``os._exit(status)`` after what the interpreter's own exit does that
+    anyone could need: flushed streams, non-daemon threads joined (and
+    ``concurrent.futures``' workers), ``atexit`` handlers."""
+    import atexit
+    import os
+    import threading
+
+    _flush()
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is None:  # not CPython's threading: the interpreter's own exit
+        sys.exit(status)
+    shutdown()
+    atexit._run_exitfuncs()
+    _flush()
+    os._exit(status)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:

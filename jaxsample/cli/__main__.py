@@ -1,7 +1,5 @@
 """``python -m jaxsample.cli``: the ``jaxsample`` command."""
 
-import sys
+from jaxsample.cli import command
 
-from jaxsample.cli.parser import main
-
-sys.exit(main())
+command()

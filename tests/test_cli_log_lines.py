@@ -138,3 +138,16 @@ def test_the_filter_drops_only_the_known_lines(tmp_path) -> None:
     while out.read_bytes().decode() != kept and time.monotonic() < deadline:
         time.sleep(0.01)  # the copier finishes after its writer died
     assert out.read_bytes().decode() == kept
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path) -> None:
+    """``jaxsample envs | true``: the command's output pipe is closed before it
+    writes (``true`` exits at once, the command imports JAX first): no
+    traceback, exit status 1."""
+    run = subprocess.run(
+        f"{sys.executable} -m jaxsample envs | true; echo ${{PIPESTATUS[0]}}", shell=True,
+        executable="/bin/bash", cwd=tmp_path, env=_env(tmp_path / "cache"),
+        capture_output=True, text=True, timeout=HANG_SECONDS,
+    )  # fmt: skip
+    assert run.stderr == "", run.stderr
+    assert run.stdout.strip() == "1", run.stdout

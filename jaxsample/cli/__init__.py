@@ -38,6 +38,11 @@ def command() -> NoReturn:
         status = main()
     except SystemExit as e:  # argparse's errors, `UsageError`s, a run's exit status
         status = e.code
+    except BrokenPipeError:  # its reader went away (`jaxsample envs | head -1`): quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 1
     if status is not None and not isinstance(status, int):
         print(status, file=sys.stderr)
         status = 1

@@ -57,23 +57,16 @@ def _exit(status: int) -> NoReturn:
     import os
     import threading
 
-    _flush()
+    from jaxsample.cli.base import flush
+
+    flush(sys.stdout, sys.stderr)
     shutdown = getattr(threading, "_shutdown", None)
     if shutdown is None:  # not CPython's threading: the interpreter's own exit
         sys.exit(status)
     shutdown()
     atexit._run_exitfuncs()
-    _flush()
+    flush(sys.stdout, sys.stderr)
     os._exit(status)
-
-
-def _flush() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:

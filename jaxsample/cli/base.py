@@ -5,11 +5,11 @@ that raise it too) and the early check of an output path."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, TextIO
 
 from jaxsample.errors import UsageError
 
-__all__ = ["UsageError", "check_output", "start_compiling"]
+__all__ = ["UsageError", "check_output", "flush", "start_compiling"]
 
 
 def check_output(path: str | None, flag: str) -> None:
@@ -34,3 +34,14 @@ def start_compiling(args: Any) -> None:
     if setup is not None:
         args.compile_setup = None
         setup()
+
+
+def flush(*streams: TextIO | None) -> None:
+    """Flush each of ``streams`` that is there and still open (a closed or
+    broken pipe is left as it is)."""
+    for stream in streams:
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass

@@ -36,6 +36,8 @@ import signal
 import sys
 import time
 
+from jaxsample.cli.base import flush
+
 __all__ = ["KNOWN", "Filter", "filter_known_lines", "needs_filter"]
 
 #: The lines dropped: absl's prefix (severity, date, time, thread id), then
@@ -99,12 +101,7 @@ class Filter:
         copier to pass on what is left."""
         if self._target < 0:
             return
-        for stream in (sys.stderr, sys.__stderr__):
-            try:
-                if stream is not None:
-                    stream.flush()
-            except (OSError, ValueError):
-                pass
+        flush(sys.stderr, sys.__stderr__)
         os.dup2(self._target, self._fd)  # our end of the pipe: closed
         os.close(self._target)
         self._target = -1

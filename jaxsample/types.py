@@ -7,6 +7,7 @@ steps of ``B`` environments. Per-step pytrees such as ``sampler.examples`` have 
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -14,6 +15,15 @@ import jax.numpy as jnp
 from flax import struct
 
 PyTree = Any
+
+
+@functools.cache
+def key_spec() -> jax.ShapeDtypeStruct:
+    """The ``jax.ShapeDtypeStruct`` of one ``jax.random.key``: what a shape
+    evaluation (``jax.eval_shape``) of a function of a key takes. A concrete
+    key made outside a traced program costs a compiled program of its own (and
+    its XLA compile, tens of milliseconds on a CPU) where only its type is read."""
+    return jax.eval_shape(jax.random.key, 0)
 
 
 class BatchSpec(NamedTuple):

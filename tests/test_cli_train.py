@@ -509,8 +509,8 @@ def test_the_run_is_compiled_while_init_compiles_and_a_sharded_state_is_kept() -
     the one program's host callbacks in a sharded program.)"""
     from jaxsample.runs import loop, programs
 
-    keys, hparams = loop.run_inputs(_ToyTrainer(), jax.random.key(3), 2)
-    like, initial = programs.initial_state(_ToyTrainer(), keys, hparams)
+    runs = loop.runs_of(_ToyTrainer(), jax.random.key(3), 2)
+    like, initial = programs.initial_state(_ToyTrainer(), runs)
     assert all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(like))
     state = initial()
     assert jax.tree.map(lambda x: (x.shape, x.dtype, x.weak_type), like) == jax.tree.map(

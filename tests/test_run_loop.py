@@ -104,8 +104,8 @@ def test_one_compiled_program_run_by_two_threads_reports_to_each_its_own() -> No
     from jaxsample.runs import loop, programs
 
     trainer = _Toy()
-    keys, hparams = loop.run_inputs(trainer, jax.random.key(0), 2)
-    program, state = programs.OneProgram.compile(trainer, keys, hparams, 6, 2)
+    runs = loop.runs_of(trainer, jax.random.key(0), 2)
+    program, state = programs.OneProgram.compile(trainer, runs, 6, 2)
     states = [state, {**jax.tree.map(jnp.copy, state), "x": state["x"] + 100.0}]
     seen: dict[int, list] = {0: [], 1: []}
     out: dict[int, tuple] = {}

@@ -11,10 +11,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from gymnax.environments import spaces
 
 from jaxsample.agents.masks import legal, uniform_legal
-from jaxsample.types import AgentInputs, AgentStep, PyTree
+from jaxsample.types import AgentInputs, AgentStep, PyTree, key_spec
 
 
 @runtime_checkable
@@ -46,13 +47,14 @@ class Agent(Protocol):
 
 def null_action(space: Any) -> PyTree:
     """The all-zeros action of ``space`` (what ``prev_action`` is after a reset)."""
-    shapes = jax.eval_shape(space.sample, jax.random.key(0))
-    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    shapes = jax.eval_shape(space.sample, key_spec())
+    # numpy's zeros, put on the device: eager jnp.zeros would compile a program
+    return jax.tree.map(lambda s: jax.device_put(np.zeros(s.shape, s.dtype)), shapes)
 
 
 def action_spec(space: Any) -> PyTree:
     """``jax.ShapeDtypeStruct`` leaves of one action drawn from ``space``."""
-    return jax.eval_shape(space.sample, jax.random.key(0))
+    return jax.eval_shape(space.sample, key_spec())
 
 
 def num_actions(space: Any) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -92,12 +93,15 @@ def hparams_of(hparams_type: type, config: Any, **overrides: Any) -> Any:
     unknown = set(overrides) - set(fields)
     if unknown:
         raise ValueError(f"unknown hparams {sorted(unknown)}; the fields are {fields}")
-    values = {
-        name: jnp.asarray(overrides.get(name, getattr(config, name)), jnp.float32)
-        for name in fields
-    }
-    shape = jnp.broadcast_shapes(*(v.shape for v in values.values()))
-    return hparams_type(**{k: jnp.broadcast_to(v, shape) for k, v in values.items()})
+    raw = [overrides.get(name, getattr(config, name)) for name in fields]
+    if any(isinstance(v, jax.core.Tracer) for v in raw):  # inside a traced function
+        values = [jnp.asarray(v, jnp.float32) for v in raw]
+        shape = jnp.broadcast_shapes(*(v.shape for v in values))
+        return hparams_type(*(jnp.broadcast_to(v, shape) for v in values))
+    # numpy, then put on the device: eager jnp would compile a program for each
+    values = [np.asarray(v, np.float32) for v in raw]
+    shape = np.broadcast_shapes(*(v.shape for v in values))
+    return hparams_type(*(jax.device_put(np.broadcast_to(v, shape)) for v in values))
 
 
 def start(

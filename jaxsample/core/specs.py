@@ -25,7 +25,9 @@ from gymnax.environments.environment import Environment
 from jaxsample.agents.base import Agent, action_spec, null_action
 from jaxsample.core.masking import agent_inputs, observe, split
 from jaxsample.envs.wrappers import inherits_step
-from jaxsample.types import AgentInputs, AgentSamples, AgentStep, EnvSamples, PyTree, Samples
+from jaxsample.types import (
+    AgentInputs, AgentSamples, AgentStep, EnvSamples, PyTree, Samples, key_spec,
+)  # fmt: skip
 
 # Keys of gymnax's info dict that have fields of their own in EnvSamples.
 INFO_KEYS_WITH_FIELDS = ("final_observation", "terminated", "truncated")
@@ -103,7 +105,7 @@ def env_spec(env: Any, env_params: Any, *, same_observation: bool = False) -> En
     ``info["final_observation"]``, or (with
     ``same_observation``) if ``step``'s observation differs from ``reset``'s."""
     space = env.action_space(env_params)
-    key = jax.random.key(0)
+    key = key_spec()
     try:
         obs_spec, env_state_spec = jax.eval_shape(env.reset, key, env_params)
         act_spec = action_spec(space)
@@ -197,7 +199,7 @@ class AgentSpec:
 
 def agent_state_spec(agent: Agent) -> PyTree:
     """Spec of ``agent.initial_state`` (it takes no parameters)."""
-    return jax.eval_shape(agent.initial_state, jnp.zeros((), jnp.int32))
+    return jax.eval_shape(agent.initial_state, jax.ShapeDtypeStruct((), jnp.int32))
 
 
 def default_params(agent: Agent, agent_params: PyTree, observation: PyTree) -> PyTree:
@@ -205,7 +207,7 @@ def default_params(agent: Agent, agent_params: PyTree, observation: PyTree) -> P
     observation)`` when the agent has ``init``, else None (not known before
     the parameters are given to ``init``/``collect``/``run``)."""
     if agent_params is None and callable(getattr(agent, "init", None)):
-        return jax.eval_shape(agent.init, jax.random.key(0), split(observation)[0])
+        return jax.eval_shape(agent.init, key_spec(), split(observation)[0])
     return agent_params
 
 
@@ -223,7 +225,7 @@ def agent_spec(
     made-up values) for one env of ``observation``, ``action_space`` and
     ``reward`` (spec; ``[N]`` for a team): its action, its state, and with
     ``value`` its value, one per reward (a scalar, or ``[N]``)."""
-    key = jax.random.key(0)
+    key = key_spec()
     state_spec = agent_state_spec(agent)
     act_spec = action_spec(action_space)
     inputs = agent_inputs(observation, act_spec, reward)

@@ -31,6 +31,8 @@ import numpy as np
 from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
 
+from jaxsample.types import key_spec
+
 __all__ = ["VELOCITY_INDICES", "MaskObservation", "mask_velocity"]
 
 #: Per gymnax environment name, the indices of the observation vector that are
@@ -88,7 +90,7 @@ class MaskObservation(Environment):
                     f"env ({type(env).__name__}) overrides {name}(); MaskObservation "
                     "delegates to step_env/reset_env and would skip it"
                 )
-        obs = jax.eval_shape(env.reset, jax.random.key(0), env.default_params)[0]
+        obs = jax.eval_shape(env.reset, key_spec(), env.default_params)[0]
         if not isinstance(obs, jax.ShapeDtypeStruct) or len(obs.shape) < 1:
             raise TypeError(
                 "MaskObservation needs an array observation with at least one axis, got "
@@ -204,6 +206,6 @@ def mask_velocity(env: Any) -> MaskObservation:
             f"mask_velocity knows the velocities of {sorted(VELOCITY_INDICES)}, not of "
             f"{name!r}; use MaskObservation(env, keep_indices)"
         )
-    size = jax.eval_shape(env.reset, jax.random.key(0), env.default_params)[0].shape[-1]
+    size = jax.eval_shape(env.reset, key_spec(), env.default_params)[0].shape[-1]
     hidden = VELOCITY_INDICES[name]
     return MaskObservation(env, tuple(i for i in range(size) if i not in hidden))

@@ -305,15 +305,14 @@ def load(folder: str | os.PathLike[str], *, folder_flag: str | None = None) -> L
         raise FolderMismatch(
             f"{run_folder.what}: run.json holds no valid config ({cause(e)})"
         ) from None
-    from jaxsample.runs.loop import run_inputs
+    from jaxsample.runs.loop import runs_of
+    from jaxsample.runs.programs import init_function
 
     trainer = build_trainer(config)
     seeds, settings = sweep_runs(range(record["seeds"]), record["sweep"])
     hparams = sweep_hparams(trainer, settings, record["seeds"])
-    keys, run_hparams = run_inputs(
-        trainer, jax.random.key(record["seed"]), record["seeds"], hparams
-    )
-    like = jax.eval_shape(jax.vmap(trainer.init), keys, run_hparams)
+    runs = runs_of(trainer, jax.random.key(record["seed"]), record["seeds"], hparams)
+    like = jax.eval_shape(init_function(trainer), *runs)
     state, history = run_folder.restore(like, step)
     return LoadedRun(
         folder=folder, record=record, config=config, iteration=step, trainer=trainer,

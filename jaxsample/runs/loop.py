@@ -29,11 +29,11 @@ import numpy as np
 
 from jaxsample.algos.trainer import Reports, Trainer
 from jaxsample.runs.program_store import ProgramStore
-from jaxsample.runs.programs import Chunks, Hooks, OneProgram
+from jaxsample.runs.programs import Chunks, Hooks, OneProgram, Runs
 
 __all__ = [
     "RECENT_FRACTION", "RECENT_MIN", "TrainingResult", "chunk_size", "final_returns", "latest",
-    "recent_of", "recent_returns", "recent_window", "run_inputs", "run_training",
+    "recent_of", "recent_returns", "recent_window", "run_inputs", "run_training", "runs_of",
 ]  # fmt: skip
 
 #: The recent return spans the last ``1 / RECENT_FRACTION`` of a run's
@@ -244,24 +244,32 @@ def latest(values: Any) -> np.ndarray:
     return np.asarray(out, np.float64)
 
 
-def run_inputs(
-    trainer: Trainer, key: jax.Array, seeds: int, hparams: Any = None
-) -> tuple[Any, Any]:
-    """``(keys, hparams)`` of the ``R = seeds * C`` runs, leading axis ``[R]``.
+def runs_of(trainer: Trainer, key: jax.Array, seeds: int, hparams: Any = None) -> Runs:
+    """The `Runs` ``(key, seed, hparams)`` of ``R = seeds * C`` runs, leading axis ``[R]``.
 
     ``hparams`` is None (one setting, the config's: ``C = 1``) or the
     trainer's ``HParams`` with a leading ``[C]`` axis (a sweep). Run ``r`` is
     seed ``r // C`` (key ``fold_in(key, r // C)``: the settings of one seed
-    share its key) with setting ``r % C``.
+    share its key) with setting ``r % C``. Numpy, and the key as given:
+    nothing here is a compiled program.
     """
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
     if hparams is None:
-        hparams = jax.tree.map(lambda x: x[None], trainer.hparams())
+        hparams = jax.tree.map(lambda x: np.asarray(x)[None], trainer.hparams())
     combos = int(jax.tree.leaves(hparams)[0].shape[0])
-    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(np.repeat(np.arange(seeds), combos))
+    seed = np.repeat(np.arange(seeds, dtype=np.int32), combos)
     hparams = jax.tree.map(lambda x: np.tile(np.asarray(x), seeds), hparams)
-    return keys, hparams
+    return Runs(key, seed, hparams)
+
+
+def run_inputs(
+    trainer: Trainer, key: jax.Array, seeds: int, hparams: Any = None
+) -> tuple[Any, Any]:
+    """``(keys, hparams)`` of the runs `runs_of` makes: their keys ``[R]``
+    (``fold_in(key, r // C)``) and settings, leading axis ``[R]``."""
+    runs = runs_of(trainer, key, seeds, hparams)
+    return runs.keys(), runs.hparams
 
 
 @dataclasses.dataclass(frozen=True)
@@ -384,7 +392,7 @@ def run_training(
         raise ValueError(f"num_iterations must be >= 1, got {n}")
     if one_program and resume is not None:
         raise ValueError("one_program=True starts a run; resume runs in chunks")
-    keys, hparams = run_inputs(trainer, key, seeds, hparams)
+    runs = runs_of(trainer, key, seeds, hparams)
     every = chunk_size(n, chunks)
     state, history = resume if resume is not None else (None, {})
     start = next(iter(history.values())).shape[1] if history else 0
@@ -397,13 +405,13 @@ def run_training(
     hooks = Hooks(None if events is None else events.running, on_chunk, stop)
     t0 = time.perf_counter()
     if one_program:
-        program, state = OneProgram.compile(trainer, keys, hparams, n, every, store)
+        program, state = OneProgram.compile(trainer, runs, n, every, store)
         compile_seconds = time.perf_counter() - t0
         state, history, seconds = program.run(state, hooks)
     else:
         full, rest = divmod(max(n - start, 0), every)
         lengths = (every,) * full + ((rest,) if rest else ())
-        chunked, state = Chunks.compile(trainer, keys, hparams, lengths, state, store, meanwhile)
+        chunked, state = Chunks.compile(trainer, runs, lengths, state, store, meanwhile)
         compile_seconds = time.perf_counter() - t0
         state, history, seconds = chunked.run(state, history, hooks)
     done = next(iter(history.values())).shape[1]

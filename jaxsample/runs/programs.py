@@ -43,7 +43,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -58,8 +58,10 @@ __all__ = [
     "Chunks",
     "Hooks",
     "OneProgram",
+    "Runs",
     "compiler_options",
     "in_background",
+    "init_function",
     "one_program",
     "over_runs",
 ]
@@ -154,20 +156,46 @@ def _ignoring_errors(fn: Callable[[], Any]) -> None:
         fn()
 
 
+class Runs(NamedTuple):
+    """The runs a program trains side by side (leading axis ``[R]``): run ``r``
+    starts from the key ``fold_in(key, seed[r])`` with the settings
+    ``hparams[r]`` (`jaxsample.runs.loop.runs_of` makes them). The keys are
+    folded in inside the compiled init (`init_function`): made outside it,
+    they would be a compiled program of their own."""
+
+    key: jax.Array
+    seed: Any  # int32 [R]
+    hparams: Any  # the trainer's HParams, leaves [R]
+
+    def keys(self) -> jax.Array:
+        """The runs' keys ``[R]`` (what init folds in)."""
+        return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(self.key, self.seed)
+
+
+def init_function(trainer: Trainer) -> Callable[[jax.Array, Any, Any], Any]:
+    """``init(key, seed, hparams)``: the first state of the `Runs` ``(key,
+    seed, hparams)``: ``over_runs(trainer.init)`` of their keys and settings."""
+
+    def init(key: jax.Array, seed: Any, hparams: Any) -> Any:
+        return over_runs(lambda s, h: trainer.init(jax.random.fold_in(key, s), h))(seed, hparams)
+
+    return init
+
+
 def initial_state(
-    trainer: Trainer, keys: Any, hparams: Any, store: ProgramStore | None = None
+    trainer: Trainer, runs: Runs, store: ProgramStore | None = None
 ) -> tuple[Any, Callable[[], Any]]:
     """``(like, initial)``: init's abstract output (``jax.ShapeDtypeStruct`` s,
     weak types kept), for which a run's iterations are compiled while XLA
     compiles init on a worker thread, and a function that waits for that
-    compile and returns the runs' first state (``over_runs(trainer.init)`` of
-    ``(keys, hparams)``, traced from ``store`` when given)."""
-    init = over_runs(trainer.init)
+    compile and returns the first state of ``runs`` (`init_function`, traced
+    from ``store`` when given)."""
+    init = init_function(trainer)
     if store is not None:
-        init = store.function("init", init, keys, hparams)
-    traced = jax.jit(init).trace(keys, hparams)
+        init = store.function("init", init, *runs)
+    traced = jax.jit(init).trace(*runs)
     wait = in_background(traced.lower().compile, compiler_options("init"))
-    return traced.out_info, lambda: jax.block_until_ready(wait()(keys, hparams))
+    return traced.out_info, lambda: jax.block_until_ready(wait()(*runs))
 
 
 def _compile_for_state(
@@ -203,11 +231,11 @@ class Chunks:
 
     @classmethod
     def compile(
-        cls, trainer: Trainer, keys: Any, hparams: Any, lengths: tuple[int, ...], state: Any = None,
+        cls, trainer: Trainer, runs: Runs, lengths: tuple[int, ...], state: Any = None,
         store: ProgramStore | None = None, meanwhile: Callable[[], Any] | None = None,
     ) -> tuple[Chunks, Any]:  # fmt: skip
-        """The chunks of ``lengths`` iterations compiled for the runs ``(keys,
-        hparams)`` (leading ``[R]``), and the first state: init's, or
+        """The chunks of ``lengths`` iterations compiled for ``runs``, and the
+        first state: init's, or
         ``state`` (a resumed run: no init). With ``store``, init and the
         chunks are traced from it (kept between processes); ``meanwhile``
         runs on a worker thread from the first chunk's XLA compile on (its
@@ -233,7 +261,7 @@ class Chunks:
 
         if state is not None:
             return cls(tuple(lengths), build(state)), state
-        programs, state = _compile_for_state(build, *initial_state(trainer, keys, hparams, store))
+        programs, state = _compile_for_state(build, *initial_state(trainer, runs, store))
         return cls(tuple(lengths), programs), state
 
     def run(self, state: Any, history: History, hooks: Hooks) -> tuple[Any, History, float]:
@@ -389,14 +417,13 @@ class OneProgram:
 
     @classmethod
     def compile(
-        cls, trainer: Trainer, keys: Any, hparams: Any, n: int, every: int,
+        cls, trainer: Trainer, runs: Runs, n: int, every: int,
         store: ProgramStore | None = None,
     ) -> tuple[OneProgram, Any]:  # fmt: skip
         """The `one_program` of ``n`` iterations reporting every ``every``,
-        compiled for the runs ``(keys, hparams)`` (leading ``[R]``), and the
-        first state. With ``store``, init and the iteration are traced from
+        compiled for ``runs``, and the first state. With ``store``, init and the iteration are traced from
         it (kept between processes)."""
-        like, initial = initial_state(trainer, keys, hparams, store)
+        like, initial = initial_state(trainer, runs, store)
         token = jax.ShapeDtypeStruct((), jnp.int32)
 
         def build(like: Any) -> Callable[[Any, Any], Any]:

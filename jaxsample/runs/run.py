@@ -434,17 +434,18 @@ def _start(
     if run_folder is not None:
         import json
 
-        from jaxsample.runs.loop import run_inputs
+        from jaxsample.runs.loop import runs_of
+        from jaxsample.runs.programs import init_function
 
         run_folder.open()
         signals.on_exit(run_folder.close)
         if run_folder.lock.took_over:
             say(run_folder.lock.took_over)
-        keys, hparams = run_inputs(plan.trainer, plan.key, plan.seeds, plan.hparams)
-        init = jax.vmap(plan.trainer.init)
+        runs = runs_of(plan.trainer, plan.key, plan.seeds, plan.hparams)
+        init = init_function(plan.trainer)
         defaults = json.loads(json.dumps(dataclasses.asdict(type(plan.config)())))
         resume = run_folder.start_or_resume(
-            plan.record, lambda: jax.eval_shape(init, keys, hparams), defaults
+            plan.record, lambda: jax.eval_shape(init, *runs), defaults
         )
     for line in _describe(plan):
         say(line)

@@ -50,7 +50,7 @@ from gymnax.environments import spaces
 
 from jaxsample.envs.per_agent import PerAgent
 from jaxsample.envs.suites.base import SuiteEnv, SuiteState, SuiteStep, box
-from jaxsample.types import PyTree
+from jaxsample.types import PyTree, key_spec
 
 __all__ = ["JaxMARLEnv", "MaskedJaxMARLEnv", "from_jaxmarl", "make_jaxmarl", "space_of"]
 
@@ -151,7 +151,7 @@ class JaxMARLEnv(SuiteEnv):
         # the observations' shapes and dtypes are the reset's (Overcooked
         # 0.2.0 declares its grid's width and height swapped), bounds the
         # declared spaces' where they broadcast to that shape
-        reset = jax.eval_shape(env.reset, jax.random.key(0))[0]
+        reset = jax.eval_shape(env.reset, key_spec())[0]
         observations = {a: _observation_space(env, a, reset[a]) for a in self.agents}
         actions = {a: space_of(env.action_space(a)) for a in self.agents}
         _check_shared(env, "observation", observations, bounds=False)

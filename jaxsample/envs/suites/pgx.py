@@ -41,7 +41,7 @@ from gymnax.environments import spaces
 
 from jaxsample.envs.suites.base import SuiteEnv, SuiteState, SuiteStep, box
 from jaxsample.traj_info import TrajField
-from jaxsample.types import PyTree
+from jaxsample.types import PyTree, key_spec
 
 __all__ = ["PgxEnv", "from_pgx", "make_pgx", "player_returns"]
 
@@ -58,7 +58,7 @@ class PgxEnv(SuiteEnv):
                 raise TypeError(f"env must be a Pgx Env, got {env!r}")
         super().__init__(episode_length, env)
         # abstractly: Pgx's num_actions / observation_shape run init eagerly
-        state = jax.eval_shape(env.init, jax.random.key(0))
+        state = jax.eval_shape(env.init, key_spec())
         self._num_actions = int(state.legal_action_mask.shape[0])
         self._observation = state.observation
         self.num_players = int(env.num_players)

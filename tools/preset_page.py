@@ -191,8 +191,10 @@ def confirmation(checks: dict[tuple[str, str, str], dict[str, Any]]) -> list[str
                           "episodes each; the targets are the table's above.", 79), "",
            "| env | Python | seeds / eval. seed | each seed | median |",
            "|---|---|---|---|---|"]  # fmt: skip
-    for (env, _, python), line in sorted(checks.items(), key=lambda kv: (
-            ENVS.index(kv[0][0]) if kv[0][0] in ENVS else 99, -_version(kv[0][2])[1])):
+    for (env, _, python), line in sorted(
+        checks.items(),
+        key=lambda kv: (ENVS.index(kv[0][0]) if kv[0][0] in ENVS else 99, -_version(kv[0][2])[1]),
+    ):
         first = line["seed"]
         each = ", ".join(_fmt(r) for r in line["returns"])
         seeds = f"{first}-{first + line['seeds'] - 1} / {line.get('eval_seed', 0)}"

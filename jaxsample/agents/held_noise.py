@@ -96,9 +96,7 @@ class HeldNoise:
         otherwise; the age advances modulo ``repeat``."""
         dtype = self.agent.action_space.dtype
         if isinstance(self.agent, CategoricalActorCritic):
-            dist_params, value = self.agent.forward(
-                params, inputs.observation, inputs.action_mask
-            )
+            dist_params, value = self.agent.forward(params, inputs.observation, inputs.action_mask)
             fresh = jax.random.gumbel(key, dist_params.shape, jnp.float32)
             noise = jnp.where(state.age == 0, fresh, state.noise)
             action = jnp.argmax(dist_params + noise).astype(dtype)

@@ -26,8 +26,14 @@ from jaxsample.agents.base import Agent, action_spec, null_action
 from jaxsample.core.masking import agent_inputs, observe, split
 from jaxsample.envs.wrappers import inherits_step
 from jaxsample.types import (
-    AgentInputs, AgentSamples, AgentStep, EnvSamples, PyTree, Samples, key_spec,
-)  # fmt: skip
+    AgentInputs,
+    AgentSamples,
+    AgentStep,
+    EnvSamples,
+    PyTree,
+    Samples,
+    key_spec,
+)
 
 # Keys of gymnax's info dict that have fields of their own in EnvSamples.
 INFO_KEYS_WITH_FIELDS = ("final_observation", "terminated", "truncated")

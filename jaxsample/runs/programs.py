@@ -421,8 +421,8 @@ class OneProgram:
         store: ProgramStore | None = None,
     ) -> tuple[OneProgram, Any]:  # fmt: skip
         """The `one_program` of ``n`` iterations reporting every ``every``,
-        compiled for ``runs``, and the first state. With ``store``, init and the iteration are traced from
-        it (kept between processes)."""
+        compiled for ``runs``, and the first state. With ``store``, init and
+        the iteration are traced from it (kept between processes)."""
         like, initial = initial_state(trainer, runs, store)
         token = jax.ShapeDtypeStruct((), jnp.int32)
 

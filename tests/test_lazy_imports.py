@@ -132,6 +132,40 @@ def test_the_command_defers_the_mosaic_dialects_jax_imports(tmp_path) -> None:
     assert got["has_ops"] and got["after_use"] == "module"
 
 
+def test_the_command_defers_what_flax_tabulate_needs_and_it_still_works(
+    tmp_path,
+) -> None:
+    """What ``import flax.linen`` loads for ``Module.tabulate`` only
+    (``rich.table``, ``yaml``) stays deferred in the command's process until
+    used; then it works in place."""
+    got = _python(
+        textwrap.dedent("""
+        import json, sys
+        import jaxsample.cli.parser as parser
+        names = ("rich.table", "yaml")
+        seen = {}
+        def probe(argv, signals):
+            import flax.linen as nn, jax, jax.numpy as jnp
+            seen["after_import"] = [type(sys.modules[n]).__name__ for n in names]
+            table = nn.Dense(3).tabulate(jax.random.key(0), jnp.ones((1, 2)))
+            seen["tabulate"] = "Dense" in table and "params" in table
+            import yaml
+            seen["yaml"] = yaml.safe_load("a: [1, 2]")
+            seen["after_use"] = [type(sys.modules[n]).__name__ for n in names]
+            return 0
+        parser.main = probe
+        from jaxsample.cli import main
+        seen["code"] = main(["train"])
+        print(json.dumps(seen))
+        """),
+        tmp_path,
+    )
+    assert got["code"] == 0
+    assert got["after_import"] == ["DeferredModule"] * 2
+    assert got["tabulate"] and got["yaml"] == {"a": [1, 2]}
+    assert got["after_use"] == ["module"] * 2
+
+
 def test_the_library_alone_defers_nothing(tmp_path) -> None:
     got = _python(_STATE + "import jaxsample, gymnax\nprint(json.dumps(state()))\n", tmp_path)
     assert "_DeferringFinder" not in got["finders"]

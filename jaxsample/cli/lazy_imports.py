@@ -44,10 +44,12 @@ __all__ = ["DEFERRED", "DeferredModule", "defer_imports"]
 #: The modules deferred: what gymnax's env modules import only to render, the
 #: ``scipy.linalg`` package around the two extension modules jaxlib loads, and
 #: the Python bindings of the Mosaic TPU and GPU dialects that ``import jax``
-#: loads for Pallas kernels (about 60 ms; a run on CPU never uses them).
+#: loads for Pallas kernels (about 60 ms; a run on CPU never uses them), what
+#: ``flax.linen.summary`` imports for ``Module.tabulate`` only (``rich.table``
+#: and ``yaml``, about 45 ms).
 DEFERRED = (
     "seaborn", "matplotlib", "matplotlib.colors", "matplotlib.pyplot", "scipy.linalg",
-    "jaxlib.mosaic.python.tpu", "jaxlib.mosaic.python.mosaic_gpu",
+    "jaxlib.mosaic.python.tpu", "jaxlib.mosaic.python.mosaic_gpu", "rich.table", "yaml",
 )  # fmt: skip
 
 #: What the import system reads of a module in ``sys.modules`` (and

@@ -633,3 +633,35 @@ def test_bad_arguments_are_value_errors(make, field):
 def test_bad_argument_types_are_type_errors(make, field):
     with pytest.raises(TypeError, match=field):
         make()
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        A.CategoricalActorCritic(spaces.Discrete(3), hidden_sizes=(5, 7)),
+        A.GaussianActorCritic(spaces.Box(-1.0, 1.0, (2,)), hidden_sizes=(6,), activation=nn.relu),
+        A.CategoricalActorCritic(spaces.Discrete(2), hidden_sizes=()),
+    ],
+    ids=["categorical", "gaussian", "no-hidden"],
+)
+def test_actor_critic_apply_is_flax_apply_op_for_op(agent) -> None:
+    """The feedforward actor-critics apply their network without flax's module
+    machinery (`apply_actor_critic`): the same jaxpr as the flax module's
+    ``apply``, so the same program and values."""
+    from jaxsample.agents.actor_critic import apply_actor_critic
+
+    params = agent.init(jax.random.key(0), jnp.zeros(4))
+    params = jax.tree.map(lambda p: p + 0.1 * jnp.arange(p.size).reshape(p.shape), params)
+    layers, x = len(agent.hidden_sizes), jnp.linspace(-1.0, 1.0, 4)
+
+    def ours(p, x):
+        return apply_actor_critic(p, x, layers, agent.activation)
+
+    assert str(jax.make_jaxpr(ours)(params, x)) == str(
+        jax.make_jaxpr(agent.network.apply)(params, x)
+    )
+    got, want = ours(params, x), agent.network.apply(params, x)
+    assert (got[1] is None) == (want[1] is None)
+    for g, w in zip(got, want, strict=True):
+        if w is not None:
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))

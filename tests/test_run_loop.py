@@ -191,10 +191,10 @@ def test_two_runs_of_one_config_at_once_each_get_their_own_progress() -> None:
     assert not np.array_equal(losses[0], losses[1])  # a leaked event would show
 
 
-def test_chunks_run_meanwhile_on_a_worker_while_xla_compiles() -> None:
+def test_chunks_run_meanwhile_on_a_worker_beside_the_first_chunks() -> None:
     """``meanwhile`` runs once, on another thread, after the chunk program is
-    lowered (its error dropped): what a run folder imports for its checkpoints
-    while XLA compiles."""
+    compiled (its error dropped): what a run folder imports for its checkpoints
+    while the first chunks run."""
     from jaxsample.runs import loop
 
     calls: list[tuple[str, bool]] = []

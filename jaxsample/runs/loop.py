@@ -379,9 +379,9 @@ def run_training(
         (the program then ends after the current iteration); in chunks, after
         each chunk (and its ``on_chunk``). The result then holds the
         iterations run, with ``interrupted=True``.
-      meanwhile: in chunks, called on a worker thread while XLA compiles
-        them (what Python can do meanwhile: the imports a run folder's
-        checkpoints need); what it raises is ignored.
+      meanwhile: in chunks, called on a worker thread once they are
+        compiled, beside the first chunks (what Python can do meanwhile: the
+        imports a run folder's checkpoints need); what it raises is ignored.
       store: where the programs' traced init and iteration are kept between
         processes (``jaxsample train`` passes one
         when JAX's compilation cache is on: a second run then neither traces

@@ -238,10 +238,10 @@ class Chunks:
         first state: init's, or
         ``state`` (a resumed run: no init). With ``store``, init and the
         chunks are traced from it (kept between processes); ``meanwhile``
-        runs on a worker thread from the first chunk's XLA compile on (its
-        errors ignored)."""
+        runs on a worker thread once they are compiled, beside the first
+        chunks (its errors ignored): a run's chunks leave a core free on the
+        host, where XLA's compile takes every core (docs/benchmarks.md)."""
         options = compiler_options("run")
-        pending = [meanwhile] if meanwhile is not None else []
 
         def build(like: Any) -> dict[int, Callable[[Any], Any]]:
             out = {}
@@ -253,15 +253,15 @@ class Chunks:
                 program = over_runs(chunk)
                 if store is not None:
                     program = store.function(f"chunk-{n}", program, like)
-                lowered = jax.jit(program, donate_argnums=0).lower(like)
-                if pending:  # XLA compiles without Python's lock: the worker gets it
-                    in_background(_ignoring_errors, pending.pop())
-                out[n] = lowered.compile(options)
+                out[n] = jax.jit(program, donate_argnums=0).lower(like).compile(options)
             return out
 
         if state is not None:
-            return cls(tuple(lengths), build(state)), state
-        programs, state = _compile_for_state(build, *initial_state(trainer, runs, store))
+            programs = build(state)
+        else:
+            programs, state = _compile_for_state(build, *initial_state(trainer, runs, store))
+        if meanwhile is not None:
+            in_background(_ignoring_errors, meanwhile)
         return cls(tuple(lengths), programs), state
 
     def run(self, state: Any, history: History, hooks: Hooks) -> tuple[Any, History, float]:

@@ -212,3 +212,34 @@ def test_chunks_run_meanwhile_on_a_worker_beside_the_first_chunks() -> None:
             break
         time.sleep(0.05)
     assert len(calls) == 1 and calls[0][0].startswith("jaxsample-compile") and calls[0][1]
+
+
+def test_runs_fold_their_keys_in_inside_init_and_make_no_program_before(caplog) -> None:
+    """`runs_of` is numpy and the key as given (no program compiled); init
+    folds the keys in (`init_function`) to the state that vmapping
+    ``trainer.init`` over `run_inputs`'s keys gives, bit for bit, for one run
+    and for seeds x a sweep."""
+    import logging
+
+    from jaxsample.algos import ppo
+    from jaxsample.runs import loop, programs
+
+    trainer = ppo.make_train(
+        ppo.PPOConfig(num_envs=2, num_steps=4, total_timesteps=64, hidden_sizes=(4,))
+    )
+    key = jax.random.key(7)
+    for seeds, sweep in ((1, None), (2, trainer.hparams(lr=np.asarray([1e-3, 2e-3], np.float32)))):
+        with caplog.at_level(logging.WARNING), jax.log_compiles(True):
+            caplog.clear()
+            runs = loop.runs_of(trainer, key, seeds, sweep)
+        assert not [r for r in caplog.records if "Compiling" in r.getMessage()]
+        assert runs.key is key and runs.seed.tolist() == [
+            s for s in range(seeds) for _ in range(1 if sweep is None else 2)
+        ]
+        got = jax.jit(programs.init_function(trainer))(*runs)
+        keys, hparams = loop.run_inputs(trainer, key, seeds, sweep)
+        want = jax.jit(jax.vmap(trainer.init))(keys, hparams)
+        for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+            if jnp.issubdtype(g.dtype, jax.dtypes.prng_key):
+                g, w = jax.random.key_data(g), jax.random.key_data(w)
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))

@@ -387,8 +387,8 @@ def apply_actor_critic(
     """``ActorCriticMLP(...).apply(params, x)`` for its ``params`` (``layers``
     hidden layers, no layer norm) without flax's module machinery: the same
     operations in the same order, so the same program and values (a test
-    compares the two jaxprs), traced in a fraction of the time (a PPO chunk's
-    trace: 0.08 s instead of 0.14-0.26 s, docs/benchmarks.md)."""
+    compares the two jaxprs), traced in a fraction of the time
+    (docs/benchmarks.md)."""
     p = params["params"]
 
     def dense(layer: PyTree, h: jax.Array) -> jax.Array:  # flax.linen.Dense.__call__'s

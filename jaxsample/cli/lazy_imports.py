@@ -46,7 +46,7 @@ __all__ = ["DEFERRED", "DeferredModule", "defer_imports"]
 #: the Python bindings of the Mosaic TPU and GPU dialects that ``import jax``
 #: loads for Pallas kernels (about 60 ms; a run on CPU never uses them), what
 #: ``flax.linen.summary`` imports for ``Module.tabulate`` only (``rich.table``
-#: and ``yaml``, about 45 ms).
+#: and ``yaml``).
 DEFERRED = (
     "seaborn", "matplotlib", "matplotlib.colors", "matplotlib.pyplot", "scipy.linalg",
     "jaxlib.mosaic.python.tpu", "jaxlib.mosaic.python.mosaic_gpu", "rich.table", "yaml",

@@ -72,9 +72,9 @@ def train(args: argparse.Namespace, signals: Any = None) -> int:
     Python's cyclic garbage collector is paused from here until the training
     program runs (`_Display`; or the command ends): the imports, the trace
     and the compile make objects that stay (modules, traced programs), and
-    the collector's passes over them were about 0.18 s of a cold ``jaxsample
-    train`` on two cores (docs/benchmarks.md). Where it was paused already, it
-    stays as it was."""
+    the collector's passes over them cost a cold run time for nothing
+    (docs/benchmarks.md measures it). Where it was paused already, it stays
+    as it was."""
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -129,9 +129,8 @@ class _Display:
     """The run's live display (`jaxsample.runs.display.LiveDisplay`) that
     turns the garbage collector back on (``collect``) at the first event of
     the running program, with what exists by then frozen (``gc.freeze``):
-    the start's objects are nearly all alive (a full collection there found
-    about 1,800 unreachable of 207,000, and took 0.15 s), so a pass over them
-    would find nothing worth its time."""
+    the start's objects are nearly all alive, so a pass over them would find
+    next to nothing."""
 
     def __init__(self, collect: bool) -> None:
         from jaxsample.runs.display import LiveDisplay

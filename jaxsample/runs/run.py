@@ -519,8 +519,8 @@ def _derived(plan: _Plan, metrics: dict[str, np.ndarray]) -> dict[str, np.ndarra
 
 
 def _import_checkpoints() -> None:
-    """Import what a run folder's checkpoints need (orbax: about 0.25 s), on a
-    worker thread beside the first chunks."""
+    """Import what a run folder's checkpoints need (orbax), on a worker thread
+    beside the first chunks."""
     import jaxsample.checkpoint  # noqa: F401
 
 

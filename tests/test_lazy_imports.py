@@ -29,6 +29,27 @@ def _python(code: str, tmp_path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _in_command(names: tuple[str, ...], body: str, tmp_path) -> dict:
+    """Run ``body`` (statements filling ``seen``; ``names``: module names) as
+    the parser's main in the command's own process (`jaxsample.cli.main`, its
+    deferral installed); ``seen`` with the command's ``code``."""
+    code = textwrap.dedent("""
+        import json, sys
+        import jaxsample.cli.parser as parser
+        names = NAMES
+        seen = {}
+        def probe(argv, signals):
+        BODY
+            return 0
+        parser.main = probe
+        from jaxsample.cli import main
+        seen["code"] = main(["train"])
+        print(json.dumps(seen))
+        """)
+    body = textwrap.indent(textwrap.dedent(body).strip(), "    ")
+    return _python(code.replace("NAMES", repr(names)).replace("BODY", body), tmp_path)
+
+
 _STATE = """
 import json, sys
 def state():
@@ -101,25 +122,16 @@ def test_the_command_defers_plotting_and_scipy_linalg_and_both_still_work(
 def test_the_command_defers_the_mosaic_dialects_jax_imports(tmp_path) -> None:
     """``import jax`` in the command's process leaves the Mosaic TPU and GPU
     dialect bindings (Pallas's) deferred; a use runs them in place."""
-    got = _python(
-        textwrap.dedent("""
-        import json, sys
-        import jaxsample.cli.parser as parser
-        names = ("jaxlib.mosaic.python.tpu", "jaxlib.mosaic.python.mosaic_gpu")
-        seen = {}
-        def probe(argv, signals):
-            import jax
-            jax.numpy.ones(2).block_until_ready()
-            seen["after_jax"] = [type(sys.modules[n]).__name__ for n in names]
-            from jaxlib.mosaic.python import tpu
-            seen["has_ops"] = len([n for n in dir(tpu) if n.endswith("Op")]) > 10
-            seen["after_use"] = type(sys.modules[names[0]]).__name__
-            return 0
-        parser.main = probe
-        from jaxsample.cli import main
-        seen["code"] = main(["train"])
-        print(json.dumps(seen))
-        """),
+    got = _in_command(
+        ("jaxlib.mosaic.python.tpu", "jaxlib.mosaic.python.mosaic_gpu"),
+        """
+        import jax
+        jax.numpy.ones(2).block_until_ready()
+        seen["after_jax"] = [type(sys.modules[n]).__name__ for n in names]
+        from jaxlib.mosaic.python import tpu
+        seen["has_ops"] = len([n for n in dir(tpu) if n.endswith("Op")]) > 10
+        seen["after_use"] = type(sys.modules[names[0]]).__name__
+        """,
         tmp_path,
     )
     assert got["code"] == 0
@@ -138,26 +150,17 @@ def test_the_command_defers_what_flax_tabulate_needs_and_it_still_works(
     """What ``import flax.linen`` loads for ``Module.tabulate`` only
     (``rich.table``, ``yaml``) stays deferred in the command's process until
     used; then it works in place."""
-    got = _python(
-        textwrap.dedent("""
-        import json, sys
-        import jaxsample.cli.parser as parser
-        names = ("rich.table", "yaml")
-        seen = {}
-        def probe(argv, signals):
-            import flax.linen as nn, jax, jax.numpy as jnp
-            seen["after_import"] = [type(sys.modules[n]).__name__ for n in names]
-            table = nn.Dense(3).tabulate(jax.random.key(0), jnp.ones((1, 2)))
-            seen["tabulate"] = "Dense" in table and "params" in table
-            import yaml
-            seen["yaml"] = yaml.safe_load("a: [1, 2]")
-            seen["after_use"] = [type(sys.modules[n]).__name__ for n in names]
-            return 0
-        parser.main = probe
-        from jaxsample.cli import main
-        seen["code"] = main(["train"])
-        print(json.dumps(seen))
-        """),
+    got = _in_command(
+        ("rich.table", "yaml"),
+        """
+        import flax.linen as nn, jax, jax.numpy as jnp
+        seen["after_import"] = [type(sys.modules[n]).__name__ for n in names]
+        table = nn.Dense(3).tabulate(jax.random.key(0), jnp.ones((1, 2)))
+        seen["tabulate"] = "Dense" in table and "params" in table
+        import yaml
+        seen["yaml"] = yaml.safe_load("a: [1, 2]")
+        seen["after_use"] = [type(sys.modules[n]).__name__ for n in names]
+        """,
         tmp_path,
     )
     assert got["code"] == 0

@@ -243,3 +243,34 @@ def test_runs_fold_their_keys_in_inside_init_and_make_no_program_before(caplog) 
             if jnp.issubdtype(g.dtype, jax.dtypes.prng_key):
                 g, w = jax.random.key_data(g), jax.random.key_data(w)
             np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+@pytest.mark.parametrize(
+    "key, error, message",
+    [
+        (jax.random.PRNGKey(0), TypeError, "raw jax.random.PRNGKey"),
+        (0, TypeError, "key must be a typed PRNG key"),
+        (jax.random.split(jax.random.key(0), 2), ValueError, "single key"),
+    ],
+)
+def test_run_training_names_a_bad_key_before_anything_compiles(key, error, message) -> None:
+    from jaxsample.runs import loop
+
+    with pytest.raises(error, match=message):
+        loop.run_training(_Toy(), key, seeds=1)
+
+
+def test_hparams_are_device_arrays_outside_a_trace_and_tracers_inside() -> None:
+    """A trainer's ``hparams`` (numpy put on the device, no program of its
+    own) are float32 ``jax.Array`` s broadcast to one shape; called inside a
+    traced function with a traced override they are the same values."""
+    from jaxsample.algos import ppo
+
+    trainer = ppo.make_train(ppo.PPOConfig(num_envs=2, num_steps=4, total_timesteps=64))
+    hp = trainer.hparams(lr=[1e-3, 2e-3])
+    assert all(isinstance(v, jax.Array) for v in jax.tree.leaves(hp))
+    assert {(v.shape, v.dtype) for v in jax.tree.leaves(hp)} == {((2,), np.dtype(np.float32))}
+    np.testing.assert_array_equal(np.asarray(hp.clip_eps), np.float32([0.2, 0.2]))
+    traced = jax.jit(lambda lr: trainer.hparams(lr=lr))(jnp.asarray([1e-3, 2e-3]))
+    for a, b in zip(jax.tree.leaves(traced), jax.tree.leaves(hp), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from typing import Any
 
 START = time.perf_counter()
-PASSES = {g: [0, 0.0] for g in range(3)}
+PASSES = {g: [0, 0.0] for g in range(3)}  # generation: [passes, seconds]
+PASS_STARTED = [0.0]
 COMPILED: list[str] = []
 
 
@@ -61,14 +62,14 @@ def timed(owner: Any, name: str, label: str, method: str = "plain") -> None:
     setattr(owner, name, classmethod(probe) if method == "classmethod" else probe)
 
 
-def collector_passes(phase: str, info: dict[str, int], started: list[float] = [0.0]) -> None:  # noqa: B006
+def collector_passes(phase: str, info: dict[str, int]) -> None:
     """``gc.callbacks``: each generation's passes and their seconds."""
     if phase == "start":
-        started[0] = time.perf_counter()
+        PASS_STARTED[0] = time.perf_counter()
     else:
         count = PASSES[info["generation"]]
         count[0] += 1
-        count[1] += time.perf_counter() - started[0]
+        count[1] += time.perf_counter() - PASS_STARTED[0]
 
 
 def programs(compile_or_get_cached: Callable[..., Any]) -> Callable[..., Any]:

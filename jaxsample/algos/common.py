@@ -94,14 +94,14 @@ def hparams_of(hparams_type: type, config: Any, **overrides: Any) -> Any:
     if unknown:
         raise ValueError(f"unknown hparams {sorted(unknown)}; the fields are {fields}")
     raw = [overrides.get(name, getattr(config, name)) for name in fields]
-    if any(isinstance(v, jax.core.Tracer) for v in raw):  # inside a traced function
-        values = [jnp.asarray(v, jnp.float32) for v in raw]
-        shape = jnp.broadcast_shapes(*(v.shape for v in values))
-        return hparams_type(*(jnp.broadcast_to(v, shape) for v in values))
-    # numpy, then put on the device: eager jnp would compile a program for each
-    values = [np.asarray(v, np.float32) for v in raw]
-    shape = np.broadcast_shapes(*(v.shape for v in values))
-    return hparams_type(*(jax.device_put(np.broadcast_to(v, shape)) for v in values))
+    # numpy, then put on the device (eager jnp would compile a program for
+    # each); jnp inside a traced function
+    traced = any(isinstance(v, jax.core.Tracer) for v in raw)
+    xp = jnp if traced else np
+    values = [xp.asarray(v, xp.float32) for v in raw]
+    shape = xp.broadcast_shapes(*(v.shape for v in values))
+    out = [xp.broadcast_to(v, shape) for v in values]
+    return hparams_type(*(out if traced else map(jax.device_put, out)))
 
 
 def start(

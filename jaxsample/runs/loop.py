@@ -27,6 +27,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxsample._checks import check_key
 from jaxsample.algos.trainer import Reports, Trainer
 from jaxsample.runs.program_store import ProgramStore
 from jaxsample.runs.programs import Chunks, Hooks, OneProgram, Runs
@@ -253,6 +254,7 @@ def runs_of(trainer: Trainer, key: jax.Array, seeds: int, hparams: Any = None) -
     share its key) with setting ``r % C``. Numpy, and the key as given:
     nothing here is a compiled program.
     """
+    check_key(key)
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
     if hparams is None:
